@@ -1,0 +1,33 @@
+# Every dependency comes from a Debian 12 package; README.md's commands install them.
+find_package(Threads REQUIRED)
+find_package(fmt REQUIRED)
+find_package(nlohmann_json REQUIRED)
+
+find_path(ANTLR4_INCLUDE_DIR antlr4-runtime.h PATH_SUFFIXES antlr4-runtime REQUIRED)
+find_library(ANTLR4_RUNTIME_LIB antlr4-runtime REQUIRED)
+find_program(ANTLR4_TOOL antlr4 PATHS /usr/bin REQUIRED)
+
+find_path(Z3_INCLUDE_DIR z3++.h REQUIRED)
+find_library(Z3_LIB z3 REQUIRED)
+add_library(meshflow_z3 INTERFACE)
+target_include_directories(meshflow_z3 SYSTEM INTERFACE ${Z3_INCLUDE_DIR})
+target_link_libraries(meshflow_z3 INTERFACE ${Z3_LIB})
+
+find_path(LIBEDIT_INCLUDE_DIR histedit.h REQUIRED)
+find_library(LIBEDIT_LIB edit REQUIRED)
+
+find_package(BLAS)
+
+# Optional accelerators and multi-node support are detected, never required.
+find_package(MPI COMPONENTS CXX QUIET)
+option(MESHFLOW_MPI "Build the MPI backend" ${MPI_CXX_FOUND})
+if(EXISTS /usr/local/cuda/bin/nvcc)
+  set(MESHFLOW_CUDA_DEFAULT ON)
+else()
+  set(MESHFLOW_CUDA_DEFAULT OFF)
+endif()
+option(MESHFLOW_CUDA "Build the CUDA/NCCL backend" ${MESHFLOW_CUDA_DEFAULT})
+
+if(MESHFLOW_TESTS)
+  find_package(Catch2 REQUIRED)
+endif()

@@ -1,0 +1,178 @@
+#include "grammar/Parser.h"
+
+#include <fmt/format.h>
+
+#include "MeshLexer.h"
+#include "MeshParser.h"
+#include "antlr4-runtime.h"
+#include "grammar/TokenFilter.h"
+#include "grammar/Transformer.h"
+
+namespace meshflow::grammar {
+namespace {
+
+using meshflow_generated::MeshLexer;
+using meshflow_generated::MeshParser;
+
+std::uint32_t codePoints(const std::string& text) {
+  std::uint32_t count = 0;
+  for (unsigned char c : text) count += (c & 0xC0) != 0x80;
+  return count;
+}
+
+interp::SourceSpan tokenSpan(const interp::SourceFile& file, const antlr4::Token* token) {
+  interp::SourceSpan span;
+  span.file = &file;
+  span.line = token->getLine() > 0 ? static_cast<std::uint32_t>(token->getLine() - 1) : 0;
+  span.column = static_cast<std::uint32_t>(token->getCharPositionInLine());
+  span.endLine = span.line;
+  std::uint32_t length =
+      token->getType() == antlr4::Token::EOF ? 1 : std::max(1u, codePoints(token->getText()));
+  span.endColumn = span.column + length;
+  return span;
+}
+
+// The first byte that is not part of well-formed UTF-8, as a span.
+std::optional<interp::SourceSpan> findInvalidUtf8(const interp::SourceFile& file) {
+  const std::string& text = file.text();
+  std::uint32_t line = 0, column = 0;
+  for (std::size_t i = 0; i < text.size();) {
+    auto byte = static_cast<unsigned char>(text[i]);
+    std::size_t length = byte < 0x80 ? 1 : (byte >> 5) == 0x6 ? 2 : (byte >> 4) == 0xE ? 3
+                                         : (byte >> 3) == 0x1E ? 4 : 0;
+    bool ok = length > 0 && i + length <= text.size();
+    for (std::size_t k = 1; ok && k < length; ++k)
+      ok = (static_cast<unsigned char>(text[i + k]) & 0xC0) == 0x80;
+    // Overlong encodings and surrogates are malformed too.
+    if (ok && length == 2) ok = byte >= 0xC2;
+    if (ok && length == 3) {
+      auto next = static_cast<unsigned char>(text[i + 1]);
+      ok = !(byte == 0xE0 && next < 0xA0) && !(byte == 0xED && next >= 0xA0);
+    }
+    if (ok && length == 4) {
+      auto next = static_cast<unsigned char>(text[i + 1]);
+      ok = byte <= 0xF4 && !(byte == 0xF0 && next < 0x90) && !(byte == 0xF4 && next >= 0x90);
+    }
+    if (!ok) return interp::SourceSpan{&file, line, column, line, column + 1};
+    if (byte == '\n') {
+      ++line;
+      column = 0;
+    } else {
+      ++column;
+    }
+    i += length;
+  }
+  return std::nullopt;
+}
+
+std::string describeToken(const antlr4::Token* token) {
+  if (token->getType() == antlr4::Token::EOF) return "end of input";
+  if (token->getType() == MeshLexer::NEWLINE) return "end of line";
+  std::string text = token->getText();
+  if (token->getType() == MeshLexer::UNKNOWN_CHAR) {
+    if (text == "\"") return "an unterminated string (strings end on the same line)";
+    return fmt::format("character '{}'", text);
+  }
+  if (text.size() > 40) text = text.substr(0, 37) + "...";
+  return fmt::format("'{}'", text);
+}
+
+std::string describeExpected(const std::string& vocabularyName) {
+  if (vocabularyName == "IDENT") return "a name";
+  if (vocabularyName == "INT") return "an integer";
+  if (vocabularyName == "FLOAT") return "a number";
+  if (vocabularyName == "QUANTITY") return "a quantity";
+  if (vocabularyName == "STRING") return "a string";
+  if (vocabularyName == "NEWLINE") return "end of line";
+  if (vocabularyName == "EOF" || vocabularyName == "<EOF>") return "end of input";
+  return vocabularyName;
+}
+
+class SyntaxErrorCollector : public antlr4::BaseErrorListener {
+ public:
+  SyntaxErrorCollector(const interp::SourceFile& file, std::vector<Diagnostic>& out)
+      : file_(file), out_(out) {}
+
+  void syntaxError(antlr4::Recognizer* recognizer, antlr4::Token* offending, size_t, size_t,
+                   const std::string&, std::exception_ptr) override {
+    if (offending == nullptr) return;
+    if (offending->getType() == antlr4::Token::EOF) incomplete_ = true;
+    if (++count_ > kMaxSyntaxErrors) return;
+    std::string message = "unexpected " + describeToken(offending);
+    if (auto* parser = dynamic_cast<antlr4::Parser*>(recognizer))
+      message += expectedSuffix(*parser);
+    out_.push_back(interp::makeDiagnostic(DiagnosticKind::SyntaxError, message,
+                                          tokenSpan(file_, offending)));
+  }
+
+  bool incomplete() const { return incomplete_; }
+  int count() const { return count_; }
+
+ private:
+  // Lists what would have been accepted when that is a short list; a long
+  // list of every statement keyword helps nobody.
+  static std::string expectedSuffix(antlr4::Parser& parser) {
+    antlr4::misc::IntervalSet expected;
+    try {
+      expected = parser.getExpectedTokens();
+    } catch (...) {
+      return "";
+    }
+    std::vector<std::string> names;
+    for (size_t type : expected.toList())
+      names.push_back(describeExpected(parser.getVocabulary().getDisplayName(type)));
+    if (names.empty() || names.size() > 5) return "";
+    std::string list = names[0];
+    for (std::size_t i = 1; i < names.size(); ++i)
+      list += (i + 1 == names.size() ? " or " : ", ") + names[i];
+    return "; expected " + list;
+  }
+
+  const interp::SourceFile& file_;
+  std::vector<Diagnostic>& out_;
+  bool incomplete_ = false;
+  int count_ = 0;
+};
+
+}  // namespace
+
+ParseResult parse(std::shared_ptr<const interp::SourceFile> file) {
+  ParseResult result;
+  if (auto bad = findInvalidUtf8(*file)) {
+    result.diagnostics.push_back(interp::makeDiagnostic(
+        DiagnosticKind::InvalidUtf8, "the source is not valid UTF-8 (a malformed byte sequence starts here)",
+        *bad));
+    return result;
+  }
+  antlr4::ANTLRInputStream input(file->text());
+  MeshLexer lexer(&input);
+  lexer.removeErrorListeners();
+  auto tokens = lexer.getAllTokens();
+  std::vector<std::unique_ptr<antlr4::Token>> filtered;
+  if (auto problem = filterNewlines(tokens, filtered)) {
+    result.diagnostics.push_back(interp::makeDiagnostic(
+        DiagnosticKind::NestingTooDeep,
+        fmt::format("brackets and blocks nest deeper than {} levels", kMaxNesting),
+        tokenSpan(*file, problem->token)));
+    return result;
+  }
+  antlr4::ListTokenSource source(std::move(filtered));
+  antlr4::CommonTokenStream stream(&source);
+  MeshParser parser(&stream);
+  parser.removeErrorListeners();
+  SyntaxErrorCollector collector(*file, result.diagnostics);
+  parser.addErrorListener(&collector);
+  auto* tree = parser.program();
+  result.incomplete = collector.incomplete();
+  if (collector.count() > kMaxSyntaxErrors)
+    result.diagnostics.back().notes.push_back(interp::makeDiagnostic(
+        DiagnosticKind::SyntaxError,
+        fmt::format("{} more syntax errors not shown", collector.count() - kMaxSyntaxErrors), {},
+        Severity::Note));
+  if (collector.count() > 0) return result;
+  auto program = transform(tree, file, result.diagnostics);
+  if (result.diagnostics.empty()) result.program = std::move(program);
+  return result;
+}
+
+}  // namespace meshflow::grammar

@@ -1,0 +1,32 @@
+// The front end's one entry point: source text in, meshflow AST and diagnostics out.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "interp/Ast.h"
+#include "meshflow/Diagnostic.h"
+
+namespace meshflow::grammar {
+
+struct ParseResult {
+  std::shared_ptr<ast::Program> program;  // null when there were errors
+  std::vector<Diagnostic> diagnostics;
+  /// The source stopped in the middle of a construct (an unclosed bracket or
+  /// block, a dangling operator): the REPL asks for a continuation line.
+  bool incomplete = false;
+
+  bool ok() const { return program != nullptr; }
+};
+
+/// Brackets and blocks nested deeper than this are a NestingTooDeep diagnostic:
+/// the generated parser recurses once per level and must not exhaust the stack.
+inline constexpr int kMaxNesting = 100;
+/// Expression trees deeper than this (long operator chains) are NestingTooDeep too.
+inline constexpr int kMaxExpressionDepth = 1000;
+/// After this many syntax errors the parser stops reporting.
+inline constexpr int kMaxSyntaxErrors = 20;
+
+ParseResult parse(std::shared_ptr<const interp::SourceFile> file);
+
+}  // namespace meshflow::grammar

@@ -1,0 +1,64 @@
+#include "grammar/TokenFilter.h"
+
+#include <set>
+#include <string>
+
+#include "MeshLexer.h"
+#include "grammar/Parser.h"
+
+namespace meshflow::grammar {
+namespace {
+
+using meshflow_generated::MeshLexer;
+
+// Tokens after which an expression must continue: a newline there is not the
+// end of a statement.
+bool needsRightOperand(const std::string& text) {
+  static const std::set<std::string> kTokens = {
+      "+", "-", "*", "/", "//", "%", "**", "==", "!=", "<", "<=", ">", ">=", "and", "or",
+      "not", "..", "=", "+=", "-=", "*=", "/=", ",", ".", "(", "[", ":"};
+  return kTokens.count(text) > 0;
+}
+
+// A `{` opens a record literal where an expression may start, and a block
+// everywhere else (after `)`, a name, `else` …).
+bool opensRecord(const antlr4::Token* previous) {
+  if (previous == nullptr || previous->getType() == MeshLexer::NEWLINE) return true;
+  const std::string text = previous->getText();
+  return text == ";" || text == "return" || text == "{" || needsRightOperand(text);
+}
+
+enum class Open { Paren, Record, Block };
+
+}  // namespace
+
+std::optional<FilterProblem> filterNewlines(std::vector<std::unique_ptr<antlr4::Token>>& tokens,
+                                            std::vector<std::unique_ptr<antlr4::Token>>& out) {
+  std::vector<Open> open;
+  const antlr4::Token* previous = nullptr;  // last token kept
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    auto& token = tokens[i];
+    const std::string text = token->getText();
+    if (token->getType() == MeshLexer::NEWLINE) {
+      bool insideExpression = !open.empty() && open.back() != Open::Block;
+      bool afterOperator = previous && needsRightOperand(previous->getText());
+      bool repeated = !previous || previous->getType() == MeshLexer::NEWLINE;
+      bool beforeElse = i + 1 < tokens.size() && tokens[i + 1]->getText() == "else" &&
+                        tokens[i + 1]->getType() != MeshLexer::STRING;
+      if (insideExpression || afterOperator || repeated || beforeElse) continue;
+    } else if (token->getType() != MeshLexer::STRING) {
+      if (text == "(" || text == "[" || text == "{") {
+        open.push_back(text == "{" ? (opensRecord(previous) ? Open::Record : Open::Block)
+                                   : Open::Paren);
+        if (static_cast<int>(open.size()) > kMaxNesting) return FilterProblem{token.get()};
+      } else if ((text == ")" || text == "]" || text == "}") && !open.empty()) {
+        open.pop_back();
+      }
+    }
+    previous = token.get();
+    out.push_back(std::move(token));
+  }
+  return std::nullopt;
+}
+
+}  // namespace meshflow::grammar

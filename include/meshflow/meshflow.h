@@ -1,0 +1,139 @@
+// The embedding API of meshflow: everything a C++ host includes.
+//
+//   meshflow::Config config;
+//   config.write = [](std::string_view text) { std::cout << text; };
+//   meshflow::Interpreter interp(config);
+//   auto status = interp.eval("let x = 2 * 21\nprint(x)", "example.mesh");
+//   if (!status) std::cerr << meshflow::renderAll(status.diagnostics);
+//
+// An Interpreter holds no global state: any number can live in one process,
+// each used by one thread at a time. Errors never abort the host; they come
+// back as diagnostics in a Status.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "meshflow/Diagnostic.h"
+#include "meshflow/Error.h"
+#include "meshflow/Value.h"
+
+namespace meshflow {
+
+namespace interp {
+class InterpreterState;
+}
+
+/// Budgets that stop a runaway script with a diagnostic instead of a hang or a crash.
+struct Limits {
+  std::uint64_t maxSteps = 500'000'000;  // statements executed plus calls made
+  std::uint32_t maxCallDepth = 1000;
+  std::size_t maxMemoryBytes = std::size_t{4} << 30;  // held by script values
+};
+
+/// Folders a script may read (imports, data) and write (plans, traces, checkpoints).
+/// Paths outside them are an AccessDenied diagnostic.
+struct FileAccess {
+  std::vector<std::string> readRoots;
+  std::vector<std::string> writeRoots;
+};
+
+struct Config {
+  /// Receives everything a script prints. Default: standard output.
+  std::function<void(std::string_view)> write;
+  /// Called for each diagnostic as it is reported (they are also in the Status).
+  std::function<void(const Diagnostic&)> diagnostic;
+  /// Folders searched for `import "file.mesh"` after the importing file's own folder.
+  std::vector<std::string> importRoots;
+  /// Where `import std.x` finds stdlib/x.mesh. Default: the stdlib of this build.
+  std::string stdlibDir;
+  FileAccess files;
+  Limits limits;
+  void* userData = nullptr;
+};
+
+/// The outcome of eval or call.
+struct Status {
+  bool ok = true;
+  std::vector<Diagnostic> diagnostics;
+  /// The value of the last statement when it was an expression (the REPL prints it),
+  /// or the result of call().
+  std::optional<Value> value;
+  /// The source ended inside an unfinished construct (the REPL asks for more).
+  bool incomplete = false;
+
+  explicit operator bool() const { return ok; }
+};
+
+/// What a host function receives: its arguments and the interpreter's user data.
+class HostCall {
+ public:
+  HostCall(std::vector<Value> args, void* userData) : args_(std::move(args)), userData_(userData) {}
+  std::size_t size() const { return args_.size(); }
+  const Value& operator[](std::size_t i) const { return args_.at(i); }
+  const std::vector<Value>& args() const { return args_; }
+  void* userData() const { return userData_; }
+
+ private:
+  std::vector<Value> args_;
+  void* userData_;
+};
+
+/// A function the host registers. Throw ScriptError (or any std::exception) to
+/// report an error at the script's call site.
+using HostFunction = std::function<Value(HostCall&)>;
+
+class Interpreter {
+ public:
+  explicit Interpreter(Config config = {});
+  ~Interpreter();
+  Interpreter(const Interpreter&) = delete;
+  Interpreter& operator=(const Interpreter&) = delete;
+
+  /// Parses and runs `source`; its definitions persist for later calls.
+  Status eval(std::string_view source, std::string_view name = "<input>");
+  /// Reads and runs a file (its folder becomes the base for its relative imports).
+  Status evalFile(const std::string& path);
+  /// Reports the diagnostics found without running: syntax, literals, misplaced
+  /// statements, and imports that cannot be found or form a cycle.
+  Status check(std::string_view source, std::string_view name = "<input>");
+  Status checkFile(const std::string& path);
+
+  /// A global of the main scope, if defined.
+  std::optional<Value> global(const std::string& name) const;
+  void setGlobal(const std::string& name, Value value);
+  /// Calls a callable value (a script function, a builtin, a host function).
+  Status call(const Value& callee, std::vector<Value> args);
+  /// Calls the global named `name`.
+  Status call(const std::string& name, std::vector<Value> args);
+  /// Registers `fn` as a global function taking exactly the parameters `params`
+  /// (callable with positional or keyword arguments).
+  void defineFunction(const std::string& name, std::vector<std::string> params, HostFunction fn);
+
+  /// Every name visible in the main scope (builtins included), sorted.
+  std::vector<std::string> globalNames() const;
+  /// Field and method names of the value `expression` evaluates to, for completion
+  /// after a dot; empty if the expression is not a plain name path.
+  std::vector<std::string> memberNames(const std::string& expression) const;
+
+  const Config& config() const;
+
+ private:
+  std::unique_ptr<interp::InterpreterState> state_;
+};
+
+/// Completions for the word ending at `cursor` in `line`, given the interpreter's
+/// names: keywords, globals, and after `a.b.` the members of `a.b`. Sorted, unique.
+std::vector<std::string> complete(const Interpreter& interpreter, std::string_view line,
+                                  std::size_t cursor);
+
+/// The version of meshflow, `major.minor.patch`.
+std::string_view version();
+
+}  // namespace meshflow

@@ -1,0 +1,57 @@
+#include "interp/Builtins.h"
+
+#include <fmt/format.h>
+
+#include "interp/Evaluator.h"
+
+namespace meshflow::interp {
+
+void installBuiltins(Environment& env) {
+  installCoreBuiltins(env);
+  installMathBuiltins(env);
+  installDeclarationBuiltins(env);
+  installFileBuiltins(env);
+}
+
+void defineBuiltin(Environment& env, const std::string& name, std::vector<ParamSpec> params,
+                   Builtin::Body body, bool variadic) {
+  auto builtin = std::make_shared<Builtin>(name, std::move(params), std::move(body), variadic);
+  env.define(name, Binding{Value::object(ValueKind::Callable, std::move(builtin)), false, {}});
+}
+
+void argumentError(const BoundArgs& args, std::size_t i, DiagnosticKind kind, std::string message) {
+  const SourceSpan& span = i < args.spans.size() ? args.spans[i] : args.callSpan;
+  if (span.valid()) failAt(kind, std::move(message), span);
+  throw ScriptError(kind, std::move(message));
+}
+
+std::int64_t intArg(const BoundArgs& args, std::size_t i, const char* what) {
+  if (!args[i].isInt())
+    argumentError(args, i, DiagnosticKind::TypeMismatch,
+                  fmt::format("{} must be an int, not a {}", what, args[i].typeName()));
+  return args[i].asInt();
+}
+
+double numberArg(const BoundArgs& args, std::size_t i, const char* what) {
+  if (!args[i].isNumber())
+    argumentError(args, i, DiagnosticKind::TypeMismatch,
+                  fmt::format("{} must be a number, not a {}", what, args[i].typeName()));
+  return args[i].asNumber();
+}
+
+const std::string& stringArg(const BoundArgs& args, std::size_t i, const char* what) {
+  if (!args[i].isString())
+    argumentError(args, i, DiagnosticKind::TypeMismatch,
+                  fmt::format("{} must be a string, not a {}", what, args[i].typeName()));
+  return args[i].asString();
+}
+
+double quantityArg(const BoundArgs& args, std::size_t i, Dimension d, const char* what) {
+  const Value& v = args[i];
+  if (v.kind() != ValueKind::Quantity || v.dimension() != d)
+    argumentError(args, i, DiagnosticKind::UnitMismatch,
+                  fmt::format("{} must be a quantity in {}, not {}", what, unitName(d), v.repr()));
+  return v.quantityValue();
+}
+
+}  // namespace meshflow::interp

@@ -1,0 +1,34 @@
+// The functions every script sees, and helpers for writing them.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "interp/Callable.h"
+#include "interp/Environment.h"
+
+namespace meshflow::interp {
+
+/// Defines every builtin in `env` (the root scope of all modules).
+void installBuiltins(Environment& env);
+
+// One group of builtins each, defined in their own files.
+void installCoreBuiltins(Environment& env);
+void installMathBuiltins(Environment& env);
+void installDeclarationBuiltins(Environment& env);
+void installFileBuiltins(Environment& env);
+
+/// Defines a builtin named `name` in `env`.
+void defineBuiltin(Environment& env, const std::string& name, std::vector<ParamSpec> params,
+                   Builtin::Body body, bool variadic = false);
+
+// Typed access to bound arguments; a wrong type is a TypeMismatch at the argument.
+std::int64_t intArg(const BoundArgs& args, std::size_t i, const char* what);
+double numberArg(const BoundArgs& args, std::size_t i, const char* what);
+const std::string& stringArg(const BoundArgs& args, std::size_t i, const char* what);
+/// A quantity of dimension `d` (UnitMismatch otherwise), in base units.
+double quantityArg(const BoundArgs& args, std::size_t i, Dimension d, const char* what);
+[[noreturn]] void argumentError(const BoundArgs& args, std::size_t i, DiagnosticKind kind,
+                                std::string message);
+
+}  // namespace meshflow::interp

@@ -1,0 +1,183 @@
+// The public embedding API (include/meshflow/meshflow.h).
+#include <fmt/format.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "grammar/Parser.h"
+#include "interp/Evaluator.h"
+#include "interp/InterpreterState.h"
+#include "interp/Members.h"
+#include "meshflow/meshflow.h"
+
+namespace meshflow {
+namespace {
+
+using interp::InterpreterState;
+
+void report(const Config& config, Status& status) {
+  if (!status.diagnostics.empty()) status.ok = false;
+  if (config.diagnostic)
+    for (const auto& d : status.diagnostics) config.diagnostic(d);
+}
+
+// Runs `body` and turns every way it can fail into a diagnostic: errors never
+// escape to the host.
+template <typename Body>
+void guarded(InterpreterState& state, Status& status, Body body) {
+  state.beginRun();
+  try {
+    body();
+  } catch (ScriptError& error) {
+    status.diagnostics.push_back(error.diagnostic());
+  } catch (const std::bad_alloc&) {
+    status.diagnostics.push_back(
+        interp::makeDiagnostic(DiagnosticKind::MemoryLimit, "out of memory", {}));
+  }
+  report(state.config, status);
+}
+
+std::optional<std::string> readWholeFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+Status unreadable(const Config& config, const std::string& path) {
+  Status status;
+  status.diagnostics.push_back(interp::makeDiagnostic(
+      DiagnosticKind::ImportNotFound, fmt::format("cannot read '{}'", path), {}));
+  report(config, status);
+  return status;
+}
+
+}  // namespace
+
+Interpreter::Interpreter(Config config)
+    : state_(std::make_unique<InterpreterState>(std::move(config))) {}
+
+Interpreter::~Interpreter() = default;
+
+const Config& Interpreter::config() const { return state_->config; }
+
+Status Interpreter::eval(std::string_view source, std::string_view name) {
+  Status status;
+  auto file = std::make_shared<interp::SourceFile>(std::string(name), std::string(source));
+  auto parsed = grammar::parse(file);
+  status.incomplete = parsed.incomplete;
+  status.diagnostics = std::move(parsed.diagnostics);
+  if (!parsed.ok()) {
+    report(state_->config, status);
+    return status;
+  }
+  state_->programs.push_back(parsed.program);
+  guarded(*state_, status, [&] {
+    interp::Evaluator evaluator(*state_);
+    status.value = evaluator.run(parsed.program, state_->globals);
+  });
+  return status;
+}
+
+Status Interpreter::evalFile(const std::string& path) {
+  auto text = readWholeFile(path);
+  if (!text) return unreadable(state_->config, path);
+  return eval(*text, path);
+}
+
+Status Interpreter::check(std::string_view source, std::string_view name) {
+  Status status;
+  auto file = std::make_shared<interp::SourceFile>(std::string(name), std::string(source));
+  auto parsed = grammar::parse(file);
+  status.incomplete = parsed.incomplete;
+  status.diagnostics = std::move(parsed.diagnostics);
+  if (parsed.ok()) state_->modules.checkImports(state_->config, *parsed.program, status.diagnostics);
+  report(state_->config, status);
+  return status;
+}
+
+Status Interpreter::checkFile(const std::string& path) {
+  auto text = readWholeFile(path);
+  if (!text) return unreadable(state_->config, path);
+  return check(*text, path);
+}
+
+std::optional<Value> Interpreter::global(const std::string& name) const {
+  if (auto* binding = state_->globals->find(name)) return binding->value;
+  return std::nullopt;
+}
+
+void Interpreter::setGlobal(const std::string& name, Value value) {
+  if (auto* binding = state_->globals->findLocal(name)) {
+    binding->value = std::move(value);
+    return;
+  }
+  state_->globals->define(name, interp::Binding{std::move(value), true, {}});
+}
+
+Status Interpreter::call(const Value& callee, std::vector<Value> args) {
+  Status status;
+  guarded(*state_, status, [&] {
+    interp::Arguments arguments;
+    for (auto& arg : args) arguments.entries.push_back({std::nullopt, std::move(arg), {}});
+    interp::Evaluator evaluator(*state_);
+    status.value = evaluator.call(callee, arguments);
+  });
+  return status;
+}
+
+Status Interpreter::call(const std::string& name, std::vector<Value> args) {
+  auto callee = global(name);
+  if (!callee) {
+    Status status;
+    status.diagnostics.push_back(interp::makeDiagnostic(
+        DiagnosticKind::UnknownName, fmt::format("no global named '{}'", name), {}));
+    report(state_->config, status);
+    return status;
+  }
+  return call(*callee, std::move(args));
+}
+
+void Interpreter::defineFunction(const std::string& name, std::vector<std::string> params,
+                                 HostFunction fn) {
+  std::vector<interp::ParamSpec> specs;
+  for (auto& p : params) specs.push_back({std::move(p), std::nullopt});
+  void* userData = state_->config.userData;
+  auto body = [name, fn = std::move(fn), userData](interp::Evaluator&, interp::BoundArgs& args) {
+    HostCall call(args.values, userData);
+    try {
+      return fn(call);
+    } catch (ScriptError&) {
+      throw;
+    } catch (const std::exception& error) {
+      throw ScriptError(DiagnosticKind::HostError, fmt::format("{}: {}", name, error.what()));
+    }
+  };
+  auto builtin = std::make_shared<interp::Builtin>(name, std::move(specs), std::move(body));
+  Value value = Value::object(ValueKind::Callable, std::move(builtin));
+  if (auto* binding = state_->globals->findLocal(name)) {
+    binding->value = std::move(value);
+    return;
+  }
+  state_->globals->define(name, interp::Binding{std::move(value), false, {}});
+}
+
+std::vector<std::string> Interpreter::globalNames() const { return state_->globals->visibleNames(); }
+
+std::vector<std::string> Interpreter::memberNames(const std::string& expression) const {
+  std::vector<std::string> path;
+  std::stringstream parts(expression);
+  for (std::string part; std::getline(parts, part, '.');) path.push_back(part);
+  if (path.empty()) return {};
+  auto value = global(path[0]);
+  for (std::size_t i = 1; value && i < path.size(); ++i) {
+    if (!value->object()) return {};
+    value = value->object()->field(path[i]);
+  }
+  return value ? interp::memberNames(*value) : std::vector<std::string>{};
+}
+
+std::string_view version() { return "0.1.0"; }
+
+}  // namespace meshflow

@@ -1,0 +1,58 @@
+#include "interp/InterpreterState.h"
+
+#include <pthread.h>
+
+#include <cstdio>
+
+#include "interp/Builtins.h"
+
+namespace meshflow::interp {
+namespace {
+
+Config withDefaults(Config config) {
+  if (!config.write)
+    config.write = [](std::string_view text) {
+      std::fwrite(text.data(), 1, text.size(), stdout);
+      std::fflush(stdout);
+    };
+  if (config.stdlibDir.empty()) config.stdlibDir = MESHFLOW_STDLIB_DIR;
+  return config;
+}
+
+// The lowest address the evaluator lets the native stack reach on this thread:
+// a margin above the end of the stack, so deep recursion becomes a diagnostic.
+std::uintptr_t stackLimitOfThisThread() {
+  pthread_attr_t attributes;
+  if (pthread_getattr_np(pthread_self(), &attributes) != 0) return 0;
+  void* base = nullptr;
+  std::size_t size = 0;
+  pthread_attr_getstack(&attributes, &base, &size);
+  pthread_attr_destroy(&attributes);
+  std::size_t margin = std::max<std::size_t>(256 * 1024, size / 4);
+  if (margin >= size) return 0;
+  return reinterpret_cast<std::uintptr_t>(base) + margin;
+}
+
+}  // namespace
+
+InterpreterState::InterpreterState(Config configIn)
+    : config(withDefaults(std::move(configIn))),
+      heap(config.limits.maxMemoryBytes),
+      builtins(std::make_shared<Environment>()),
+      globals(std::make_shared<Environment>(builtins)) {
+  installBuiltins(*builtins);
+}
+
+InterpreterState::~InterpreterState() {
+  // Cycles run through scopes too: clear them before the heap breaks the rest.
+  globals->clear();
+  modules.clear();
+}
+
+void InterpreterState::beginRun() {
+  steps = 0;
+  callDepth = 0;
+  stackLimit = stackLimitOfThisThread();
+}
+
+}  // namespace meshflow::interp

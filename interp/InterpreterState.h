@@ -1,0 +1,37 @@
+// Everything one Interpreter owns. No part of it is shared between interpreters.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "interp/Environment.h"
+#include "interp/Heap.h"
+#include "interp/Modules.h"
+#include "meshflow/meshflow.h"
+
+namespace meshflow::interp {
+
+class InterpreterState {
+ public:
+  explicit InterpreterState(Config config);
+  ~InterpreterState();
+
+  Config config;
+  Heap heap;
+  std::shared_ptr<Environment> builtins;  // parent of every module's scope
+  std::shared_ptr<Environment> globals;   // the main scope: scripts, the REPL, the host
+  ModuleLoader modules;
+  /// Sources run in the main scope; functions defined there point into them.
+  std::vector<std::shared_ptr<const ast::Program>> programs;
+
+  // Per top-level eval: reset by beginRun().
+  std::uint64_t steps = 0;
+  std::uint32_t callDepth = 0;
+  std::uintptr_t stackLimit = 0;  // the native stack may not grow below this address
+
+  /// Resets the per-run counters and measures the calling thread's stack.
+  void beginRun();
+};
+
+}  // namespace meshflow::interp

@@ -1,0 +1,26 @@
+// Fields, methods and indexing of values.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "meshflow/Value.h"
+
+namespace meshflow::interp {
+
+class Evaluator;
+
+/// `object.name`: a field of the value, or one of its methods bound to it.
+Value member(Evaluator& evaluator, const Value& object, const std::string& name);
+/// Field and method names of a value, sorted (for completion and error notes).
+std::vector<std::string> memberNames(const Value& object);
+
+/// `object[i, ...]` and `object[i] = value`.
+Value indexValue(Evaluator& evaluator, const Value& object, const std::vector<Value>& indices);
+void setIndex(Evaluator& evaluator, const Value& object, const std::vector<Value>& indices,
+              Value value);
+
+/// The UTF-8 characters of `text`, one string each.
+std::vector<std::string> codePointsOf(const std::string& text);
+
+}  // namespace meshflow::interp

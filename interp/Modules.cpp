@@ -1,0 +1,196 @@
+#include "interp/Modules.h"
+
+#include <fmt/format.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "grammar/Parser.h"
+#include "interp/Evaluator.h"
+#include "interp/FileAccess.h"
+
+namespace meshflow::interp {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool isPublic(const std::string& name) { return !name.empty() && name[0] != '_'; }
+
+std::optional<std::string> readFile(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+fs::path importerFolder(const SourceFile& importer) {
+  fs::path file(importer.name());
+  if (importer.name().empty() || importer.name().front() == '<') return fs::current_path();
+  return normalisePath(file, fs::current_path()).parent_path();
+}
+
+std::vector<fs::path> candidates(const Config& config, const ast::ImportStmt& stmt,
+                                 const SourceFile& importer) {
+  std::vector<fs::path> paths;
+  if (!stmt.isPath) {
+    std::string relative = stmt.target;
+    for (char& c : relative)
+      if (c == '.') c = '/';
+    if (relative.rfind("std/", 0) == 0) {
+      paths.push_back(fs::path(config.stdlibDir) / (relative.substr(4) + ".mesh"));
+      return paths;
+    }
+    paths.push_back(importerFolder(importer) / (relative + ".mesh"));
+    for (const auto& root : config.importRoots) paths.push_back(fs::path(root) / (relative + ".mesh"));
+    return paths;
+  }
+  fs::path target(stmt.target);
+  if (target.is_absolute()) return {target};
+  paths.push_back(importerFolder(importer) / target);
+  for (const auto& root : config.importRoots) paths.push_back(fs::path(root) / target);
+  return paths;
+}
+
+std::shared_ptr<const ast::Program> parseModule(const fs::path& path, const std::string& text,
+                                                const ast::ImportStmt& stmt) {
+  auto file = std::make_shared<SourceFile>(path.string(), text);
+  auto parsed = grammar::parse(file);
+  if (parsed.ok()) return parsed.program;
+  Diagnostic first = parsed.diagnostics.front();
+  first.notes.push_back(
+      makeDiagnostic(first.kind, "in the module imported here", stmt.span, Severity::Note));
+  throw ScriptError(std::move(first));
+}
+
+}  // namespace
+
+std::optional<Value> ModuleObject::field(const std::string& name) const {
+  if (!isPublic(name) || !scope_) return std::nullopt;
+  if (Binding* binding = scope_->findLocal(name)) return binding->value;
+  return std::nullopt;
+}
+
+std::vector<std::string> ModuleObject::fieldNames() const {
+  std::vector<std::string> names;
+  if (!scope_) return names;
+  for (auto& name : scope_->localNames())
+    if (isPublic(name)) names.push_back(name);
+  return names;
+}
+
+void ModuleObject::clearReferences() {
+  if (scope_) scope_->clear();
+  scope_.reset();
+}
+
+ResolvedImport resolveImport(const Config& config, const ast::ImportStmt& stmt,
+                             const SourceFile& importer) {
+  std::vector<std::string> looked;
+  for (const auto& candidate : candidates(config, stmt, importer)) {
+    fs::path normal = normalisePath(candidate, fs::current_path());
+    std::error_code error;
+    if (fs::is_regular_file(normal, error)) {
+      try {
+        checkRead(config, normal);
+      } catch (ScriptError& denied) {
+        throw ScriptError(makeDiagnostic(DiagnosticKind::AccessDenied, denied.diagnostic().message,
+                                         stmt.span));
+      }
+      return {normal, stmt.isPath ? normal.stem().string() : stmt.target};
+    }
+    looked.push_back(normal.string());
+  }
+  std::string where;
+  for (const auto& path : looked) where += (where.empty() ? "" : ", ") + path;
+  throw ScriptError(makeDiagnostic(
+      DiagnosticKind::ImportNotFound,
+      fmt::format("cannot find module '{}' (looked for {})", stmt.target, where), stmt.span));
+}
+
+void ModuleLoader::import(Evaluator& evaluator, const ast::ImportStmt& stmt,
+                          const SourceFile& importer, const std::shared_ptr<Environment>& env) {
+  auto module = load(evaluator, stmt, importer);
+  Value moduleValue = Value::object(ValueKind::Object, module);
+  if (stmt.alias) {
+    evaluator.define(env, *stmt.alias, moduleValue, false, stmt.span);
+    return;
+  }
+  for (const auto& name : module->fieldNames())
+    evaluator.define(env, name, *module->field(name), false, stmt.span);
+}
+
+std::shared_ptr<ModuleObject> ModuleLoader::load(Evaluator& evaluator, const ast::ImportStmt& stmt,
+                                                 const SourceFile& importer) {
+  const Config& config = evaluator.state().config;
+  ResolvedImport resolved = resolveImport(config, stmt, importer);
+  std::string key = resolved.path.string();
+  for (std::size_t i = 0; i < loading_.size(); ++i) {
+    if (loading_[i].first != key) continue;
+    Diagnostic cycle = makeDiagnostic(
+        DiagnosticKind::ImportCycle,
+        fmt::format("import cycle: '{}' is already being imported", stmt.target), stmt.span);
+    for (std::size_t k = i; k < loading_.size(); ++k)
+      cycle.notes.push_back(makeDiagnostic(DiagnosticKind::ImportCycle,
+                                           fmt::format("'{}' imported here", loading_[k].first),
+                                           loading_[k].second, Severity::Note));
+    throw ScriptError(std::move(cycle));
+  }
+  if (auto it = loaded_.find(key); it != loaded_.end()) return it->second;
+
+  auto text = readFile(resolved.path);
+  if (!text)
+    throw ScriptError(makeDiagnostic(DiagnosticKind::ImportNotFound,
+                                     fmt::format("cannot read module '{}'", key), stmt.span));
+  auto program = parseModule(resolved.path, *text, stmt);
+  auto scope = std::make_shared<Environment>(evaluator.state().builtins);
+  loading_.emplace_back(key, stmt.span);
+  try {
+    evaluator.run(program, scope);
+  } catch (...) {
+    loading_.pop_back();
+    throw;
+  }
+  loading_.pop_back();
+  auto module = std::make_shared<ModuleObject>(resolved.displayName, program, scope);
+  evaluator.heap().adopt(module, kObjectOverhead);
+  loaded_.emplace(key, module);
+  return module;
+}
+
+void ModuleLoader::checkImports(const Config& config, const ast::Program& program,
+                                std::vector<Diagnostic>& diagnostics) {
+  std::vector<std::string> stack;
+  std::map<std::string, bool> seen;
+  checkProgram(config, program, stack, diagnostics, seen);
+}
+
+void ModuleLoader::checkProgram(const Config& config, const ast::Program& program,
+                                std::vector<std::string>& stack,
+                                std::vector<Diagnostic>& diagnostics,
+                                std::map<std::string, bool>& seen) {
+  for (const auto& statement : program.statements) {
+    if (statement->kind != ast::StmtKind::Import) continue;
+    const auto& stmt = static_cast<const ast::ImportStmt&>(*statement);
+    try {
+      ResolvedImport resolved = resolveImport(config, stmt, *program.file);
+      std::string key = resolved.path.string();
+      if (std::find(stack.begin(), stack.end(), key) != stack.end())
+        throw ScriptError(makeDiagnostic(
+            DiagnosticKind::ImportCycle,
+            fmt::format("import cycle: '{}' is already being imported", stmt.target), stmt.span));
+      if (seen.count(key)) continue;
+      seen[key] = true;
+      auto text = readFile(resolved.path);
+      if (!text) continue;
+      auto module = parseModule(resolved.path, *text, stmt);
+      stack.push_back(key);
+      checkProgram(config, *module, stack, diagnostics, seen);
+      stack.pop_back();
+    } catch (ScriptError& error) {
+      diagnostics.push_back(error.diagnostic());
+    }
+  }
+}
+
+}  // namespace meshflow::interp

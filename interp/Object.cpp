@@ -1,0 +1,133 @@
+#include "interp/Object.h"
+
+#include <fmt/format.h>
+
+#include "interp/Units.h"
+
+namespace meshflow::interp {
+
+Object::~Object() {
+  if (account_) account_->release(charged_);
+}
+
+void Object::setAccount(std::shared_ptr<MemoryAccount> account, std::size_t bytes) {
+  account->charge(bytes);
+  account_ = std::move(account);
+  charged_ = bytes;
+}
+
+void Object::chargeMore(std::size_t bytes) {
+  if (!account_) return;
+  account_->charge(bytes);
+  charged_ += bytes;
+}
+
+void releaseWithoutRecursion(std::vector<Value>& values) {
+  // Values whose last owner is a dying container are parked here and destroyed
+  // one at a time by the outermost release on this thread, so destruction
+  // depth stays constant however deeply values nest.
+  thread_local std::vector<Value> parked;
+  thread_local bool draining = false;
+  for (auto& value : values)
+    if (value.object()) parked.push_back(std::move(value));
+  values.clear();
+  if (draining) return;
+  draining = true;
+  while (!parked.empty()) {
+    Value last = std::move(parked.back());
+    parked.pop_back();
+  }
+  draining = false;
+}
+
+RecordObject::~RecordObject() {
+  std::vector<Value> values;
+  values.reserve(fields.size());
+  for (auto& field : fields) values.push_back(std::move(field.second));
+  releaseWithoutRecursion(values);
+}
+
+std::string StringObject::repr(int) const {
+  std::string out = "\"";
+  for (char c : text) {
+    switch (c) {
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      case '\r': out += "\\r"; break;
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      default: out += c;
+    }
+  }
+  return out + "\"";
+}
+
+std::string ListObject::repr(int depth) const {
+  if (depth > kMaxReprDepth) return "[...]";
+  std::string out = "[";
+  for (std::size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + items[i].repr(depth + 1);
+  return out + "]";
+}
+
+std::string RecordObject::repr(int depth) const {
+  if (depth > kMaxReprDepth) return "{...}";
+  std::string out = "{";
+  for (std::size_t i = 0; i < fields.size(); ++i)
+    out += (i ? ", " : "") + fields[i].first + ": " + fields[i].second.repr(depth + 1);
+  return out + "}";
+}
+
+std::optional<Value> RecordObject::field(const std::string& name) const {
+  for (const auto& [key, value] : fields)
+    if (key == name) return value;
+  return std::nullopt;
+}
+
+std::vector<std::string> RecordObject::fieldNames() const {
+  std::vector<std::string> names;
+  for (const auto& field : fields) names.push_back(field.first);
+  return names;
+}
+
+void RecordObject::set(const std::string& name, Value value) {
+  for (auto& [key, existing] : fields)
+    if (key == name) {
+      existing = std::move(value);
+      return;
+    }
+  chargeMore(stringBytes(name) + sizeof(Value));
+  fields.emplace_back(name, std::move(value));
+}
+
+std::string RangeObject::repr(int) const {
+  if (step == 1) return fmt::format("{}..{}", begin, end);
+  return fmt::format("range({}, {}, {})", begin, end, step);
+}
+
+std::optional<Value> RangeObject::field(const std::string& name) const {
+  if (name == "start") return Value::integer(begin);
+  if (name == "stop") return Value::integer(end);
+  if (name == "step") return Value::integer(step);
+  return std::nullopt;
+}
+
+std::int64_t RangeObject::size() const {
+  // Computed in unsigned arithmetic: end - begin may not fit in 64 signed bits.
+  if (step > 0 && begin < end)
+    return static_cast<std::int64_t>((static_cast<std::uint64_t>(end) - static_cast<std::uint64_t>(begin) - 1) /
+                                     static_cast<std::uint64_t>(step) + 1);
+  if (step < 0 && begin > end)
+    return static_cast<std::int64_t>((static_cast<std::uint64_t>(begin) - static_cast<std::uint64_t>(end) - 1) /
+                                     (0 - static_cast<std::uint64_t>(step)) + 1);
+  return 0;
+}
+
+std::size_t stringBytes(const std::string& text) { return kObjectOverhead + text.size(); }
+std::size_t listBytes(std::size_t items) { return kObjectOverhead + items * sizeof(Value); }
+std::size_t recordBytes(const std::vector<std::pair<std::string, Value>>& fields) {
+  std::size_t bytes = kObjectOverhead;
+  for (const auto& field : fields) bytes += stringBytes(field.first) + sizeof(Value);
+  return bytes;
+}
+
+}  // namespace meshflow::interp
