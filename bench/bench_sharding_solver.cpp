@@ -23,8 +23,8 @@ using meshflow::passes::ShardingError;
 using meshflow::passes::ShardingNode;
 using meshflow::passes::ShardingProblem;
 using meshflow::passes::ShardingSolution;
-using meshflow::passes::solveSharding;
 using meshflow::passes::SolveOptions;
+using meshflow::passes::solveSharding;
 
 namespace {
 
@@ -32,7 +32,9 @@ class Generator {
  public:
   explicit Generator(unsigned seed) : rng_(seed) {}
 
-  double uniform(double lo, double hi) { return std::uniform_real_distribution<double>(lo, hi)(rng_); }
+  double uniform(double lo, double hi) {
+    return std::uniform_real_distribution<double>(lo, hi)(rng_);
+  }
   int pick(int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng_); }
 
   void addNode(ShardingProblem& p, const std::string& name, int strategies) {
@@ -90,11 +92,26 @@ ShardingProblem transformer(int blocks, int strategies, unsigned seed) {
     int ln1 = op(name("ln1")), q = op(name("q")), k = op(name("k")), v = op(name("v"));
     int scores = op(name("scores")), softmax = op(name("softmax")), ctx = op(name("context"));
     int out = op(name("out_proj")), add1 = op(name("add1")), ln2 = op(name("ln2"));
-    int fc1 = op(name("fc1")), gelu = op(name("gelu")), fc2 = op(name("fc2")), add2 = op(name("add2"));
-    for (auto [a, c] : std::initializer_list<std::pair<int, int>>{
-             {x, ln1}, {ln1, q}, {ln1, k}, {ln1, v}, {q, scores}, {k, scores}, {scores, softmax},
-             {softmax, ctx}, {v, ctx}, {ctx, out}, {out, add1}, {x, add1}, {add1, ln2}, {ln2, fc1},
-             {fc1, gelu}, {gelu, fc2}, {fc2, add2}, {add1, add2}}) {
+    int fc1 = op(name("fc1")), gelu = op(name("gelu")), fc2 = op(name("fc2")),
+        add2 = op(name("add2"));
+    for (auto [a, c] : std::initializer_list<std::pair<int, int>>{{x, ln1},
+                                                                  {ln1, q},
+                                                                  {ln1, k},
+                                                                  {ln1, v},
+                                                                  {q, scores},
+                                                                  {k, scores},
+                                                                  {scores, softmax},
+                                                                  {softmax, ctx},
+                                                                  {v, ctx},
+                                                                  {ctx, out},
+                                                                  {out, add1},
+                                                                  {x, add1},
+                                                                  {add1, ln2},
+                                                                  {ln2, fc1},
+                                                                  {fc1, gelu},
+                                                                  {gelu, fc2},
+                                                                  {fc2, add2},
+                                                                  {add1, add2}}) {
       g.addEdge(p, a, c);
     }
     x = add2;
@@ -138,14 +155,16 @@ void run(const std::string& label, ShardingProblem p, const SolveOptions& option
   try {
     ShardingSolution s = solveSharding(p, options);
     residual = s.residualNodes;
-    result = fmt::format("objective {:10.4f} {}", s.objective, s.optimal ? "optimal" : "NOT proven optimal");
+    result = fmt::format("objective {:10.4f} {}", s.objective,
+                         s.optimal ? "optimal" : "NOT proven optimal");
   } catch (const ShardingError& e) {
     result = fmt::format("error: {}", e.what());
   }
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  fmt::print("{:<34} nodes {:5} edges {:5} strategies {:6} residual {:4} memory {:3}  {:8.3f} s  {}\n",
-             label, p.nodes.size(), p.edges.size(), assignments, residual,
-             p.memoryBudget ? "yes" : "no", seconds, result);
+  fmt::print(
+      "{:<34} nodes {:5} edges {:5} strategies {:6} residual {:4} memory {:3}  {:8.3f} s  {}\n",
+      label, p.nodes.size(), p.edges.size(), assignments, residual, p.memoryBudget ? "yes" : "no",
+      seconds, result);
 }
 
 }  // namespace
@@ -160,7 +179,8 @@ int main(int argc, char** argv) {
   for (int n : {10, 100, 1000, 10000}) run(fmt::format("chain {} x 6", n), chain(n, 6, 1), options);
   for (int blocks : {1, 2, 4}) {
     for (int s : {4, 8}) {
-      run(fmt::format("transformer {} block(s) x {}", blocks, s), transformer(blocks, s, 2), options);
+      run(fmt::format("transformer {} block(s) x {}", blocks, s), transformer(blocks, s, 2),
+          options);
       run(fmt::format("  same, Z3 only"), transformer(blocks, s, 2), z3Only);
       ShardingProblem withBudget = transformer(blocks, s, 2);
       tightBudget(withBudget, 0.3);

@@ -97,6 +97,9 @@ QUANTITY : (DIGITS | DECIMAL) UNIT ('/s')? ;
 FLOAT : DECIMAL ;
 INT : DIGITS ;
 STRING : '"' (ESCAPE | ~["\\\r\n])* '"' ;
+// A string missing its closing quote, up to the end of the line: one token, so
+// the rest of the line is not read as code and reported again.
+UNTERMINATED_STRING : '"' (ESCAPE | ~["\\\r\n])* ;
 IDENT : [A-Za-z_] [A-Za-z0-9_]* ;
 NEWLINE : '\r'? '\n' ;
 COMMENT : '#' ~[\r\n]* -> skip ;

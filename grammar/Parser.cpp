@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "MeshLexer.h"
 #include "MeshParser.h"
 #include "antlr4-runtime.h"
@@ -70,7 +72,10 @@ std::string describeToken(const antlr4::Token* token) {
   if (token->getType() == MeshLexer::NEWLINE) return "end of line";
   std::string text = token->getText();
   if (token->getType() == MeshLexer::UNKNOWN_CHAR) {
-    if (text == "\"") return "an unterminated string (strings end on the same line)";
+    // A control character would be invisible between the quotes.
+    auto byte = static_cast<unsigned char>(text[0]);
+    if (text.size() == 1 && (byte < 0x20 || byte == 0x7F))
+      return fmt::format("character U+{:04X}", static_cast<unsigned>(byte));
     return fmt::format("character '{}'", text);
   }
   if (text.size() > 40) text = text.substr(0, 37) + "...";
@@ -96,10 +101,14 @@ class SyntaxErrorCollector : public antlr4::BaseErrorListener {
   void syntaxError(antlr4::Recognizer* recognizer, antlr4::Token* offending, size_t, size_t,
                    const std::string&, std::exception_ptr) override {
     if (offending == nullptr) return;
-    if (offending->getType() == antlr4::Token::EOF) incomplete_ = true;
+    // Only an input whose first error is at its end is unfinished: after an
+    // earlier error, more lines cannot make it parse.
+    if (offending->getType() == antlr4::Token::EOF && count_ == 0) incomplete_ = true;
     if (++count_ > kMaxSyntaxErrors) return;
     std::string message = "unexpected " + describeToken(offending);
-    if (auto* parser = dynamic_cast<antlr4::Parser*>(recognizer))
+    if (offending->getType() == MeshLexer::UNTERMINATED_STRING)
+      message = "unterminated string (a string ends on the line it starts on)";
+    else if (auto* parser = dynamic_cast<antlr4::Parser*>(recognizer))
       message += expectedSuffix(*parser);
     out_.push_back(interp::makeDiagnostic(DiagnosticKind::SyntaxError, message,
                                           tokenSpan(file_, offending)));
@@ -121,6 +130,12 @@ class SyntaxErrorCollector : public antlr4::BaseErrorListener {
     std::vector<std::string> names;
     for (size_t type : expected.toList())
       names.push_back(describeExpected(parser.getVocabulary().getDisplayName(type)));
+    // The declaration words are names too (the `name` rule of Mesh.g4), so
+    // listing them beside "a name" only repeats it.
+    if (std::find(names.begin(), names.end(), "a name") != names.end())
+      std::erase_if(names, [](const std::string& n) {
+        return n == "'model'" || n == "'layer'" || n == "'cluster'" || n == "'schedule'";
+      });
     if (names.empty() || names.size() > 5) return "";
     std::string list = names[0];
     for (std::size_t i = 1; i < names.size(); ++i)
@@ -156,6 +171,9 @@ ParseResult parse(std::shared_ptr<const interp::SourceFile> file) {
         tokenSpan(*file, problem->token)));
     return result;
   }
+  // ListTokenSource refuses an empty list (it throws a bare string), and a
+  // source of only comments and blank lines has no tokens: give it the EOF.
+  if (filtered.empty()) filtered.push_back(lexer.nextToken());
   antlr4::ListTokenSource source(std::move(filtered));
   antlr4::CommonTokenStream stream(&source);
   MeshParser parser(&stream);

@@ -48,8 +48,14 @@ std::optional<FilterProblem> filterNewlines(std::vector<std::unique_ptr<antlr4::
       if (insideExpression || afterOperator || repeated || beforeElse) continue;
     } else if (token->getType() != MeshLexer::STRING) {
       if (text == "(" || text == "[" || text == "{") {
-        open.push_back(text == "{" ? (opensRecord(previous) ? Open::Record : Open::Block)
-                                   : Open::Paren);
+        Open kind = text == "{" ? (opensRecord(previous) ? Open::Record : Open::Block)
+                                : Open::Paren;
+        // No block starts inside brackets, so brackets still open here were
+        // left unclosed (`fn f(x {`). Forgetting them keeps the newlines after
+        // the block as statement ends, and the errors reported later real ones.
+        if (kind == Open::Block)
+          while (!open.empty() && open.back() != Open::Block) open.pop_back();
+        open.push_back(kind);
         if (static_cast<int>(open.size()) > kMaxNesting) return FilterProblem{token.get()};
       } else if ((text == ")" || text == "]" || text == "}") && !open.empty()) {
         open.pop_back();

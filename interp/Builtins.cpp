@@ -28,21 +28,21 @@ void argumentError(const BoundArgs& args, std::size_t i, DiagnosticKind kind, st
 std::int64_t intArg(const BoundArgs& args, std::size_t i, const char* what) {
   if (!args[i].isInt())
     argumentError(args, i, DiagnosticKind::TypeMismatch,
-                  fmt::format("{} must be an int, not a {}", what, args[i].typeName()));
+                  fmt::format("{} must be an int, not {}", what, args[i].aTypeName()));
   return args[i].asInt();
 }
 
 double numberArg(const BoundArgs& args, std::size_t i, const char* what) {
   if (!args[i].isNumber())
     argumentError(args, i, DiagnosticKind::TypeMismatch,
-                  fmt::format("{} must be a number, not a {}", what, args[i].typeName()));
+                  fmt::format("{} must be a number, not {}", what, args[i].aTypeName()));
   return args[i].asNumber();
 }
 
 const std::string& stringArg(const BoundArgs& args, std::size_t i, const char* what) {
   if (!args[i].isString())
     argumentError(args, i, DiagnosticKind::TypeMismatch,
-                  fmt::format("{} must be a string, not a {}", what, args[i].typeName()));
+                  fmt::format("{} must be a string, not {}", what, args[i].aTypeName()));
   return args[i].asString();
 }
 

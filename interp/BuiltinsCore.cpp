@@ -22,7 +22,7 @@ Value print(Evaluator& ev, BoundArgs& a) {
 Value assertion(Evaluator&, BoundArgs& a) {
   if (!a[0].isBool())
     argumentError(a, 0, DiagnosticKind::TypeMismatch,
-                  fmt::format("assert() needs a bool condition, not a {}", a[0].typeName()));
+                  fmt::format("assert() needs a bool condition, not {}", a[0].aTypeName()));
   if (a[0].asBool()) return Value();
   std::string message = a[1].isNone() ? "assertion failed" : "assertion failed: " + a[1].str();
   failAt(DiagnosticKind::AssertionFailed, message, a.callSpan);
@@ -40,7 +40,7 @@ Value length(Evaluator&, BoundArgs& a) {
       return Value::integer(static_cast<const RangeObject&>(*v.object()).size());
     default:
       argumentError(a, 0, DiagnosticKind::TypeMismatch,
-                    fmt::format("len() of a {} is not defined", v.typeName()));
+                    fmt::format("len() of {} is not defined", v.aTypeName()));
   }
 }
 
@@ -75,8 +75,12 @@ Value extreme(BoundArgs& a, bool wantMax, const char* name) {
 Value sum(Evaluator& ev, BoundArgs& a) {
   if (a[0].kind() != ValueKind::List && a[0].kind() != ValueKind::Range)
     argumentError(a, 0, DiagnosticKind::TypeMismatch,
-                  fmt::format("sum() needs a list or range, not a {}", a[0].typeName()));
-  Value total = a[1];
+                  fmt::format("sum() needs a list or range, not {}", a[0].aTypeName()));
+  // Without a start the sum starts from the first item, so quantities add up
+  // (sum([1GB, 2GB]) is 3 GB rather than an error about adding 0 and 1 GB).
+  const auto& items = a[0].items();
+  bool fromFirst = a[1].isNone() && !items.empty();
+  Value total = fromFirst ? items[0] : a[1].isNone() ? Value::integer(0) : a[1];
   if (a[0].kind() == ValueKind::Range) {
     const auto& r = static_cast<const RangeObject&>(*a[0].object());
     for (std::int64_t i = 0, n = r.size(); i < n; ++i) {
@@ -85,7 +89,8 @@ Value sum(Evaluator& ev, BoundArgs& a) {
     }
     return total;
   }
-  for (const auto& item : a[0].items()) total = binaryOp(ev, ast::BinaryOp::Add, total, item);
+  for (std::size_t i = fromFirst ? 1 : 0; i < items.size(); ++i)
+    total = binaryOp(ev, ast::BinaryOp::Add, total, items[i]);
   return total;
 }
 
@@ -117,7 +122,7 @@ Value toInt(Evaluator&, BoundArgs& a) {
     return Value::integer(parsed);
   }
   argumentError(a, 0, DiagnosticKind::TypeMismatch,
-                fmt::format("int() cannot convert a {}", v.typeName()));
+                fmt::format("int() cannot convert {}", v.aTypeName()));
 }
 
 Value toFloat(Evaluator&, BoundArgs& a) {
@@ -139,7 +144,7 @@ Value toFloat(Evaluator&, BoundArgs& a) {
     return Value::number(parsed);
   }
   argumentError(a, 0, DiagnosticKind::TypeMismatch,
-                fmt::format("float() cannot convert a {}", v.typeName()));
+                fmt::format("float() cannot convert {}", v.aTypeName()));
 }
 
 Value absolute(Evaluator&, BoundArgs& a) {
@@ -153,7 +158,7 @@ Value absolute(Evaluator&, BoundArgs& a) {
   if (v.kind() == ValueKind::Quantity)
     return Value::quantity(std::fabs(v.quantityValue()), v.dimension());
   argumentError(a, 0, DiagnosticKind::TypeMismatch,
-                fmt::format("abs() needs a number, not a {}", v.typeName()));
+                fmt::format("abs() needs a number, not {}", v.aTypeName()));
 }
 
 Value toList(Evaluator& ev, BoundArgs& a) {
@@ -173,7 +178,7 @@ Value toList(Evaluator& ev, BoundArgs& a) {
     return ev.makeList(std::move(items));
   }
   argumentError(a, 0, DiagnosticKind::TypeMismatch,
-                fmt::format("list() cannot convert a {}", v.typeName()));
+                fmt::format("list() cannot convert {}", v.aTypeName()));
 }
 
 }  // namespace
@@ -185,7 +190,7 @@ void installCoreBuiltins(Environment& env) {
   defineBuiltin(env, "range", {{"start", {}}, {"stop", Value()}, {"step", Value::integer(1)}}, range);
   defineBuiltin(env, "min", {}, [](Evaluator&, BoundArgs& a) { return extreme(a, false, "min"); }, true);
   defineBuiltin(env, "max", {}, [](Evaluator&, BoundArgs& a) { return extreme(a, true, "max"); }, true);
-  defineBuiltin(env, "sum", {{"values", {}}, {"start", Value::integer(0)}}, sum);
+  defineBuiltin(env, "sum", {{"values", {}}, {"start", Value()}}, sum);
   defineBuiltin(env, "str", {{"value", {}}},
                 [](Evaluator& ev, BoundArgs& a) { return ev.makeString(a[0].str()); });
   defineBuiltin(env, "repr", {{"value", {}}},

@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <vector>
+
 namespace meshflow {
 namespace {
 
@@ -36,6 +39,29 @@ std::string asciiShadow(const std::string& source) {
   return shadow;
 }
 
+// A long source line is shown as a window around the caret.
+constexpr std::uint32_t kMaxShownColumns = 140;
+
+struct ShownLine {
+  std::string text;
+  std::uint32_t column;
+};
+
+ShownLine window(const std::string& line, std::uint32_t column) {
+  std::vector<std::size_t> starts;  // byte offset of each code point
+  for (std::size_t i = 0; i < line.size(); ++i)
+    if ((static_cast<unsigned char>(line[i]) & 0xC0) != 0x80) starts.push_back(i);
+  if (starts.size() <= kMaxShownColumns) return {line, column};
+  std::uint32_t first = column > 40 ? column - 40 : 0;
+  first = std::min<std::uint32_t>(first, static_cast<std::uint32_t>(starts.size()) - kMaxShownColumns);
+  std::size_t begin = starts[first];
+  std::size_t last = first + kMaxShownColumns;
+  std::size_t end = last < starts.size() ? starts[last] : line.size();
+  std::string text = (first > 0 ? "..." : "") + line.substr(begin, end - begin) +
+                     (end < line.size() ? "..." : "");
+  return {text, column - first + (first > 0 ? 3 : 0)};
+}
+
 void renderInto(const Diagnostic& d, std::string& out) {
   const char* severity = d.severity == Severity::Error ? "error" : "note";
   if (!d.hasLocation()) {
@@ -45,8 +71,10 @@ void renderInto(const Diagnostic& d, std::string& out) {
     if (d.severity == Severity::Error) out += fmt::format(" [{}]", kindName(d.kind));
     out += '\n';
     if (!d.sourceLine.empty()) {
-      out += d.sourceLine + '\n';
-      out += caretLine(asciiShadow(d.sourceLine), d.column, d.length) + '\n';
+      ShownLine shown = window(d.sourceLine, d.column);
+      std::uint32_t length = std::min(d.length, kMaxShownColumns);
+      out += shown.text + '\n';
+      out += caretLine(asciiShadow(shown.text), shown.column, length) + '\n';
     }
   }
   for (const auto& note : d.notes) renderInto(note, out);

@@ -38,6 +38,17 @@ std::string suggestion(const std::string& name, const std::vector<std::string>& 
   return best.empty() ? "" : fmt::format("; did you mean '{}'?", best);
 }
 
+std::vector<std::optional<Value>> matchParameters(const ast::FunctionDecl& decl,
+                                                  const Arguments& args) {
+  std::vector<std::string> names;
+  std::vector<bool> required;
+  for (const auto& param : decl.params) {
+    names.push_back(param.name);
+    required.push_back(param.defaultValue == nullptr);
+  }
+  return matchArguments(decl.name, names, required, args, false, nullptr, nullptr, nullptr);
+}
+
 }  // namespace
 
 [[noreturn]] void failAt(DiagnosticKind kind, std::string message, const SourceSpan& span) {
@@ -234,8 +245,8 @@ Evaluator::Flow Evaluator::execFor(const ast::ForStmt& stmt, const EnvPtr& env) 
     }
   } else {
     failAt(DiagnosticKind::TypeMismatch,
-           fmt::format("cannot iterate over a {}; expected a list, range, string or record",
-                       iterable.typeName()),
+           fmt::format("cannot iterate over {}; expected a list, range, string or record",
+                       iterable.aTypeName()),
            stmt.iterable->span);
   }
   return result;
@@ -291,8 +302,8 @@ void Evaluator::execAssign(const ast::AssignStmt& stmt, const EnvPtr& env) {
     Value object = eval(*field.object, env);
     if (object.kind() != ValueKind::Record)
       failAt(DiagnosticKind::TypeMismatch,
-             fmt::format("cannot set field '{}' of a {}; only records have assignable fields",
-                         field.name, object.typeName()),
+             fmt::format("cannot set field '{}' of {}; only records have assignable fields",
+                         field.name, object.aTypeName()),
              target.span);
     auto& record = static_cast<RecordObject&>(*object.object());
     Value current = record.field(field.name).value_or(Value());
@@ -332,7 +343,7 @@ bool Evaluator::evalCondition(const ast::Expr& expr, const EnvPtr& env, const ch
   Value value = eval(expr, env);
   if (!value.isBool())
     failAt(DiagnosticKind::TypeMismatch,
-           fmt::format("the condition of `{}` must be a bool, not a {}", where, value.typeName()),
+           fmt::format("the condition of `{}` must be a bool, not {}", where, value.aTypeName()),
            expr.span);
   return value.asBool();
 }
@@ -393,7 +404,7 @@ Value Evaluator::evalBinary(const ast::BinaryExpr& expr, const EnvPtr& env) {
       Value v = eval(e, env);
       if (!v.isBool())
         failAt(DiagnosticKind::TypeMismatch,
-               fmt::format("the operands of `{}` must be bools, not a {}", word, v.typeName()),
+               fmt::format("the operands of `{}` must be bools, not {}", word, v.aTypeName()),
                e.span);
       return v.asBool();
     };
@@ -414,7 +425,7 @@ Value Evaluator::evalCall(const ast::CallExpr& expr, const EnvPtr& env) {
     args.entries.push_back({arg.name, eval(*arg.value, env), arg.span});
   if (callee.kind() != ValueKind::Callable)
     failAt(DiagnosticKind::NotCallable,
-           fmt::format("a {} cannot be called", callee.typeName()), expr.callee->span);
+           fmt::format("{} cannot be called", callee.aTypeName()), expr.callee->span);
   return call(callee, args);
 }
 
@@ -430,7 +441,7 @@ Value Evaluator::evalIndex(const ast::IndexExpr& expr, const EnvPtr& env) {
 Value Evaluator::call(const Value& callee, const Arguments& args) {
   if (callee.kind() != ValueKind::Callable)
     throw ScriptError(DiagnosticKind::NotCallable,
-                      fmt::format("a {} cannot be called", callee.typeName()));
+                      fmt::format("{} cannot be called", callee.aTypeName()));
   if (state_.callDepth >= state_.config.limits.maxCallDepth)
     throw ScriptError(DiagnosticKind::CallDepthLimit,
                       fmt::format("calls nest deeper than {} (unbounded recursion?); raise the "
@@ -447,15 +458,9 @@ Value Evaluator::call(const Value& callee, const Arguments& args) {
   return function->call(*this, args);
 }
 
-void Evaluator::bindParameters(const ast::FunctionDecl& decl, const Arguments& args,
+void Evaluator::bindParameters(const ast::FunctionDecl& decl,
+                               const std::vector<std::optional<Value>>& matched,
                                const EnvPtr& env) {
-  std::vector<std::string> names;
-  std::vector<bool> required;
-  for (const auto& param : decl.params) {
-    names.push_back(param.name);
-    required.push_back(param.defaultValue == nullptr);
-  }
-  auto matched = matchArguments(decl.name, names, required, args, false, nullptr, nullptr, nullptr);
   // Defaults are evaluated in the call's scope, so they can use earlier parameters.
   for (std::size_t i = 0; i < decl.params.size(); ++i) {
     Value value = matched[i] ? *matched[i] : eval(*decl.params[i].defaultValue, env);
@@ -466,8 +471,10 @@ void Evaluator::bindParameters(const ast::FunctionDecl& decl, const Arguments& a
 Value Evaluator::callScript(ScriptFunction& function, const Arguments& args) {
   const ast::FunctionDecl& decl = function.decl();
   auto env = std::make_shared<Environment>(function.closure());
+  // A wrong argument is an error at the call itself: it gets no "called here" note.
+  auto matched = matchParameters(decl, args);
   try {
-    bindParameters(decl, args, env);
+    bindParameters(decl, matched, env);
     switch (decl.callable) {
       case ast::CallableKind::Model: return makeModel(*this, function, env);
       case ast::CallableKind::Cluster: return evalCluster(*this, function, env);
@@ -484,10 +491,14 @@ Value Evaluator::callScript(ScriptFunction& function, const Arguments& args) {
     return Value();
   } catch (ScriptError& error) {
     // A short trace of calls, innermost first, as notes.
+    // Recursion repeats the same call site: it is noted once.
     auto& notes = error.diagnostic().notes;
-    if (error.located() && args.callSpan.valid() && notes.size() < 4)
-      notes.push_back(makeDiagnostic(error.kind(), fmt::format("in '{}' called here", decl.name),
-                                     args.callSpan, Severity::Note));
+    Diagnostic note = makeDiagnostic(error.kind(), fmt::format("in '{}' called here", decl.name),
+                                     args.callSpan, Severity::Note);
+    bool repeated = !notes.empty() && notes.back().line == note.line &&
+                    notes.back().column == note.column && notes.back().message == note.message;
+    if (error.located() && args.callSpan.valid() && notes.size() < 4 && !repeated)
+      notes.push_back(std::move(note));
     throw;
   }
 }

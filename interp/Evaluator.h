@@ -45,8 +45,10 @@ class Evaluator {
   /// Executes statements of a declaration body (cluster, schedule) one by one.
   enum class Flow { Normal, Return, Break, Continue };
   Flow exec(const ast::Stmt& stmt, const EnvPtr& env);
-  /// Binds a script function's parameters in `env` (defaults evaluated there).
-  void bindParameters(const ast::FunctionDecl& decl, const Arguments& args, const EnvPtr& env);
+  /// Binds a script function's matched arguments in `env`, evaluating the defaults
+  /// of the missing ones there.
+  void bindParameters(const ast::FunctionDecl& decl,
+                      const std::vector<std::optional<Value>>& matched, const EnvPtr& env);
   /// Defines `name` in `env`, or reports a Redefinition at `span`.
   void define(const EnvPtr& env, const std::string& name, Value value, bool isMutable,
               const SourceSpan& span);

@@ -57,7 +57,7 @@ std::map<std::string, MethodSpec> listMethods() {
 std::map<std::string, MethodSpec> stringMethods() {
   auto text = [](const BoundArgs& a, std::size_t i) -> const std::string& {
     if (!a[i].isString())
-      fail(DiagnosticKind::TypeMismatch, fmt::format("expected a string, got a {}", a[i].typeName()));
+      fail(DiagnosticKind::TypeMismatch, fmt::format("expected a string, got {}", a[i].aTypeName()));
     return a[i].asString();
   };
   return {
@@ -114,7 +114,7 @@ std::map<std::string, MethodSpec> stringMethods() {
        }}},
       {"join", {{{"items", {}}}, [](Evaluator& ev, BoundArgs& a) {
          if (a[1].kind() != ValueKind::List)
-           fail(DiagnosticKind::TypeMismatch, fmt::format("join() needs a list, not a {}", a[1].typeName()));
+           fail(DiagnosticKind::TypeMismatch, fmt::format("join() needs a list, not {}", a[1].aTypeName()));
          std::string out;
          for (std::size_t i = 0; i < a[1].items().size(); ++i) {
            if (i) out += a[0].asString();
@@ -168,7 +168,7 @@ std::map<std::string, MethodSpec> methodsOf(const Value& value) {
 std::int64_t normaliseIndex(const Value& index, std::int64_t size, const char* what) {
   if (!index.isInt())
     fail(DiagnosticKind::TypeMismatch,
-         fmt::format("{} indices must be ints, not a {}", what, index.typeName()));
+         fmt::format("{} indices must be ints, not {}", what, index.aTypeName()));
   std::int64_t i = index.asInt();
   if (i < 0 && i >= -size) i += size;
   if (i < 0 || i >= size)
@@ -180,7 +180,7 @@ std::int64_t normaliseIndex(const Value& index, std::int64_t size, const char* w
 void requireOneIndex(const Value& object, const std::vector<Value>& indices) {
   if (indices.size() != 1)
     fail(DiagnosticKind::TypeMismatch,
-         fmt::format("a {} takes one index, not {}", object.typeName(), indices.size()));
+         fmt::format("{} takes one index, not {}", object.aTypeName(), indices.size()));
 }
 
 }  // namespace
@@ -213,7 +213,7 @@ Value member(Evaluator& evaluator, const Value& object, const std::string& name)
   for (const auto& candidate : memberNames(object))
     available += (available.empty() ? "" : ", ") + candidate;
   fail(DiagnosticKind::UnknownField,
-       fmt::format("a {} has no field or method '{}'{}", object.typeName(), name,
+       fmt::format("{} has no field or method '{}'{}", object.aTypeName(), name,
                    available.empty() ? "" : " (it has: " + available + ")"));
 }
 
@@ -248,13 +248,13 @@ Value indexValue(Evaluator& evaluator, const Value& object, const std::vector<Va
       requireOneIndex(object, indices);
       if (!indices[0].isString())
         fail(DiagnosticKind::TypeMismatch,
-             fmt::format("a record is indexed by a field name string, not a {}", indices[0].typeName()));
+             fmt::format("a record is indexed by a field name string, not {}", indices[0].aTypeName()));
       if (auto field = object.object()->field(indices[0].asString())) return *field;
       fail(DiagnosticKind::UnknownField,
            fmt::format("the record has no field '{}'", indices[0].asString()));
     }
     default:
-      fail(DiagnosticKind::TypeMismatch, fmt::format("a {} cannot be indexed", object.typeName()));
+      fail(DiagnosticKind::TypeMismatch, fmt::format("{} cannot be indexed", object.aTypeName()));
   }
 }
 
@@ -274,7 +274,7 @@ void setIndex(Evaluator& evaluator, const Value& object, const std::vector<Value
     return;
   }
   fail(DiagnosticKind::TypeMismatch,
-       fmt::format("elements of a {} cannot be assigned", object.typeName()));
+       fmt::format("elements of {} cannot be assigned", object.aTypeName()));
 }
 
 }  // namespace meshflow::interp

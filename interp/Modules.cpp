@@ -24,6 +24,12 @@ std::optional<std::string> readFile(const fs::path& path) {
   return text.str();
 }
 
+// The normalised path of a source that is a file; none for the REPL's input.
+std::optional<std::string> fileKey(const SourceFile& file) {
+  if (file.name().empty() || file.name().front() == '<') return std::nullopt;
+  return normalisePath(file.name(), fs::current_path()).string();
+}
+
 fs::path importerFolder(const SourceFile& importer) {
   fs::path file(importer.name());
   if (importer.name().empty() || importer.name().front() == '<') return fs::current_path();
@@ -125,15 +131,29 @@ std::shared_ptr<ModuleObject> ModuleLoader::load(Evaluator& evaluator, const ast
   const Config& config = evaluator.state().config;
   ResolvedImport resolved = resolveImport(config, stmt, importer);
   std::string key = resolved.path.string();
+  // The script that starts a chain of imports is running too: a module that
+  // imports it closes a cycle rather than starting a second copy of it.
+  struct RootEntry {
+    std::vector<std::pair<std::string, SourceSpan>>& loading;
+    bool pushed = false;
+    ~RootEntry() {
+      if (pushed) loading.erase(loading.begin());
+    }
+  } root{loading_};
+  if (auto importerKey = fileKey(importer); importerKey && loading_.empty()) {
+    loading_.emplace_back(*importerKey, SourceSpan{});
+    root.pushed = true;
+  }
   for (std::size_t i = 0; i < loading_.size(); ++i) {
     if (loading_[i].first != key) continue;
     Diagnostic cycle = makeDiagnostic(
         DiagnosticKind::ImportCycle,
         fmt::format("import cycle: '{}' is already being imported", stmt.target), stmt.span);
     for (std::size_t k = i; k < loading_.size(); ++k)
-      cycle.notes.push_back(makeDiagnostic(DiagnosticKind::ImportCycle,
-                                           fmt::format("'{}' imported here", loading_[k].first),
-                                           loading_[k].second, Severity::Note));
+      if (loading_[k].second.valid())
+        cycle.notes.push_back(makeDiagnostic(DiagnosticKind::ImportCycle,
+                                             fmt::format("'{}' imported here", loading_[k].first),
+                                             loading_[k].second, Severity::Note));
     throw ScriptError(std::move(cycle));
   }
   if (auto it = loaded_.find(key); it != loaded_.end()) return it->second;
@@ -147,6 +167,13 @@ std::shared_ptr<ModuleObject> ModuleLoader::load(Evaluator& evaluator, const ast
   loading_.emplace_back(key, stmt.span);
   try {
     evaluator.run(program, scope);
+  } catch (ScriptError& error) {
+    loading_.pop_back();
+    // Point from an error inside the module back to the script that imported it.
+    if (error.kind() != DiagnosticKind::ImportCycle)
+      error.diagnostic().notes.push_back(makeDiagnostic(
+          error.kind(), "in the module imported here", stmt.span, Severity::Note));
+    throw;
   } catch (...) {
     loading_.pop_back();
     throw;
@@ -162,6 +189,11 @@ void ModuleLoader::checkImports(const Config& config, const ast::Program& progra
                                 std::vector<Diagnostic>& diagnostics) {
   std::vector<std::string> stack;
   std::map<std::string, bool> seen;
+  // Importing the file being checked is a cycle too.
+  if (auto key = fileKey(*program.file)) {
+    stack.push_back(*key);
+    seen[*key] = true;
+  }
   checkProgram(config, program, stack, diagnostics, seen);
 }
 

@@ -17,8 +17,8 @@ using ast::BinaryOp;
 }
 
 [[noreturn]] void typeMismatch(BinaryOp op, const Value& lhs, const Value& rhs) {
-  fail(DiagnosticKind::TypeMismatch, fmt::format("cannot apply `{}` to a {} and a {}",
-                                                 ast::spelling(op), lhs.typeName(), rhs.typeName()));
+  fail(DiagnosticKind::TypeMismatch, fmt::format("cannot apply `{}` to {} and {}",
+                                                 ast::spelling(op), lhs.aTypeName(), rhs.aTypeName()));
 }
 
 const char* verb(BinaryOp op) {
@@ -112,11 +112,16 @@ Value intArithmetic(BinaryOp op, std::int64_t a, std::int64_t b) {
     }
     case BinaryOp::Pow: {
       if (b < 0) return Value::number(std::pow(static_cast<double>(a), static_cast<double>(b)));
+      // Squaring by hand so that an overflow names what the script wrote, not
+      // an intermediate product.
       std::int64_t power = 1, base = a;
-      for (std::int64_t e = b; e > 0; e >>= 1) {
-        if (e & 1) power = checkedMul(power, base);
-        if (e > 1) base = checkedMul(base, base);
+      bool overflow = false;
+      for (std::int64_t e = b; e > 0 && !overflow; e >>= 1) {
+        if (e & 1) overflow = __builtin_mul_overflow(power, base, &power);
+        if (e > 1 && !overflow) overflow = __builtin_mul_overflow(base, base, &base);
       }
+      if (overflow)
+        fail(DiagnosticKind::IntegerOverflow, fmt::format("{} ** {} overflows 64 bits", a, b));
       return Value::integer(power);
     }
     default: return Value();
@@ -221,7 +226,7 @@ int compareValues(const Value& lhs, const Value& rhs) {
     return (a.size() > b.size()) - (a.size() < b.size());
   }
   fail(DiagnosticKind::TypeMismatch,
-       fmt::format("cannot order a {} and a {}", lhs.typeName(), rhs.typeName()));
+       fmt::format("cannot order {} and {}", lhs.aTypeName(), rhs.aTypeName()));
 }
 
 Value binaryOp(Evaluator& evaluator, BinaryOp op, const Value& lhs, const Value& rhs) {
@@ -235,8 +240,8 @@ Value binaryOp(Evaluator& evaluator, BinaryOp op, const Value& lhs, const Value&
     case BinaryOp::Range:
       if (!lhs.isInt() || !rhs.isInt())
         fail(DiagnosticKind::TypeMismatch,
-             fmt::format("a range needs int bounds, not a {} and a {}", lhs.typeName(),
-                         rhs.typeName()));
+             fmt::format("a range needs int bounds, not {} and {}", lhs.aTypeName(),
+                         rhs.aTypeName()));
       return Value::range(lhs.asInt(), rhs.asInt());
     default: break;
   }
@@ -253,7 +258,7 @@ Value unaryOp(ast::UnaryOp op, const Value& operand) {
     case ast::UnaryOp::Not:
       if (!operand.isBool())
         fail(DiagnosticKind::TypeMismatch,
-             fmt::format("`not` needs a bool, not a {}", operand.typeName()));
+             fmt::format("`not` needs a bool, not {}", operand.aTypeName()));
       return Value::boolean(!operand.asBool());
     case ast::UnaryOp::Negate:
       if (operand.isInt()) {
@@ -269,7 +274,7 @@ Value unaryOp(ast::UnaryOp op, const Value& operand) {
       break;
   }
   fail(DiagnosticKind::TypeMismatch,
-       fmt::format("cannot negate a {}", operand.typeName()));
+       fmt::format("cannot negate {}", operand.aTypeName()));
 }
 
 }  // namespace meshflow::interp

@@ -9,6 +9,28 @@ std::uint32_t codePointCount(std::string_view text) {
   return count;
 }
 
+// The source line with malformed UTF-8 bytes shown as '?', so a diagnostic
+// about garbage input is itself readable.
+std::string printable(std::string_view line) {
+  std::string out;
+  for (std::size_t i = 0; i < line.size();) {
+    auto byte = static_cast<unsigned char>(line[i]);
+    std::size_t length = byte < 0x80 ? 1 : (byte >> 5) == 0x6 ? 2 : (byte >> 4) == 0xE ? 3
+                                         : (byte >> 3) == 0x1E ? 4 : 0;
+    bool ok = length > 0 && i + length <= line.size();
+    for (std::size_t k = 1; ok && k < length; ++k)
+      ok = (static_cast<unsigned char>(line[i + k]) & 0xC0) == 0x80;
+    if (!ok) {
+      out += '?';
+      ++i;
+      continue;
+    }
+    out.append(line.substr(i, length));
+    i += length;
+  }
+  return out;
+}
+
 }  // namespace
 
 SourceFile::SourceFile(std::string name, std::string text)
@@ -43,7 +65,7 @@ Diagnostic makeDiagnostic(DiagnosticKind kind, std::string message, const Source
   d.file = span.file->name();
   d.line = span.line;
   d.column = span.column;
-  d.sourceLine = std::string(span.file->line(span.line));
+  d.sourceLine = printable(span.file->line(span.line));
   // A span that runs past its first line is underlined to the end of that line.
   std::uint32_t end = span.endLine == span.line ? span.endColumn : codePointCount(d.sourceLine);
   d.length = end > span.column ? end - span.column : 1;

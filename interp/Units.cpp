@@ -58,11 +58,16 @@ constexpr std::array kFlopRateScales = {Scale{1e15, "PFLOPS"}, Scale{1e12, "TFLO
 constexpr std::array kByteRateScales = {Scale{1e12, "TB/s"}, Scale{1e9, "GB/s"},
                                         Scale{1e6, "MB/s"}, Scale{1e3, "KB/s"}, Scale{1, "B/s"}};
 
-// Quantities print their number without a forced ".0": `80 GB`, `2.5 us`.
-std::string plainNumber(double value) { return fmt::format("{}", value); }
+// Quantities print for people: at most six significant digits and no forced
+// ".0" (`80 GB`, `15.4006 ms`); float(q) gives the exact value in base units.
+std::string plainNumber(double value) { return fmt::format("{:.6g}", value); }
 
 template <std::size_t N>
 std::string scaled(double value, const std::array<Scale, N>& scales) {
+  // Zero has no size to pick a unit by: it is shown in the base unit (`0 s`).
+  if (value == 0)
+    for (const auto& scale : scales)
+      if (scale.factor == 1) return plainNumber(0) + " " + std::string(scale.suffix);
   for (const auto& scale : scales)
     if (std::fabs(value) >= scale.factor || &scale == &scales.back())
       return plainNumber(value / scale.factor) + " " + std::string(scale.suffix);

@@ -96,6 +96,12 @@ std::string Value::typeName() const {
   }
 }
 
+std::string Value::aTypeName() const {
+  std::string name = typeName();
+  bool vowel = !name.empty() && std::string_view("aeiou").find(name[0]) != std::string_view::npos;
+  return (vowel ? "an " : "a ") + name;
+}
+
 std::string Value::str() const {
   if (kind_ == ValueKind::String) return asString();
   return repr();

@@ -162,8 +162,8 @@ std::string ShardingSpec::toString() const {
 std::optional<std::string> ShardingSpec::validate(std::span<const int64_t> shape,
                                                   const LogicalMesh& mesh) const {
   if (shape.size() != dims_.size()) {
-    return fmt::format("spec {} has rank {} but the tensor has rank {}", toString(),
-                       dims_.size(), shape.size());
+    return fmt::format("spec {} has rank {} but the tensor has rank {}", toString(), dims_.size(),
+                       shape.size());
   }
   // Each mesh dimension can hold one role only: split one tensor dimension, or
   // carry a partial sum, because a device has one coordinate along it.
@@ -179,9 +179,10 @@ std::optional<std::string> ShardingSpec::validate(std::span<const int64_t> shape
     int64_t n = mesh.devices(dims_[i]);
     if (shape[i] < 0) return fmt::format("tensor dimension {} has negative size", i);
     if (shape[i] % n != 0) {
-      return fmt::format("spec {}: tensor dimension {} of size {} is not divisible by the {} "
-                         "devices of mesh dimension {}",
-                         toString(), i, shape[i], n, axisDigits(dims_[i]));
+      return fmt::format(
+          "spec {}: tensor dimension {} of size {} is not divisible by the {} "
+          "devices of mesh dimension {}",
+          toString(), i, shape[i], n, axisDigits(dims_[i]));
     }
   }
   return std::nullopt;

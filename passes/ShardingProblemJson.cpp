@@ -47,7 +47,8 @@ std::vector<double> costList(const json& value, const std::string& where) {
   if (!value.is_array()) fail(where, "expected an array of numbers");
   if (value.empty()) fail(where, "must not be empty");
   std::vector<double> out;
-  for (size_t k = 0; k < value.size(); ++k) out.push_back(cost(value[k], fmt::format("{}[{}]", where, k)));
+  for (size_t k = 0; k < value.size(); ++k)
+    out.push_back(cost(value[k], fmt::format("{}[{}]", where, k)));
   return out;
 }
 
@@ -56,7 +57,8 @@ ShardingNode parseNode(const json& value, size_t i) {
   onlyKeys(value, {"name", "costs", "memory"}, where);
   const json& name = member(value, "name", where);
   if (!name.is_string()) fail(where + ".name", "expected a string");
-  ShardingNode node{name.get<std::string>(), costList(member(value, "costs", where), where + ".costs"), {}};
+  ShardingNode node{
+      name.get<std::string>(), costList(member(value, "costs", where), where + ".costs"), {}};
   if (value.contains("memory")) {
     node.memory = costList(value["memory"], where + ".memory");
     if (node.memory.size() != node.costs.size()) {
@@ -78,7 +80,8 @@ int nodeIndex(const json& value, size_t nodeCount, const std::string& where) {
 
 std::vector<double> edgeRow(const json& value, size_t cols, const std::string& where) {
   if (!value.is_array()) fail(where, "expected an array");
-  if (value.size() != cols) fail(where, fmt::format("has {} entries, expected {}", value.size(), cols));
+  if (value.size() != cols)
+    fail(where, fmt::format("has {} entries, expected {}", value.size(), cols));
   std::vector<double> row;
   for (size_t c = 0; c < cols; ++c) {
     const json& v = value[c];
@@ -110,7 +113,9 @@ ShardingEdge parseEdge(const json& value, size_t e, const std::vector<ShardingNo
 // Printing keeps keys in the documented order, so output diffs stay readable.
 using ordered_json = nlohmann::ordered_json;
 
-ordered_json costJson(double v) { return std::isfinite(v) ? ordered_json(v) : ordered_json(nullptr); }
+ordered_json costJson(double v) {
+  return std::isfinite(v) ? ordered_json(v) : ordered_json(nullptr);
+}
 
 }  // namespace
 
@@ -122,7 +127,8 @@ ShardingProblem parseShardingProblem(std::string_view text) {
     // nlohmann's message starts with its own exception id, which means nothing to a user.
     std::string what = e.what();
     size_t idEnd = what.find("] ");
-    throw ShardingError("malformed JSON: " + what.substr(idEnd == std::string::npos ? 0 : idEnd + 2));
+    throw ShardingError("malformed JSON: " +
+                        what.substr(idEnd == std::string::npos ? 0 : idEnd + 2));
   }
   onlyKeys(root, {"nodes", "edges", "memory_budget"}, "problem");
   const json& nodes = member(root, "nodes", "problem");
@@ -166,8 +172,8 @@ std::string printShardingProblem(const ShardingProblem& problem) {
 
 std::string printShardingSolution(const ShardingSolution& solution) {
   ordered_json root = {{"objective", solution.objective},
-               {"choice", solution.choice},
-               {"optimal", solution.optimal}};
+                       {"choice", solution.choice},
+                       {"optimal", solution.optimal}};
   return root.dump();
 }
 

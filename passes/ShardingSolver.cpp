@@ -4,7 +4,6 @@
 #include <z3++.h>
 
 #include <algorithm>
-#include <chrono>//DBG
 #include <cmath>
 #include <limits>
 #include <map>
@@ -36,8 +35,10 @@ void validateNode(const ShardingProblem& p, size_t i) {
   if (n.costs.empty()) throw ShardingError(nodeLabel(p, i) + " has no strategies");
   for (size_t k = 0; k < n.costs.size(); ++k) {
     if (!std::isfinite(n.costs[k]) || n.costs[k] < 0) {
-      throw ShardingError(fmt::format("{}: cost of strategy {} is {}; costs must be finite and "
-                                      "non-negative", nodeLabel(p, i), k, n.costs[k]));
+      throw ShardingError(
+          fmt::format("{}: cost of strategy {} is {}; costs must be finite and "
+                      "non-negative",
+                      nodeLabel(p, i), k, n.costs[k]));
     }
   }
   if (!n.memory.empty() && n.memory.size() != n.costs.size()) {
@@ -46,8 +47,10 @@ void validateNode(const ShardingProblem& p, size_t i) {
   }
   for (size_t k = 0; k < n.memory.size(); ++k) {
     if (!std::isfinite(n.memory[k]) || n.memory[k] < 0) {
-      throw ShardingError(fmt::format("{}: memory of strategy {} is {}; memory must be finite "
-                                      "and non-negative", nodeLabel(p, i), k, n.memory[k]));
+      throw ShardingError(
+          fmt::format("{}: memory of strategy {} is {}; memory must be finite "
+                      "and non-negative",
+                      nodeLabel(p, i), k, n.memory[k]));
     }
   }
 }
@@ -56,28 +59,31 @@ void validateEdge(const ShardingProblem& p, size_t e) {
   const ShardingEdge& edge = p.edges[e];
   int n = static_cast<int>(p.nodes.size());
   if (edge.from < 0 || edge.from >= n || edge.to < 0 || edge.to >= n) {
-    throw ShardingError(fmt::format("edge {} ({} -> {}) names a node outside 0..{}", e, edge.from,
-                                    edge.to, n - 1));
+    throw ShardingError(
+        fmt::format("edge {} ({} -> {}) names a node outside 0..{}", e, edge.from, edge.to, n - 1));
   }
   size_t rows = p.nodes[edge.from].costs.size();
   size_t cols = p.nodes[edge.to].costs.size();
   if (edge.costs.size() != rows) {
-    throw ShardingError(fmt::format("edge {} ({} -> {}): cost matrix has {} rows, expected {} "
-                                    "(strategies of node {})", e, edge.from, edge.to,
-                                    edge.costs.size(), rows, edge.from));
+    throw ShardingError(
+        fmt::format("edge {} ({} -> {}): cost matrix has {} rows, expected {} "
+                    "(strategies of node {})",
+                    e, edge.from, edge.to, edge.costs.size(), rows, edge.from));
   }
   for (size_t r = 0; r < rows; ++r) {
     if (edge.costs[r].size() != cols) {
-      throw ShardingError(fmt::format("edge {} ({} -> {}): row {} has {} entries, expected {} "
-                                      "(strategies of node {})", e, edge.from, edge.to, r,
-                                      edge.costs[r].size(), cols, edge.to));
+      throw ShardingError(
+          fmt::format("edge {} ({} -> {}): row {} has {} entries, expected {} "
+                      "(strategies of node {})",
+                      e, edge.from, edge.to, r, edge.costs[r].size(), cols, edge.to));
     }
     for (size_t c = 0; c < cols; ++c) {
       double v = edge.costs[r][c];
       if (std::isnan(v) || v < 0 || v == -kInfinity) {
-        throw ShardingError(fmt::format("edge {} ({} -> {}): cost [{}][{}] is {}; costs must be "
-                                        "non-negative (infinite marks an infeasible pair)",
-                                        e, edge.from, edge.to, r, c, v));
+        throw ShardingError(
+            fmt::format("edge {} ({} -> {}): cost [{}][{}] is {}; costs must be "
+                        "non-negative (infinite marks an infeasible pair)",
+                        e, edge.from, edge.to, r, c, v));
       }
     }
   }
@@ -87,8 +93,8 @@ void validateProblem(const ShardingProblem& p) {
   for (size_t i = 0; i < p.nodes.size(); ++i) validateNode(p, i);
   for (size_t e = 0; e < p.edges.size(); ++e) validateEdge(p, e);
   if (p.memoryBudget && (!std::isfinite(*p.memoryBudget) || *p.memoryBudget < 0)) {
-    throw ShardingError(fmt::format("memory budget {} must be finite and non-negative",
-                                    *p.memoryBudget));
+    throw ShardingError(
+        fmt::format("memory budget {} must be finite and non-negative", *p.memoryBudget));
   }
 }
 
@@ -189,8 +195,8 @@ class WorkGraph {
 
 struct MemoryModel {
   bool active = false;
-  double budget = 0.0;              // What the coupled nodes may use.
-  std::vector<bool> coupled;        // Per node: its choice changes memory.
+  double budget = 0.0;        // What the coupled nodes may use.
+  std::vector<bool> coupled;  // Per node: its choice changes memory.
   std::vector<std::vector<double>> memory;
 };
 
@@ -217,8 +223,10 @@ MemoryModel buildMemoryModel(const ShardingProblem& p, WorkGraph& g) {
     mm.memory.push_back(std::move(m));
   }
   if (leastTotal > *p.memoryBudget) {
-    throw ShardingError(fmt::format("infeasible: the memory budget {} is below {}, the sum of "
-                                    "every node's smallest memory", *p.memoryBudget, leastTotal));
+    throw ShardingError(
+        fmt::format("infeasible: the memory budget {} is below {}, the sum of "
+                    "every node's smallest memory",
+                    *p.memoryBudget, leastTotal));
   }
   double worstTotal = 0.0;
   for (size_t i = 0; i < n; ++i) {
@@ -251,8 +259,7 @@ MemoryModel buildMemoryModel(const ShardingProblem& p, WorkGraph& g) {
 
 class Shrinker {
  public:
-  Shrinker(WorkGraph& g, const MemoryModel& mm, const ShardingProblem& p)
-      : g_(g), mm_(mm), p_(p) {}
+  Shrinker(WorkGraph& g, const MemoryModel& mm, const ShardingProblem& p) : g_(g), mm_(mm), p_(p) {}
 
   std::vector<Elimination> run() {
     std::set<int> work;
@@ -313,9 +320,10 @@ class Shrinker {
   }
 
   ShardingError noStrategy(int n) const {
-    return ShardingError(fmt::format("infeasible: {} has no strategy compatible with its "
-                                     "neighbours (every choice meets an infinite edge cost{})",
-                                     nodeLabel(p_, n), mm_.active ? " or the memory budget" : ""));
+    return ShardingError(
+        fmt::format("infeasible: {} has no strategy compatible with its "
+                    "neighbours (every choice meets an infinite edge cost{})",
+                    nodeLabel(p_, n), mm_.active ? " or the memory budget" : ""));
   }
 
   WorkGraph& g_;
@@ -343,9 +351,9 @@ int bestGivenNeighbours(const Elimination& e, const std::vector<int>& choice) {
 // The residual problem: the nodes shrinking could not fold away.
 
 struct Residual {
-  std::vector<int> nodes;                       // Original indices, increasing.
-  std::vector<std::vector<double>> cost;        // Per residual node.
-  std::vector<std::vector<double>> memory;      // Empty when not coupled.
+  std::vector<int> nodes;                   // Original indices, increasing.
+  std::vector<std::vector<double>> cost;    // Per residual node.
+  std::vector<std::vector<double>> memory;  // Empty when not coupled.
   struct Edge {
     int a, b;  // Residual indices, a < b.
     Matrix cost;
@@ -353,7 +361,6 @@ struct Residual {
   std::vector<Edge> edges;
   bool memoryActive = false;
   double budget = 0.0;
-
 };
 
 Residual buildResidual(const WorkGraph& g, const MemoryModel& mm) {
@@ -504,9 +511,7 @@ class Z3Model {
 
   Z3Outcome solve() {
     Z3Outcome out;
-    auto dbgT0 = std::chrono::steady_clock::now();
     z3::check_result result = opt_.check();
-    fprintf(stderr, "DBG check %.3f\n", std::chrono::duration<double>(std::chrono::steady_clock::now() - dbgT0).count());
     if (result == z3::unsat) {
       out.infeasible = true;
       return out;
@@ -555,15 +560,28 @@ class Z3Model {
     }
   }
 
+  // Memory is scaled by a power of two until every value is an integer (exact
+  // for doubles) and summed as integers, so Z3's optimiser can turn the sum of
+  // 0-1 terms into a pseudo-Boolean constraint instead of reasoning over reals.
   void addMemory() {
-    z3::expr total = ctx_.real_val(0);
+    std::vector<double> values{r_.budget};
+    for (const auto& m : r_.memory) values.insert(values.end(), m.begin(), m.end());
+    int shift = 0;
+    auto integral = [&](double v) {
+      return std::ldexp(v, shift) == std::floor(std::ldexp(v, shift));
+    };
+    while (shift < 1100 && !std::all_of(values.begin(), values.end(), integral)) ++shift;
+    auto scaled = [&](double v) {
+      return ctx_.int_val(fmt::format("{:.0f}", std::ldexp(v, shift)).c_str());
+    };
+    z3::expr total = ctx_.int_val(0);
     for (size_t i = 0; i < r_.nodes.size(); ++i) {
       for (size_t k = 0; k < r_.memory[i].size(); ++k) {
-        z3::expr m = ctx_.real_val(exactDecimal(r_.memory[i][k]).c_str());
-        total = total + z3::ite(x_[i][k], m, ctx_.real_val(0));
+        if (r_.memory[i][k] == 0) continue;
+        total = total + z3::ite(x_[i][k], scaled(r_.memory[i][k]), ctx_.int_val(0));
       }
     }
-    opt_.add(total <= ctx_.real_val(exactDecimal(r_.budget).c_str()));
+    opt_.add(total <= scaled(r_.budget));
   }
 
   std::vector<int> readChoice(const z3::model& model) {
@@ -730,9 +748,10 @@ ShardingError residualInfeasible(const ShardingProblem& p, const Residual& r) {
   for (int n : r.nodes) {
     names += fmt::format("{}{} '{}'", names.empty() ? "" : ", ", n, p.nodes[n].name);
   }
-  return ShardingError(fmt::format("infeasible: no choice of strategies for nodes {} avoids every "
-                                   "infinite edge cost{}",
-                                   names, r.memoryActive ? " within the memory budget" : ""));
+  return ShardingError(
+      fmt::format("infeasible: no choice of strategies for nodes {} avoids every "
+                  "infinite edge cost{}",
+                  names, r.memoryActive ? " within the memory budget" : ""));
 }
 
 // An edge with no finite entry rules out every assignment; say so by name rather
@@ -744,9 +763,10 @@ void checkEdgesAllowSomePair(const ShardingProblem& p) {
       for (double v : row) any = any || std::isfinite(v);
     }
     if (!any) {
-      throw ShardingError(fmt::format("infeasible: edge {} ({} -> {}) allows no pair of "
-                                      "strategies (every cost is infinite)",
-                                      e, p.edges[e].from, p.edges[e].to));
+      throw ShardingError(
+          fmt::format("infeasible: edge {} ({} -> {}) allows no pair of "
+                      "strategies (every cost is infinite)",
+                      e, p.edges[e].from, p.edges[e].to));
     }
   }
 }
@@ -754,7 +774,7 @@ void checkEdgesAllowSomePair(const ShardingProblem& p) {
 struct ResidualAnswer {
   std::vector<int> choice;  // Per residual node.
   bool optimal = true;
-  bool haveChoice = true;   // False when Z3 stopped without any model.
+  bool haveChoice = true;  // False when Z3 stopped without any model.
 };
 
 // Solves what shrinking left: branch and bound first, which settles most residual
@@ -811,7 +831,8 @@ ShardingSolution solveSharding(const ShardingProblem& problem, const SolveOption
     if (!std::isfinite(ev.objective(solution.choice))) {
       throw ShardingError(fmt::format(
           "no feasible assignment found within the time budget of {} s ({} nodes left after "
-          "shrinking); infeasibility not proven", options.timeBudgetSeconds, residual.nodes.size()));
+          "shrinking); infeasibility not proven",
+          options.timeBudgetSeconds, residual.nodes.size()));
     }
   }
   ev.canonicalise(solution.choice);

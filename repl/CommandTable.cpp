@@ -9,7 +9,7 @@ std::span<const Command> commands() {
       {"repl", "interactive session", replCommand},
       {"solve-stages", "solve an explicit inter-op stage problem (JSON)", solveStagesCommand},
       {"schedule", "build a pipeline schedule and show its timeline", scheduleCommand},
-      {"solve-sharding", "solve an explicit intra-op sharding problem (JSON)", solveShardingCommand},
+      {"solve-sharding", "solve an explicit intra-op sharding problem", solveShardingCommand},
   };
   return table;
 }

@@ -39,7 +39,7 @@ const char* scriptOptionsHelp() {
          "  --allow-write DIR     let the script write files under DIR (repeatable)\n"
          "  -I, --import-path DIR search DIR for imports (repeatable)\n"
          "  --stdlib DIR          use the .mesh standard library in DIR\n"
-         "  --max-steps N         stop after N evaluation steps (default 500000000)\n"
+         "  --max-steps N         stop after N evaluation steps (default 100000000)\n"
          "  --max-call-depth N    stop when calls nest deeper than N (default 1000)\n"
          "  --max-memory BYTES    stop when values hold more than BYTES, e.g. 2GB (default 4GiB)\n"
          "  -h, --help            show this help\n"

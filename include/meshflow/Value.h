@@ -83,6 +83,8 @@ class Value {
 
   /// The type as users read it: `int`, `list`, `quantity`, `function`, `model` …
   std::string typeName() const;
+  /// The type name with its article, for messages: `an int`, `a list`.
+  std::string aTypeName() const;
   /// As `print` shows it: strings without quotes.
   std::string str() const;
   /// As the REPL shows it: strings quoted and escaped.

@@ -32,7 +32,7 @@ class InterpreterState;
 
 /// Budgets that stop a runaway script with a diagnostic instead of a hang or a crash.
 struct Limits {
-  std::uint64_t maxSteps = 500'000'000;  // statements executed plus calls made
+  std::uint64_t maxSteps = 100'000'000;  // statements executed plus calls made
   std::uint32_t maxCallDepth = 1000;
   std::size_t maxMemoryBytes = std::size_t{4} << 30;  // held by script values
 };

@@ -1,5 +1,4 @@
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <vector>
 
@@ -24,8 +23,7 @@ LogicalMesh testMesh() {
 }
 
 double reshard(const char* from, const char* to, std::vector<int64_t> shape) {
-  return reshardingCost(ShardingSpec::parse(from), ShardingSpec::parse(to), shape, 4.0,
-                        testMesh());
+  return reshardingCost(ShardingSpec::parse(from), ShardingSpec::parse(to), shape, 4.0, testMesh());
 }
 
 }  // namespace
@@ -76,7 +74,8 @@ TEST_CASE("resharding: gathers, moves and reductions", "[sharding][collectives]"
                cost(Collective::kAllGather, bytes, MeshAxes::k0)));
   CHECK(reshard("S0R", "S01R", shape) == 0.0);
   // Moving a split to another tensor dimension is one all-to-all of the local tile.
-  CHECK(reshard("S0R", "RS0", shape) == Approx(cost(Collective::kAllToAll, bytes / 2, MeshAxes::k0)));
+  CHECK(reshard("S0R", "RS0", shape) ==
+        Approx(cost(Collective::kAllToAll, bytes / 2, MeshAxes::k0)));
   CHECK(reshard("S0S1", "S1S0", shape) ==
         Approx(cost(Collective::kAllToAll, bytes / 8, MeshAxes::k0) +
                cost(Collective::kAllToAll, bytes / 8, MeshAxes::k1)));
@@ -95,9 +94,9 @@ TEST_CASE("resharding: gathers, moves and reductions", "[sharding][collectives]"
 }
 
 TEST_CASE("resharding: impossible conversions cost infinity", "[sharding][collectives]") {
-  CHECK(std::isinf(reshard("RR", "RR+P0", {8, 8})));      // Resharding never creates a sum.
+  CHECK(std::isinf(reshard("RR", "RR+P0", {8, 8})));  // Resharding never creates a sum.
   CHECK(std::isinf(reshard("S0R", "RS0+P1", {8, 8})));
-  CHECK(std::isinf(reshard("RR", "RS01", {8, 12})));      // 12 is not divisible by 8.
-  CHECK(std::isinf(reshard("S0R", "S0S0", {8, 8})));      // Mesh dimension 0 twice.
-  CHECK(std::isinf(reshard("S0R", "RR", {8})));           // Rank mismatch.
+  CHECK(std::isinf(reshard("RR", "RS01", {8, 12})));  // 12 is not divisible by 8.
+  CHECK(std::isinf(reshard("S0R", "S0S0", {8, 8})));  // Mesh dimension 0 twice.
+  CHECK(std::isinf(reshard("S0R", "RR", {8})));       // Rank mismatch.
 }

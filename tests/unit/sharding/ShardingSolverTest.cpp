@@ -1,5 +1,4 @@
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -13,8 +12,8 @@ using meshflow::passes::ShardingError;
 using meshflow::passes::ShardingNode;
 using meshflow::passes::ShardingProblem;
 using meshflow::passes::ShardingSolution;
-using meshflow::passes::solveSharding;
 using meshflow::passes::SolveOptions;
+using meshflow::passes::solveSharding;
 
 namespace {
 
@@ -116,7 +115,8 @@ ShardingNode node(const char* name, std::vector<double> costs, std::vector<doubl
 
 }  // namespace
 
-TEST_CASE("solver: random problems equal brute force (shrink + branch and bound)", "[sharding][solver]") {
+TEST_CASE("solver: random problems equal brute force (shrink + branch and bound)",
+          "[sharding][solver]") {
   int feasible = 0;
   for (unsigned seed = 0; seed < 600; ++seed) feasible += checkAgainstBruteForce(seed, {});
   CHECK(feasible > 300);  // The generator must not make most problems infeasible.
