@@ -171,9 +171,13 @@ ParseResult parse(std::shared_ptr<const interp::SourceFile> file) {
         tokenSpan(*file, problem->token)));
     return result;
   }
-  // ListTokenSource refuses an empty list (it throws a bare string), and a
-  // source of only comments and blank lines has no tokens: give it the EOF.
-  if (filtered.empty()) filtered.push_back(lexer.nextToken());
+  // ANTLR's ListTokenSource rejects an empty list: a source with nothing but
+  // blanks and comments is the empty program.
+  if (filtered.empty()) {
+    result.program = std::make_shared<ast::Program>();
+    result.program->file = file;
+    return result;
+  }
   antlr4::ListTokenSource source(std::move(filtered));
   antlr4::CommonTokenStream stream(&source);
   MeshParser parser(&stream);

@@ -112,3 +112,11 @@ TEST_CASE("invalid UTF-8 is located", "[parser]") {
   CHECK(result.diagnostics[0].line == 1);
   CHECK(result.diagnostics[0].column == 4);
 }
+
+TEST_CASE("an empty source, or one of only comments and blank lines, is an empty program", "[parser]") {
+  for (const char* text : {"", "\n\n", "# only a comment\n", "   \t  "}) {
+    auto result = parseText(text);
+    REQUIRE(result.ok());
+    CHECK(result.program->statements.empty());
+  }
+}

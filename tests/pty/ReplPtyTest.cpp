@@ -1,0 +1,257 @@
+// Drives `meshflow repl` through a pseudo-terminal as a person would: waits for
+// the prompt, types a line, reads what appears on the screen. Every wait has a
+// deadline and the REPL is killed when one passes, so the test never hangs.
+//
+// usage: ReplPtyTest PATH/TO/meshflow
+#include <fcntl.h>
+#include <poll.h>
+#include <pty.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr auto kDeadline = std::chrono::seconds(15);
+
+int failures = 0;
+
+void check(bool ok, const std::string& what, const std::string& screen = "") {
+  std::cout << (ok ? "ok   " : "FAIL ") << what << "\n";
+  if (!ok) {
+    ++failures;
+    if (!screen.empty())
+      std::cout << "---- screen so far ----\n" << screen << "\n-----------------------\n";
+  }
+}
+
+// One `meshflow repl` on the slave side of a pseudo-terminal.
+class PtySession {
+ public:
+  PtySession(const std::string& meshflow, const std::string& home) {
+    winsize size{24, 100, 0, 0};
+    pid_ = forkpty(&master_, nullptr, nullptr, &size);
+    if (pid_ == 0) {
+      setenv("HOME", home.c_str(), 1);
+      setenv("TERM", "vt100", 1);
+      execl(meshflow.c_str(), meshflow.c_str(), "repl", static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    if (pid_ < 0) {
+      std::perror("forkpty");
+      std::exit(1);
+    }
+  }
+
+  ~PtySession() {
+    if (pid_ > 0 && !exited_) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    if (master_ >= 0) close(master_);
+  }
+
+  void type(std::string_view text) {
+    while (!text.empty()) {
+      ssize_t n = write(master_, text.data(), text.size());
+      if (n <= 0) return;
+      text.remove_prefix(static_cast<std::size_t>(n));
+    }
+  }
+
+  /// Reads until `text` appears after the mark; moves the mark past it.
+  bool waitFor(std::string_view text) {
+    auto end = Clock::now() + kDeadline;
+    while (true) {
+      auto found = screen_.find(text, mark_);
+      if (found != std::string::npos) {
+        mark_ = found + text.size();
+        return true;
+      }
+      if (!readSome(end)) return false;
+    }
+  }
+
+  /// Waits for the REPL to exit; its exit status, or -1 if it had to be killed.
+  int waitExit() {
+    auto end = Clock::now() + kDeadline;
+    while (Clock::now() < end) {
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        exited_ = true;
+        while (readSome(Clock::now() + std::chrono::milliseconds(50))) {
+        }
+        return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+      }
+      readSome(Clock::now() + std::chrono::milliseconds(50));
+    }
+    return -1;
+  }
+
+  /// Everything after the mark (for messages and negative checks).
+  std::string rest() const { return screen_.substr(mark_); }
+  const std::string& screen() const { return screen_; }
+
+ private:
+  bool readSome(Clock::time_point end) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now());
+    if (left.count() <= 0) return false;
+    pollfd fd{master_, POLLIN, 0};
+    if (poll(&fd, 1, static_cast<int>(left.count())) <= 0) return false;
+    char buffer[4096];
+    ssize_t n = read(master_, buffer, sizeof buffer);
+    if (n <= 0) return false;  // EIO once the REPL has exited
+    screen_.append(buffer, static_cast<std::size_t>(n));
+    return true;
+  }
+
+  pid_t pid_ = -1;
+  int master_ = -1;
+  bool exited_ = false;
+  std::string screen_;
+  std::size_t mark_ = 0;
+};
+
+// Types a line at the prompt, as a person would: only once the prompt shows.
+bool enter(PtySession& repl, std::string_view line, std::string_view prompt = "mesh> ") {
+  if (!repl.waitFor(prompt)) return false;
+  repl.type(line);
+  repl.type("\r");
+  return true;
+}
+
+void aSessionAtTheTerminal(const std::string& meshflow, const std::filesystem::path& home) {
+  PtySession repl(meshflow, home.string());
+  check(repl.waitFor(":help for help"), "the banner shows", repl.screen());
+
+  check(enter(repl, "let x = 20"), "prompt before the first line", repl.screen());
+  check(enter(repl, "x * 2 + 2") && repl.waitFor("\n42"), "an expression prints its value",
+        repl.screen());
+
+  check(enter(repl, "fn add(a, b) {") && repl.waitFor("...> "),
+        "an open block asks for a continuation line", repl.screen());
+  repl.type("  return a + b\r");
+  check(repl.waitFor("...> "), "and again after the block's first line", repl.screen());
+  repl.type("}\r");
+  check(enter(repl, "add(400, 11)") && repl.waitFor("411"),
+        "the multi-line function is defined and callable", repl.screen());
+
+  check(enter(repl, "let y = zzq * 2") &&
+            repl.waitFor("<repl>:1:9: error: unknown name 'zzq' [UnknownName]") &&
+            repl.waitFor("let y = zzq * 2") && repl.waitFor("^~~"),
+        "an error prints the full diagnostic", repl.screen());
+  check(enter(repl, "x + 1") && repl.waitFor("21"), "the session goes on after an error",
+        repl.screen());
+
+  check(enter(repl, "let learning_rate = 31337"), "a global to complete", repl.screen());
+  check(repl.waitFor("mesh> "), "prompt before completing", repl.screen());
+  repl.type("learn\t");
+  // libedit redraws the line with cursor movements, so look for the added part.
+  check(repl.waitFor("ing_rate"), "TAB completes a partly typed global", repl.screen());
+  repl.type("\r");
+  check(repl.waitFor("31337"), "the completed line runs", repl.screen());
+
+  check(enter(repl, "let r = {name: \"fc1\", size: 4}"), "a record", repl.screen());
+  check(repl.waitFor("mesh> "), "prompt before member completion", repl.screen());
+  repl.type("r.na\t\r");
+  check(repl.waitFor("me") && repl.waitFor("\"fc1\""), "TAB completes a member after a dot",
+        repl.screen());
+
+  check(enter(repl, "[1,") && repl.waitFor("...> "), "an open bracket continues", repl.screen());
+  repl.type("\x03");  // Ctrl-C drops the pending input
+  check(enter(repl, "7 * 6 + 1000") && repl.waitFor("1042"),
+        "Ctrl-C drops an unfinished input and the session goes on", repl.screen());
+
+  check(repl.waitFor("mesh> "), "prompt before history recall", repl.screen());
+  repl.type("\x10\r");  // Ctrl-P: the previous line again
+  check(repl.waitFor("1042"), "Ctrl-P recalls the previous line", repl.screen());
+
+  check(enter(repl, ":help") && repl.waitFor(":quit"), ":help lists the commands", repl.screen());
+  check(enter(repl, ":quit"), "prompt before :quit", repl.screen());
+  check(repl.waitExit() == 0, ":quit leaves with exit status 0", repl.screen());
+
+  std::ifstream history(home / ".meshflow_history");
+  std::stringstream saved;
+  saved << history.rdbuf();
+  // libedit escapes spaces in its history file (vis(3)), so look for a word.
+  check(saved.str().find("learning_rate") != std::string::npos,
+        "the history is saved in $HOME/.meshflow_history", saved.str());
+}
+
+void ctrlDWithoutWritableHome(const std::string& meshflow) {
+  PtySession repl(meshflow, "/nonexistent/meshflow-home");
+  check(enter(repl, "1 + 1") && repl.waitFor("2"), "a session without a writable HOME works",
+        repl.screen());
+  check(repl.waitFor("mesh> "), "prompt before Ctrl-D", repl.screen());
+  repl.type("\x04");
+  check(repl.waitExit() == 0, "Ctrl-D leaves with exit status 0", repl.screen());
+}
+
+// Standard input from a pipe: no libedit, no prompts.
+void pipedInput(const std::string& meshflow) {
+  int in[2], out[2];
+  if (pipe(in) != 0 || pipe(out) != 0) return check(false, "pipes");
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(in[0], 0);
+    dup2(out[1], 1);
+    dup2(out[1], 2);
+    close(in[1]);
+    close(out[0]);
+    execl(meshflow.c_str(), meshflow.c_str(), "repl", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(in[0]);
+  close(out[1]);
+  std::string input = "let x = 20\nx * 2 + 2\nfn f(a) {\n  return a * 3\n}\nf(5)\nprint(\"hi\")\n";
+  if (write(in[1], input.data(), input.size()) != static_cast<ssize_t>(input.size()))
+    return check(false, "writing to the piped REPL");
+  close(in[1]);
+  std::string output;
+  auto end = Clock::now() + kDeadline;
+  char buffer[4096];
+  while (Clock::now() < end) {
+    pollfd fd{out[0], POLLIN, 0};
+    if (poll(&fd, 1, 100) <= 0) continue;
+    ssize_t n = read(out[0], buffer, sizeof buffer);
+    if (n <= 0) break;
+    output.append(buffer, static_cast<std::size_t>(n));
+  }
+  close(out[0]);
+  kill(pid, SIGKILL);  // a no-op unless it overran the deadline
+  int status = 0;
+  waitpid(pid, &status, 0);
+  check(output == "42\n15\nhi\n", "piped input runs without prompts", output);
+  check(WIFEXITED(status) && WEXITSTATUS(status) == 0, "piped input exits with status 0");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::cerr << "usage: ReplPtyTest PATH/TO/meshflow\n";
+    return 2;
+  }
+  std::string meshflow = argv[1];
+  auto home =
+      std::filesystem::temp_directory_path() / ("meshflow-pty-home-" + std::to_string(getpid()));
+  std::filesystem::create_directories(home);
+  aSessionAtTheTerminal(meshflow, home);
+  ctrlDWithoutWritableHome(meshflow);
+  pipedInput(meshflow);
+  std::filesystem::remove_all(home);
+  std::cout << (failures == 0 ? "all passed\n" : std::to_string(failures) + " failed\n");
+  return failures == 0 ? 0 : 1;
+}
