@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "interp/Evaluator.h"
+#include "interp/TensorOps.h"
 
 namespace meshflow::interp {
 
@@ -11,6 +12,10 @@ void installBuiltins(Environment& env) {
   installMathBuiltins(env);
   installDeclarationBuiltins(env);
   installFileBuiltins(env);
+  // After the math builtins: tanh, exp and sum gain tensor overloads.
+  installTensorBuiltins(env);
+  installModelBuiltins(env);
+  installTrainingBuiltins(env);
 }
 
 void defineBuiltin(Environment& env, const std::string& name, std::vector<ParamSpec> params,

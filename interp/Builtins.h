@@ -17,6 +17,8 @@ void installCoreBuiltins(Environment& env);
 void installMathBuiltins(Environment& env);
 void installDeclarationBuiltins(Environment& env);
 void installFileBuiltins(Environment& env);
+void installModelBuiltins(Environment& env);
+void installTrainingBuiltins(Environment& env);
 
 /// Defines a builtin named `name` in `env`.
 void defineBuiltin(Environment& env, const std::string& name, std::vector<ParamSpec> params,

@@ -4,6 +4,7 @@
 
 #include "interp/Builtins.h"
 #include "interp/Evaluator.h"
+#include "interp/Handles.h"
 
 namespace meshflow::interp {
 namespace {
@@ -85,11 +86,49 @@ Value pin(Evaluator& ev, BoundArgs& a) {
   return ev.makeRecord(std::move(fields));
 }
 
+// cpu(devices = 8, mesh = [2, 4]): a virtual cluster of CPU threads, 2 "nodes"
+// of 4 devices. Its device figures are nominal (one core's fp32 rate and a
+// share of memory bandwidth) until a measured calibration replaces them.
+Value cpu(Evaluator& ev, BoundArgs& a) {
+  std::int64_t devices = intArg(a, 0, "devices");
+  if (devices < 1) argumentError(a, 0, DiagnosticKind::InvalidValue, "devices must be >= 1");
+  std::int64_t nodes = 1, perNode = devices;
+  if (!a[1].isNone()) {
+    const auto& mesh = a[1].items();
+    if (a[1].kind() != ValueKind::List || mesh.size() != 2 || !mesh[0].isInt() || !mesh[1].isInt() ||
+        mesh[0].asInt() < 1 || mesh[1].asInt() < 1)
+      argumentError(a, 1, DiagnosticKind::InvalidValue, "mesh must be [nodes, devices_per_node]");
+    nodes = mesh[0].asInt();
+    perNode = mesh[1].asInt();
+    if (nodes * perNode != devices)
+      argumentError(a, 1, DiagnosticKind::InvalidValue,
+                    fmt::format("mesh [{}, {}] has {} devices, not {}", nodes, perNode,
+                                nodes * perNode, devices));
+  }
+  Value device = ev.makeRecord({{"kind", ev.makeString("cpu")},
+                                {"name", ev.makeString("cpu-thread")},
+                                {"memory", Value::quantity(4.0 * (1 << 30), kBytes)},
+                                {"peak", Value::quantity(50e9, kFlopPerSecond)},
+                                {"memory_bandwidth", Value::quantity(10e9, kBytesPerSecond)}});
+  Value link = ev.makeRecord({{"kind", ev.makeString("link")},
+                              {"bandwidth", Value::quantity(10e9, kBytesPerSecond)},
+                              {"latency", Value::quantity(1e-6, kSeconds)}});
+  auto cluster = std::make_shared<ClusterObject>(
+      "cpu", Fields{{"nodes", Value::integer(nodes)},
+                    {"devices_per_node", Value::integer(perNode)},
+                    {"device", device},
+                    {"intra_node", link},
+                    {"inter_node", link}});
+  ev.heap().adopt(cluster, kObjectOverhead);
+  return Value::object(ValueKind::Object, std::move(cluster));
+}
+
 }  // namespace
 
 void installDeclarationBuiltins(Environment& env) {
   defineBuiltin(env, "gpu", {{"name", {}}, {"memory", {}}, {"peak", {}}, {"memory_bandwidth", {}}},
                 gpu);
+  defineBuiltin(env, "cpu", {{"devices", Value::integer(1)}, {"mesh", Value()}}, cpu);
   defineBuiltin(env, "link", {{"bandwidth", {}}, {"latency", Value::quantity(0, kSeconds)}}, link);
   defineOptimizer(env, "adam",
                   {{"lr", Value::number(1e-3)}, {"beta1", Value::number(0.9)},

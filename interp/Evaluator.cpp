@@ -2,9 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "interp/Declarations.h"
 #include "interp/Members.h"
 #include "interp/Operators.h"
+#include "interp/TensorOps.h"
+#include "interp/Tracing.h"
 
 namespace meshflow::interp {
 namespace {
@@ -377,7 +381,9 @@ Value Evaluator::evalUnlocated(const ast::Expr& expr, const EnvPtr& env) {
     }
     case ast::ExprKind::Unary: {
       const auto& unary = static_cast<const ast::UnaryExpr&>(expr);
-      return unaryOp(unary.op, eval(*unary.operand, env));
+      Value operand = eval(*unary.operand, env);
+      if (asTensor(operand)) return tensorUnary(*this, unary.op, operand, expr.span);
+      return unaryOp(unary.op, operand);
     }
     case ast::ExprKind::Binary: return evalBinary(static_cast<const ast::BinaryExpr&>(expr), env);
     case ast::ExprKind::Call: return evalCall(static_cast<const ast::CallExpr&>(expr), env);
@@ -414,6 +420,10 @@ Value Evaluator::evalBinary(const ast::BinaryExpr& expr, const EnvPtr& env) {
   }
   Value lhs = eval(*expr.lhs, env);
   Value rhs = eval(*expr.rhs, env);
+  // `==` and `!=` compare tensors as handles; arithmetic records ops.
+  bool comparison = expr.op == ast::BinaryOp::Eq || expr.op == ast::BinaryOp::Ne;
+  if (!comparison && (asTensor(lhs) || asTensor(rhs)))
+    return tensorBinary(*this, expr.op, lhs, rhs, expr.span);
   return binaryOp(*this, expr.op, lhs, rhs);
 }
 
@@ -468,9 +478,46 @@ void Evaluator::bindParameters(const ast::FunctionDecl& decl,
   }
 }
 
-Value Evaluator::callScript(ScriptFunction& function, const Arguments& args) {
+Value Evaluator::runBody(const ast::FunctionDecl& decl, const EnvPtr& env) {
+  if (decl.exprBody) return eval(*decl.exprBody, env);
+  for (const auto& statement : decl.body.statements)
+    if (exec(*statement, env) == Flow::Return) {
+      Value result = std::move(returnValue_);
+      returnValue_ = Value();
+      return result;
+    }
+  return Value();
+}
+
+namespace {
+
+// A layer call may be given `name = "..."` (unless the layer has a parameter
+// of that name): it names the call's scope in the traced graph.
+std::string takeScopeName(const ast::FunctionDecl& decl, Arguments& args) {
+  bool declared = std::any_of(decl.params.begin(), decl.params.end(),
+                              [](const ast::Param& p) { return p.name == "name"; });
+  std::string scope = decl.name;
+  if (declared) return scope;
+  for (auto it = args.entries.begin(); it != args.entries.end(); ++it) {
+    if (!it->name || *it->name != "name") continue;
+    if (!it->value.isString())
+      failAt(DiagnosticKind::TypeMismatch,
+             fmt::format("a layer's name must be a string, not {}", it->value.aTypeName()), it->span);
+    scope = it->value.asString();
+    args.entries.erase(it);
+    break;
+  }
+  return scope;
+}
+
+}  // namespace
+
+Value Evaluator::callScript(ScriptFunction& function, const Arguments& given) {
   const ast::FunctionDecl& decl = function.decl();
   auto env = std::make_shared<Environment>(function.closure());
+  Arguments args = given;
+  std::string scope;
+  if (decl.callable == ast::CallableKind::Layer) scope = takeScopeName(decl, args);
   // A wrong argument is an error at the call itself: it gets no "called here" note.
   auto matched = matchParameters(decl, args);
   try {
@@ -478,17 +525,17 @@ Value Evaluator::callScript(ScriptFunction& function, const Arguments& args) {
     switch (decl.callable) {
       case ast::CallableKind::Model: return makeModel(*this, function, env);
       case ast::CallableKind::Cluster: return evalCluster(*this, function, env);
-      case ast::CallableKind::Function:
+      case ast::CallableKind::Function: return runBody(decl, env);
       case ast::CallableKind::Layer: break;
     }
-    if (decl.exprBody) return eval(*decl.exprBody, env);
-    for (const auto& statement : decl.body.statements)
-      if (exec(*statement, env) == Flow::Return) {
-        Value result = std::move(returnValue_);
-        returnValue_ = Value();
-        return result;
-      }
-    return Value();
+    if (!state_.tracer) return runBody(decl, env);
+    std::shared_ptr<Tracer> tracer = state_.tracer;
+    tracer->enter(scope);
+    struct Leave {
+      Tracer& tracer;
+      ~Leave() { tracer.leave(); }
+    } leave{*tracer};
+    return runBody(decl, env);
   } catch (ScriptError& error) {
     // A short trace of calls, innermost first, as notes.
     // Recursion repeats the same call site: it is noted once.

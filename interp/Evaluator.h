@@ -28,6 +28,9 @@ class Evaluator {
   /// The body of a script `fn`/`layer`/`model`/`cluster` (ScriptFunction::call lands here).
   Value callScript(ScriptFunction& function, const Arguments& args);
 
+  /// Runs the statements (or the expression) of a function body in `env`.
+  Value runBody(const ast::FunctionDecl& decl, const EnvPtr& env);
+
   /// Counts one evaluation step and checks the step budget and the native stack.
   void step();
 

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "interp/Builtins.h"
+#include "interp/Tracing.h"
 
 namespace meshflow::interp {
 namespace {
@@ -52,6 +53,7 @@ InterpreterState::~InterpreterState() {
 void InterpreterState::beginRun() {
   steps = 0;
   callDepth = 0;
+  tracer.reset();
   stackLimit = stackLimitOfThisThread();
 }
 

@@ -12,6 +12,8 @@
 
 namespace meshflow::interp {
 
+class Tracer;
+
 class InterpreterState {
  public:
   explicit InterpreterState(Config config);
@@ -29,6 +31,8 @@ class InterpreterState {
   std::uint64_t steps = 0;
   std::uint32_t callDepth = 0;
   std::uintptr_t stackLimit = 0;  // the native stack may not grow below this address
+  /// The model being traced, if any (interp/Tracing.h).
+  std::shared_ptr<Tracer> tracer;
 
   /// Resets the per-run counters and measures the calling thread's stack.
   void beginRun();

@@ -7,6 +7,7 @@
 
 #include "interp/Evaluator.h"
 #include "interp/Operators.h"
+#include "interp/Tracing.h"
 
 namespace meshflow::interp {
 namespace {
@@ -183,6 +184,19 @@ void requireOneIndex(const Value& object, const std::vector<Value>& indices) {
          fmt::format("{} takes one index, not {}", object.aTypeName(), indices.size()));
 }
 
+// `f32[batch, 1024]`: a dtype indexed by its dims is a tensor type.
+Value tensorType(ir::DType dtype, const std::vector<Value>& indices) {
+  ir::TensorType type{dtype, {}};
+  for (const auto& index : indices) {
+    auto dim = dimOf(index);
+    if (!dim || dim->value < 1)
+      fail(DiagnosticKind::TypeMismatch,
+           fmt::format("a tensor dimension must be a positive int or `batch`, not {}", index.repr()));
+    type.shape.push_back(*dim);
+  }
+  return Value::object(ValueKind::Object, std::make_shared<TensorTypeObject>(std::move(type)));
+}
+
 }  // namespace
 
 std::vector<std::string> codePointsOf(const std::string& text) {
@@ -253,6 +267,10 @@ Value indexValue(Evaluator& evaluator, const Value& object, const std::vector<Va
       fail(DiagnosticKind::UnknownField,
            fmt::format("the record has no field '{}'", indices[0].asString()));
     }
+    case ValueKind::Object:
+      if (auto* dtype = dynamic_cast<DTypeObject*>(object.object().get()))
+        return tensorType(dtype->dtype, indices);
+      [[fallthrough]];
     default:
       fail(DiagnosticKind::TypeMismatch, fmt::format("{} cannot be indexed", object.aTypeName()));
   }

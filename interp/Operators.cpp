@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "interp/Evaluator.h"
+#include "interp/Tracing.h"
 
 namespace meshflow::interp {
 namespace {
@@ -248,6 +249,12 @@ Value binaryOp(Evaluator& evaluator, BinaryOp op, const Value& lhs, const Value&
   if (isNumeric(lhs) && isNumeric(rhs)) return numericArithmetic(op, lhs, rhs);
   if (op == BinaryOp::Add && lhs.kind() == rhs.kind() && isSequence(lhs))
     return concatenate(evaluator, lhs, rhs);
+  if (op == BinaryOp::Mul) {
+    // `batch * 64`: a multiple of the symbolic batch size.
+    auto a = dimOf(lhs), b = dimOf(rhs);
+    if (a && b && a->perBatch != b->perBatch)
+      return dimValue(ir::Dim::batch(checkedMul(a->value, b->value)));
+  }
   if (op == BinaryOp::Mul && isSequence(lhs) && rhs.isInt()) return repeat(evaluator, lhs, rhs);
   if (op == BinaryOp::Mul && lhs.isInt() && isSequence(rhs)) return repeat(evaluator, rhs, lhs);
   typeMismatch(op, lhs, rhs);

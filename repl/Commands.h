@@ -22,6 +22,7 @@ std::span<const Command> commands();
 int runCommand(Args args, std::ostream& out, std::ostream& err);
 int checkCommand(Args args, std::ostream& out, std::ostream& err);
 int replCommand(Args args, std::ostream& out, std::ostream& err);
+int dumpCommand(Args args, std::ostream& out, std::ostream& err);
 int scheduleCommand(Args args, std::ostream& out, std::ostream& err);
 int solveShardingCommand(Args args, std::ostream& out, std::ostream& err);
 int solveStagesCommand(Args args, std::ostream& out, std::ostream& err);

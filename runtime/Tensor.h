@@ -1,0 +1,84 @@
+// runtime::Tensor — a host tensor: f32 or i32, a concrete row-major shape and
+// contiguous storage. It is what every CPU kernel reads and writes and what the
+// serial executor hands back to its caller.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ir/Graph.h"
+
+namespace meshflow::runtime {
+
+using Shape = std::vector<std::int64_t>;
+
+/// Elements of a shape (1 for a scalar, the empty shape).
+std::int64_t shapeElements(const Shape& shape);
+/// "[2, 3]", "[]" for a scalar.
+std::string shapeText(const Shape& shape);
+/// Row-major strides in elements: the last dimension has stride 1.
+std::vector<std::int64_t> rowMajorStrides(const Shape& shape);
+/// The concrete shape of `type` once the symbolic batch is `batchSize`.
+Shape boundShape(const ir::TensorType& type, std::int64_t batchSize);
+
+class Tensor {
+ public:
+  /// An unallocated tensor: no dtype or shape yet. A kernel given one as an
+  /// output allocates it with the shape it computes.
+  Tensor() = default;
+  /// A zero-filled tensor. Only f32 and i32 are supported on the host.
+  Tensor(ir::DType dtype, Shape shape);
+
+  static Tensor zeros(Shape shape) { return Tensor(ir::DType::F32, std::move(shape)); }
+  static Tensor full(Shape shape, float value);
+  static Tensor scalar(float value) { return full({}, value); }
+  static Tensor fromF32(Shape shape, std::vector<float> values);
+  static Tensor fromI32(Shape shape, std::vector<std::int32_t> values);
+
+  bool allocated() const { return allocated_; }
+  ir::DType dtype() const { return dtype_; }
+  const Shape& shape() const { return shape_; }
+  std::size_t rank() const { return shape_.size(); }
+  /// Dimension `axis`; negative counts from the end.
+  std::int64_t dim(std::int64_t axis) const;
+  std::int64_t elements() const { return shapeElements(shape_); }
+  std::size_t bytes() const { return static_cast<std::size_t>(elements()) * 4; }
+
+  /// Typed views; asking for the wrong dtype is a broken invariant (throws logic_error).
+  std::span<float> f32();
+  std::span<const float> f32() const;
+  std::span<std::int32_t> i32();
+  std::span<const std::int32_t> i32() const;
+
+  /// The value of a one-element f32 tensor.
+  float item() const;
+  /// "f32[2, 3]".
+  std::string typeText() const;
+  /// Same dtype, shape and bit-identical contents.
+  bool bitEqual(const Tensor& other) const;
+
+ private:
+  ir::DType dtype_ = ir::DType::F32;
+  Shape shape_;
+  bool allocated_ = false;
+  // One of the two holds the data, by dtype; separate vectors keep the
+  // accesses well typed without reinterpret_cast.
+  std::vector<float> f32_;
+  std::vector<std::int32_t> i32_;
+};
+
+// ---- helpers for tests and tools ----
+
+/// Normal(0, stddev) values from a seeded std::mt19937_64 (Box–Muller, so the
+/// values are the same with every standard library).
+Tensor randomNormal(Shape shape, std::uint64_t seed, float stddev = 1.0f);
+/// Uniform integers in [lo, hi) as i32.
+Tensor randomInts(Shape shape, std::int32_t lo, std::int32_t hi, std::uint64_t seed);
+/// Largest |a - b| over two f32 tensors of one shape.
+double maxAbsDiff(const Tensor& a, const Tensor& b);
+/// |a - b| <= atol + rtol * |b| element-wise (same shape required).
+bool allClose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-6);
+
+}  // namespace meshflow::runtime

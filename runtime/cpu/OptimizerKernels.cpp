@@ -1,0 +1,110 @@
+// Gradient clipping and the optimizer updates.
+//
+// The gradient an update uses is g · scale (scale is ClipScale's output, or 1).
+// Weight decay: SGD and Adam (decoupled = 0) add weight_decay · w to that
+// gradient, so it passes through the moments ("L2 regularisation"); AdamW
+// (decoupled = 1) subtracts lr · weight_decay · w from the weight directly,
+// outside the adaptive step (Loshchilov & Hutter).
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "runtime/cpu/KernelSupport.h"
+
+namespace meshflow::runtime::cpu {
+namespace {
+
+float scalarInput(const KernelArgs& args, std::size_t i, const char* what) {
+  const Tensor& t = args.f32(i);
+  if (t.elements() != 1) args.fail(fmt::format("{} must be a scalar, got {}", what, t.typeText()));
+  return t.f32()[0];
+}
+
+void expectShapeOf(const KernelArgs& args, const Tensor& w, std::size_t i, const char* what) {
+  const Tensor& t = args.f32(i);
+  if (t.shape() != w.shape())
+    args.fail(fmt::format("{} is {} but the weight is {}", what, t.typeText(), w.typeText()));
+}
+
+}  // namespace
+
+void globalNorm(const KernelArgs& args) {
+  if (args.outputCount() != 1) args.fail("expects one output");
+  double squares = 0;
+  for (std::size_t i = 0; i < args.inputCount(); ++i)
+    for (float g : args.f32(i).f32()) squares += static_cast<double>(g) * g;
+  args.outF32(0, {}).f32()[0] = static_cast<float>(std::sqrt(squares));
+}
+
+void clipScale(const KernelArgs& args) {
+  args.expectArity(1, 1);
+  double norm = scalarInput(args, 0, "norm");
+  double clipNorm = args.doubleAttr("clip_norm");
+  args.outF32(0, {}).f32()[0] = static_cast<float>(std::min(1.0, clipNorm / (norm + 1e-6)));
+}
+
+// m' = momentum · m + (g · scale + weight_decay · w);  w' = w - lr · m'.
+void sgdUpdate(const KernelArgs& args) {
+  args.expectArity(4, 2);
+  const Tensor& w = args.f32(0);
+  expectShapeOf(args, w, 1, "the gradient");
+  expectShapeOf(args, w, 3, "the momentum");
+  float scale = scalarInput(args, 2, "scale");
+  auto lr = static_cast<float>(args.doubleAttr("lr"));
+  auto momentum = static_cast<float>(args.doubleAttr("momentum", 0.0));
+  auto decay = static_cast<float>(args.doubleAttr("weight_decay", 0.0));
+  auto ws = w.f32();
+  auto gs = args.f32(1).f32();
+  auto ms = args.f32(3).f32();
+  auto wOut = args.outF32(0, w.shape()).f32();
+  auto mOut = args.outF32(1, w.shape()).f32();
+  for (std::size_t i = 0; i < ws.size(); ++i) {
+    float g = gs[i] * scale + decay * ws[i];
+    float m = momentum * ms[i] + g;
+    mOut[i] = m;
+    wOut[i] = ws[i] - lr * m;
+  }
+}
+
+// m' = β1 m + (1 - β1) g;  v' = β2 v + (1 - β2) g²;
+// w' = w - lr · (m'/(1 - β1^t) / (sqrt(v'/(1 - β2^t)) + eps) + [decoupled] weight_decay · w),
+// with t = KernelContext::step and g = g · scale (+ weight_decay · w unless decoupled).
+void adamUpdate(const KernelArgs& args) {
+  args.expectArity(5, 3);
+  const Tensor& w = args.f32(0);
+  expectShapeOf(args, w, 1, "the gradient");
+  expectShapeOf(args, w, 3, "the first moment");
+  expectShapeOf(args, w, 4, "the second moment");
+  float scale = scalarInput(args, 2, "scale");
+  if (args.ctx.step < 1) args.fail(fmt::format("step {} (steps count from 1)", args.ctx.step));
+  double lr = args.doubleAttr("lr");
+  double beta1 = args.doubleAttr("beta1", 0.9);
+  double beta2 = args.doubleAttr("beta2", 0.999);
+  auto eps = static_cast<float>(args.doubleAttr("eps", 1e-8));
+  auto decay = static_cast<float>(args.doubleAttr("weight_decay", 0.0));
+  bool decoupled = args.intAttr("decoupled", 0) != 0;
+  auto t = static_cast<double>(args.ctx.step);
+  auto correction1 = static_cast<float>(1.0 - std::pow(beta1, t));
+  auto correction2 = static_cast<float>(1.0 - std::pow(beta2, t));
+  auto b1 = static_cast<float>(beta1), b2 = static_cast<float>(beta2);
+  auto rate = static_cast<float>(lr);
+  auto ws = w.f32();
+  auto gs = args.f32(1).f32();
+  auto ms = args.f32(3).f32();
+  auto vs = args.f32(4).f32();
+  auto wOut = args.outF32(0, w.shape()).f32();
+  auto mOut = args.outF32(1, w.shape()).f32();
+  auto vOut = args.outF32(2, w.shape()).f32();
+  for (std::size_t i = 0; i < ws.size(); ++i) {
+    float g = gs[i] * scale + (decoupled ? 0.0f : decay * ws[i]);
+    float m = b1 * ms[i] + (1.0f - b1) * g;
+    float v = b2 * vs[i] + (1.0f - b2) * g * g;
+    float step = (m / correction1) / (std::sqrt(v / correction2) + eps);
+    if (decoupled) step += decay * ws[i];
+    mOut[i] = m;
+    vOut[i] = v;
+    wOut[i] = ws[i] - rate * step;
+  }
+}
+
+}  // namespace meshflow::runtime::cpu

@@ -1,0 +1,105 @@
+// Reductions (Sum, Mean), the gradient of broadcasting (ReduceToShape) and the
+// gradient of reducing (BroadcastTo). Sums accumulate in double in the
+// row-major order of the larger tensor.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "runtime/cpu/KernelSupport.h"
+
+namespace meshflow::runtime::cpu {
+namespace {
+
+// Axes as a mask over `rank` dimensions; absent `axes` means every axis.
+std::vector<bool> axesMask(const KernelArgs& args, std::size_t rank) {
+  std::vector<bool> mask(rank, !args.hasAttr("axes"));
+  if (args.hasAttr("axes"))
+    for (auto a : args.intsAttr("axes")) mask[args.axis(a, rank)] = true;
+  return mask;
+}
+
+// Sums src (walked over srcShape) into a dst of `dstSize` elements at the
+// offsets `dstStrides` give, then writes dst · factor.
+void sumInto(const Tensor& src, const std::vector<std::int64_t>& dstStrides, Tensor& dst,
+             double factor) {
+  std::vector<double> acc(static_cast<std::size_t>(dst.elements()), 0.0);
+  const float* in = src.f32().data();
+  walk(src.shape(), dstStrides, dstStrides, [&](std::int64_t i, std::int64_t d, std::int64_t) {
+    acc[static_cast<std::size_t>(d)] += in[i];
+  });
+  auto out = dst.f32();
+  for (std::size_t i = 0; i < acc.size(); ++i) out[i] = static_cast<float>(acc[i] * factor);
+}
+
+}  // namespace
+
+void reduce(const KernelArgs& args) {
+  args.expectArity(1, 1);
+  const Tensor& x = args.f32(0);
+  auto mask = axesMask(args, x.rank());
+  Shape yShape;
+  std::int64_t reduced = 1;
+  for (std::size_t d = 0; d < x.rank(); ++d) {
+    if (mask[d])
+      reduced *= x.shape()[d];
+    else
+      yShape.push_back(x.shape()[d]);
+  }
+  Tensor& y = args.outF32(0, yShape);
+  // Destination strides over x's dimensions: 0 along the reduced axes.
+  auto yStrides = rowMajorStrides(yShape);
+  std::vector<std::int64_t> dstStrides(x.rank(), 0);
+  for (std::size_t d = 0, k = 0; d < x.rank(); ++d)
+    if (!mask[d]) dstStrides[d] = yStrides[k++];
+  bool mean = args.op.kind == ir::OpKind::Mean;
+  sumInto(x, dstStrides, y, mean ? 1.0 / static_cast<double>(reduced) : 1.0);
+}
+
+void reduceToShape(const KernelArgs& args) {
+  args.expectArity(2, 1);
+  const Tensor& dy = args.f32(0);
+  const Tensor& like = args.in(1);
+  auto target = broadcastShapes(like.shape(), dy.shape());
+  if (like.rank() > dy.rank() || !target || *target != dy.shape())
+    args.fail(fmt::format("{} does not broadcast to dy {}", like.typeText(), dy.typeText()));
+  Tensor& dx = args.outF32(0, like.shape());
+  sumInto(dy, broadcastStrides(like.shape(), dy.shape()), dx, 1.0);
+}
+
+void broadcastTo(const KernelArgs& args) {
+  args.expectArity(2, 1);
+  const Tensor& x = args.f32(0);
+  const Tensor& like = args.in(1);
+  std::vector<std::int64_t> strides;
+  if (args.hasAttr("axes")) {
+    // x is like's shape with `axes` removed, or kept with size 1.
+    auto mask = axesMask(args, like.rank());
+    Shape removed, ones;
+    for (std::size_t d = 0; d < like.rank(); ++d) {
+      if (!mask[d]) removed.push_back(like.shape()[d]);
+      ones.push_back(mask[d] ? 1 : like.shape()[d]);
+    }
+    if (x.shape() != removed && x.shape() != ones)
+      args.fail(fmt::format("{} is not {} reduced over the axes", x.typeText(), like.typeText()));
+    auto xStrides = rowMajorStrides(x.shape());
+    strides.assign(like.rank(), 0);
+    for (std::size_t d = 0, k = 0; d < like.rank(); ++d) {
+      if (x.shape() == ones)
+        strides[d] = mask[d] ? 0 : xStrides[d];
+      else if (!mask[d])
+        strides[d] = xStrides[k++];
+    }
+  } else {
+    auto target = broadcastShapes(x.shape(), like.shape());
+    if (x.rank() > like.rank() || !target || *target != like.shape())
+      args.fail(fmt::format("{} does not broadcast to {}", x.typeText(), like.typeText()));
+    strides = broadcastStrides(x.shape(), like.shape());
+  }
+  Tensor& y = args.outF32(0, like.shape());
+  const float* in = x.f32().data();
+  float* out = y.f32().data();
+  walk(like.shape(), strides, strides,
+       [&](std::int64_t i, std::int64_t s, std::int64_t) { out[i] = in[s]; });
+}
+
+}  // namespace meshflow::runtime::cpu

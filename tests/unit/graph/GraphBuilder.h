@@ -1,0 +1,148 @@
+// Test helpers: building graphs op by op with their types inferred, and the
+// graph of a Megatron-style GPT (the real one will come from stdlib/models.mesh).
+#pragma once
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "ir/Graph.h"
+#include "ir/GraphText.h"
+#include "ir/OpRules.h"
+
+namespace meshflow::test {
+
+/// The type written `text` in the graph text form, e.g. "f32[batch, 64]".
+inline ir::TensorType type(const std::string& text) {
+  ir::Graph g = ir::parseGraph("graph outputs()\n%0 = input() : " + text + " @fwd\n");
+  return g.value(0).type;
+}
+
+/// Appends ops to a graph, inferring output types with ir::inferTypes.
+class GraphBuilder {
+ public:
+  ir::Graph graph;
+  std::string scope;  // given to every op added
+
+  ir::ValueId input(const std::string& name, const std::string& typeText) {
+    return leaf(ir::OpKind::Input, name, type(typeText), {{"name", name}});
+  }
+
+  ir::ValueId parameter(const std::string& name, const std::string& typeText,
+                        const std::string& init = "normal") {
+    ir::Attributes attrs{{"name", name}, {"init", init}};
+    if (init == "normal") attrs["std"] = 0.02;
+    return leaf(ir::OpKind::Parameter, name, type(typeText), attrs);
+  }
+
+  std::vector<ir::ValueId> ops(ir::OpKind kind, const std::vector<ir::ValueId>& inputs,
+                               const ir::Attributes& attrs = {}) {
+    std::vector<ir::TensorType> types;
+    for (ir::ValueId v : inputs) types.push_back(graph.value(v).type);
+    ir::Op op;
+    op.kind = kind;
+    op.inputs = inputs;
+    op.attrs = attrs;
+    op.scope = scope;
+    ir::OpId id = graph.addOp(op, ir::inferTypes(kind, types, attrs));
+    return graph.op(id).outputs;
+  }
+
+  ir::ValueId op(ir::OpKind kind, const std::vector<ir::ValueId>& inputs,
+                 const ir::Attributes& attrs = {}) {
+    return ops(kind, inputs, attrs).at(0);
+  }
+
+ private:
+  ir::ValueId leaf(ir::OpKind kind, const std::string& name, const ir::TensorType& t,
+                   const ir::Attributes& attrs) {
+    ir::Op op;
+    op.kind = kind;
+    op.attrs = attrs;
+    op.scope = scope;
+    ir::OpId id = graph.addOp(op, {t});
+    ir::ValueId out = graph.op(id).outputs.at(0);
+    graph.value(out).name = name;
+    return out;
+  }
+};
+
+struct GptConfig {
+  std::int64_t layers;
+  std::int64_t hidden;
+  std::int64_t heads;
+  std::int64_t seq;
+  std::int64_t vocab;
+};
+
+/// The parameters of the GPT buildGpt makes: 12·l·h² + 13·l·h per block,
+/// (V + s)·h of embeddings, 2·h of final layer norm.
+inline std::int64_t gptParameterCount(const GptConfig& c) {
+  std::int64_t l = c.layers, h = c.hidden;
+  return 12 * l * h * h + 13 * l * h + (c.vocab + c.seq) * h + 2 * h;
+}
+
+/// Forward + backward FLOPs of one step with global batch `batch`
+/// (Narayanan et al. 2021): 72·B·s·l·h²·(1 + s/(6h) + V/(12·l·h)).
+inline double megatronFlops(const GptConfig& c, std::int64_t batch) {
+  double B = double(batch), s = double(c.seq), l = double(c.layers), h = double(c.hidden);
+  double V = double(c.vocab);
+  return 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h));
+}
+
+/// A GPT built the way Megatron builds it: token + position embeddings, pre-norm
+/// blocks (attention with a fused QKV linear, causal softmax, output linear,
+/// residual; MLP 4h with gelu, residual), a final layer norm, logits against the
+/// tied embedding table, and the cross-entropy loss as the graph's output.
+inline ir::Graph buildGpt(const GptConfig& c) {
+  using ir::OpKind;
+  GraphBuilder b;
+  auto dims = [](std::int64_t x) { return std::to_string(x); };
+  std::string h = dims(c.hidden), s = dims(c.seq);
+  auto ids = b.input("ids", "i32[batch, " + s + "]");
+  auto labels = b.input("labels", "i32[batch, " + s + "]");
+  auto positions = b.input("positions", "i32[" + s + "]");
+  b.scope = "embed";
+  auto wte = b.parameter("wte", "f32[" + dims(c.vocab) + ", " + h + "]");
+  auto wpe = b.parameter("wpe", "f32[" + s + ", " + h + "]");
+  auto x = b.op(OpKind::Add,
+                {b.op(OpKind::Embedding, {wte, ids}), b.op(OpKind::Embedding, {wpe, positions})});
+  auto layerNorm = [&](const std::string& name, ir::ValueId in) {
+    auto gamma = b.parameter(b.scope + "." + name + ".gamma", "f32[" + h + "]", "ones");
+    auto beta = b.parameter(b.scope + "." + name + ".beta", "f32[" + h + "]", "zeros");
+    return b.op(OpKind::LayerNorm, {in, gamma, beta}, {{"eps", 1e-5}});
+  };
+  auto linear = [&](const std::string& name, ir::ValueId in, std::int64_t from, std::int64_t to) {
+    auto w = b.parameter(b.scope + "." + name + ".w", "f32[" + dims(from) + ", " + dims(to) + "]");
+    auto bias = b.parameter(b.scope + "." + name + ".b", "f32[" + dims(to) + "]", "zeros");
+    return b.op(OpKind::Add, {b.op(OpKind::MatMul, {in, w}), bias});
+  };
+  std::int64_t hd = c.hidden, headDim = c.hidden / c.heads;
+  for (std::int64_t layer = 0; layer < c.layers; ++layer) {
+    std::string block = "block" + std::to_string(layer);
+    b.scope = block + ".attn";
+    auto qkv = linear("qkv", layerNorm("ln1", x), hd, 3 * hd);
+    auto parts =
+        b.ops(OpKind::Split, {qkv},
+              {{"axis", std::int64_t{2}}, {"sizes", std::vector<std::int64_t>{hd, hd, hd}}});
+    ir::Attributes heads{{"heads", c.heads}};
+    auto q = b.op(OpKind::SplitHeads, {parts[0]}, heads);
+    auto k = b.op(OpKind::SplitHeads, {parts[1]}, heads);
+    auto v = b.op(OpKind::SplitHeads, {parts[2]}, heads);
+    auto scores = b.op(OpKind::MatMul, {q, k}, {{"transpose_b", std::int64_t{1}}});
+    scores = b.op(OpKind::Scale, {scores}, {{"factor", 1.0 / std::sqrt(double(headDim))}});
+    auto probs = b.op(OpKind::Softmax, {b.op(OpKind::CausalMask, {scores})});
+    auto context = b.op(OpKind::MergeHeads, {b.op(OpKind::MatMul, {probs, v})});
+    x = b.op(OpKind::Add, {x, linear("proj", context, hd, hd)});
+    b.scope = block + ".mlp";
+    auto hidden = b.op(OpKind::Gelu, {linear("fc1", layerNorm("ln2", x), hd, 4 * hd)});
+    x = b.op(OpKind::Add, {x, linear("fc2", hidden, 4 * hd, hd)});
+  }
+  b.scope = "head";
+  auto logits =
+      b.op(OpKind::MatMul, {layerNorm("ln_f", x), wte}, {{"transpose_b", std::int64_t{1}}});
+  b.graph.outputs = {b.op(OpKind::CrossEntropy, {logits, labels})};
+  return std::move(b.graph);
+}
+
+}  // namespace meshflow::test
