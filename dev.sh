@@ -2,6 +2,7 @@
 # meshflow's one entry point for a fresh Debian 12 machine.
 #
 #   ./dev.sh example   install what is missing, build, run the main example
+#                      (a tiny character-level GPT learning the GPL's text)
 #   ./dev.sh test      install what is missing, build, run every test: unit,
 #                      golden, REPL-through-a-terminal and embedding tests, the
 #                      same suite under AddressSanitizer + UBSan, and the fuzzer
@@ -65,8 +66,8 @@ case "${1:-}" in
   example)
     install_packages
     configure_and_build build
-    log "running examples/quickstart.mesh"
-    build/repl/meshflow run examples/quickstart.mesh
+    log "running examples/train_tiny_gpt.mesh"
+    build/repl/meshflow run examples/train_tiny_gpt.mesh --allow-read /usr/share/common-licenses
     ;;
   build)
     install_packages
@@ -84,7 +85,7 @@ case "${1:-}" in
     log "all tests passed"
     ;;
   *)
-    sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac
