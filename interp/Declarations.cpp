@@ -239,6 +239,16 @@ bool isBound(const ast::Stmt& statement) {
          binary.lhs->kind == ast::ExprKind::Name;
 }
 
+void checkHint(const Entry& e) {
+  if (e.name == "memory_per_device")
+    invalid("bound the memory with `memory_per_device <= ...`", e.span);
+  auto check = scheduleHints().find(e.name);
+  if (check == scheduleHints().end())
+    invalid(fmt::format("unknown schedule hint '{}' (hints: {})", e.name, joined(hintNames())),
+            e.span);
+  check->second(e);
+}
+
 }  // namespace
 
 Value evalSchedule(Evaluator& evaluator, const ast::ScheduleDecl& decl,
@@ -254,18 +264,9 @@ Value evalSchedule(Evaluator& evaluator, const ast::ScheduleDecl& decl,
       continue;
     }
     std::vector<Value> values;
-    std::vector<Entry> entries;
-    if (auto entry = runBodyStatement(evaluator, *statement, scope, "schedule", hints, &values))
-      entries.push_back(std::move(*entry));
-    for (auto& e : entries) {
-      if (e.name == "memory_per_device")
-        invalid("bound the memory with `memory_per_device <= ...`", e.span);
-      auto check = scheduleHints().find(e.name);
-      if (check == scheduleHints().end())
-        invalid(fmt::format("unknown schedule hint '{}' (hints: {})", e.name, joined(hintNames())),
-                e.span);
-      check->second(e);
-      hints.push_back(e);
+    if (auto entry = runBodyStatement(evaluator, *statement, scope, "schedule", hints, &values)) {
+      checkHint(*entry);
+      hints.push_back(std::move(*entry));
     }
     for (auto& value : values) {
       if (!isKind(value, {"pin"}))

@@ -42,10 +42,12 @@ std::vector<ir::ValueId> Tracer::record(ir::OpKind kind, const std::vector<ir::V
   return made;
 }
 
-ir::ValueId Tracer::input(const std::string& name, ir::TensorType type, const SourceSpan& where) {
+ir::ValueId Tracer::leaf(ir::OpKind kind, const std::string& name, ir::Attributes attrs,
+                         ir::TensorType type, const SourceSpan& where) {
   ir::Op op;
-  op.kind = ir::OpKind::Input;
-  op.attrs = {{"name", name}};
+  op.kind = kind;
+  op.attrs = std::move(attrs);
+  op.attrs["name"] = name;
   op.scope = scope();
   op.location = locationOf(where);
   ir::OpId id = graph.addOp(std::move(op), {std::move(type)});
@@ -54,19 +56,15 @@ ir::ValueId Tracer::input(const std::string& name, ir::TensorType type, const So
   return value;
 }
 
+ir::ValueId Tracer::input(const std::string& name, ir::TensorType type, const SourceSpan& where) {
+  return leaf(ir::OpKind::Input, name, {}, std::move(type), where);
+}
+
 ir::ValueId Tracer::parameter(const std::string& name, ir::TensorType type, const std::string& init,
                               double stddev, const SourceSpan& where) {
-  std::string full = qualified(name);
-  ir::Op op;
-  op.kind = ir::OpKind::Parameter;
-  op.attrs = {{"name", full}, {"init", init}};
-  if (init == "normal") op.attrs["std"] = stddev;
-  op.scope = scope();
-  op.location = locationOf(where);
-  ir::OpId id = graph.addOp(std::move(op), {std::move(type)});
-  ir::ValueId value = graph.op(id).outputs[0];
-  graph.value(value).name = full;
-  return value;
+  ir::Attributes attrs = {{"init", init}};
+  if (init == "normal") attrs["std"] = stddev;
+  return leaf(ir::OpKind::Parameter, qualified(name), std::move(attrs), std::move(type), where);
 }
 
 std::string Tracer::scope() const {

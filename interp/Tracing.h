@@ -42,6 +42,9 @@ class Tracer {
   std::string qualified(const std::string& name);
 
  private:
+  ir::ValueId leaf(ir::OpKind kind, const std::string& name, ir::Attributes attrs,
+                   ir::TensorType type, const SourceSpan& where);
+
   struct Frame {
     std::string name;
     std::vector<std::string> childNames;  // names used by calls inside this frame

@@ -1,0 +1,27 @@
+# The `meshflow` command as a user runs it: exit codes and key output lines.
+set(mf $<TARGET_FILE:meshflow>)
+set(src ${CMAKE_SOURCE_DIR})
+
+function(cli_test name)
+  cmake_parse_arguments(T "WILL_FAIL" "EXPECT" "COMMAND" ${ARGN})
+  add_test(NAME cli.${name} COMMAND ${T_COMMAND} WORKING_DIRECTORY ${src})
+  if(T_EXPECT)
+    set_tests_properties(cli.${name} PROPERTIES PASS_REGULAR_EXPRESSION "${T_EXPECT}")
+  endif()
+  if(T_WILL_FAIL)
+    set_tests_properties(cli.${name} PROPERTIES WILL_FAIL TRUE)
+  endif()
+endfunction()
+
+cli_test(run_quickstart COMMAND ${mf} run examples/quickstart.mesh EXPECT "cluster: 32 x A100")
+cli_test(run_error_exits_1 WILL_FAIL COMMAND ${mf} run tests/golden/units/add_bytes_to_seconds.mesh)
+cli_test(check_clean COMMAND ${mf} check examples/quickstart.mesh)
+cli_test(check_error_exits_1 WILL_FAIL COMMAND ${mf} check tests/golden/syntax/several_errors.mesh)
+cli_test(no_command_is_usage WILL_FAIL COMMAND ${mf})
+cli_test(dump_mlp COMMAND ${mf} dump tests/golden/models/trace_mlp.mesh --model "classifier(hidden = 32)" --batch 4
+         EXPECT "parameters 420 in 4 tensors; 12 ops")
+cli_test(dump_needs_model WILL_FAIL COMMAND ${mf} dump examples/quickstart.mesh)
+cli_test(read_denied WILL_FAIL COMMAND ${mf} run examples/train_tiny_gpt.mesh)
+foreach(command run check repl dump schedule solve-stages solve-sharding)
+  cli_test(help_${command} COMMAND ${mf} ${command} --help EXPECT "usage: meshflow ${command}")
+endforeach()
