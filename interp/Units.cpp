@@ -55,7 +55,7 @@ constexpr std::array kFlopScales = {Scale{1e15, "PFLOP"}, Scale{1e12, "TFLOP"},
 constexpr std::array kFlopRateScales = {Scale{1e15, "PFLOPS"}, Scale{1e12, "TFLOPS"},
                                         Scale{1e9, "GFLOPS"}, Scale{1e6, "MFLOPS"},
                                         Scale{1e3, "KFLOPS"}, Scale{1, "FLOPS"}};
-constexpr std::array kByteRateScales = {Scale{1e12, "TB/s"}, Scale{1e9, "GB/s"},
+constexpr std::array kByteRateScales = {Scale{1e15, "PB/s"}, Scale{1e12, "TB/s"}, Scale{1e9, "GB/s"},
                                         Scale{1e6, "MB/s"}, Scale{1e3, "KB/s"}, Scale{1, "B/s"}};
 
 // Quantities print for people: at most six significant digits and no forced
