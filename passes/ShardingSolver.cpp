@@ -499,10 +499,17 @@ struct Z3Outcome {
 
 class Z3Model {
  public:
-  Z3Model(const Residual& r, double timeBudgetSeconds) : r_(r), opt_(ctx_) {
+  Z3Model(const Residual& r, double timeBudgetSeconds, uint64_t resourceLimit)
+      : r_(r), opt_(ctx_) {
     z3::params params(ctx_);
     double ms = std::clamp(timeBudgetSeconds * 1000.0, 1.0, 4.0e9);
     params.set("timeout", static_cast<unsigned>(ms));
+    // The resource limit counts Z3's internal work, so where it stops does not
+    // depend on the machine's speed or load (the optimiser's own parameter, set
+    // on this solver only: no global Z3 state is touched).
+    if (resourceLimit > 0) {
+      params.set("rlimit", static_cast<unsigned>(std::min<uint64_t>(resourceLimit, 0xffffffffu)));
+    }
     opt_.set(params);
     declareChoices();
     addEdges();
@@ -791,7 +798,7 @@ ResidualAnswer solveResidual(const ShardingProblem& p, Residual r, const SolveOp
     return answer;
   }
   reparametrise(r);
-  Z3Outcome z3 = Z3Model(r, options.timeBudgetSeconds).solve();
+  Z3Outcome z3 = Z3Model(r, options.timeBudgetSeconds, options.resourceLimit).solve();
   if (z3.infeasible) throw residualInfeasible(p, r);
   answer.optimal = z3.optimal;
   answer.choice = z3.choice ? *z3.choice : std::vector<int>(r.nodes.size(), 0);

@@ -39,6 +39,11 @@ struct SolveOptions {
   /// Wall-clock budget for Z3; when it runs out the best solution found so far is
   /// returned with optimal = false.
   double timeBudgetSeconds = 10.0;
+  /// Z3's deterministic resource budget ("rlimit": counted work, not time; 0 =
+  /// none). Unlike the wall-clock budget, an answer reached when it runs out is
+  /// the same on every run and machine, so set it (with a generous time budget
+  /// as a backstop) wherever a timed-out answer must be reproducible.
+  uint64_t resourceLimit = 0;
   /// Branch and bound tries the residual problem first and hands it to Z3 after
   /// this many search steps (0 sends every residual problem to Z3; tests use it).
   uint64_t searchLimit = 1000000;

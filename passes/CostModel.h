@@ -1,0 +1,65 @@
+// The roofline cost model (shared notes, DESIGN.md "The cost model"): the time of
+// an op's work on one device, collectives by passes/Collectives.h, and the memory
+// a stage needs per device.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "ir/Cluster.h"
+#include "ir/Graph.h"
+#include "ir/Sharding.h"
+
+namespace meshflow::passes {
+
+/// The fraction of peak FLOP/s a tuned kernel sustains. Large fp16 GEMMs on
+/// V100/A100 reach 60–80% of the data-sheet peak, element-wise kernels are
+/// memory-bound anyway; 0.6 errs on the slow side, like Megatron's reported
+/// 50–60% model FLOPs utilisation.
+inline constexpr double kComputeEfficiency = 0.6;
+
+/// Roofline: max(FLOPs / (peak · kComputeEfficiency), bytes / memory bandwidth).
+double rooflineTime(double flops, double bytes, const ir::DeviceSpec& device);
+
+/// Forward plus backward time of op `id` when `parallelism` devices share its
+/// work evenly (FLOPs and bytes both divided), each half priced by the roofline.
+double opComputeTime(const ir::Graph& graph, ir::OpId id, std::int64_t batch,
+                     std::int64_t parallelism, const ir::DeviceSpec& device);
+
+struct MemoryOptions {
+  /// Optimizer state per parameter element, in copies of the parameter: Adam keeps
+  /// two (first and second moments), SGD with momentum one.
+  int optimizerCopies = 2;
+  /// ZeRO-like: gradients and optimizer state sharded over the parameter's
+  /// gradient-synchronisation group as well as over its own spec.
+  bool shardOptimizerState = false;
+  /// Microbatches whose activations are held for backward at once (GPipe: all of
+  /// them, 1F1B: up to the number of stages after this one).
+  std::int64_t microbatchesHeld = 1;
+};
+
+/// Per-device bytes of one stage.
+struct MemoryBreakdown {
+  double weights = 0;
+  double gradients = 0;
+  double optimizerState = 0;
+  double activations = 0;
+
+  double total() const { return weights + gradients + optimizerState + activations; }
+  MemoryBreakdown& operator+=(const MemoryBreakdown& other);
+};
+
+/// Memory of one parameter of `bytes` stored with `spec`, whose gradient is
+/// synchronised over `syncDevices` devices (its data-parallel group).
+MemoryBreakdown parameterMemory(double bytes, const ir::ShardingSpec& spec,
+                                std::int64_t syncDevices, const ir::LogicalMesh& mesh,
+                                const MemoryOptions& options);
+
+/// Activation memory one op holds for backward: its outputs (sharded by their
+/// specs) times the microbatches held. Views (reshape), parameters and
+/// constants hold nothing of their own.
+double activationMemory(const ir::Graph& graph, ir::OpId id, std::int64_t batch,
+                        const std::vector<ir::ShardingSpec>& outputSpecs,
+                        const ir::LogicalMesh& mesh, const MemoryOptions& options);
+
+}  // namespace meshflow::passes

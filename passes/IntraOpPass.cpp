@@ -1,0 +1,331 @@
+#include "passes/IntraOpPass.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <map>
+#include <tuple>
+
+#include "ir/OpCost.h"
+#include "passes/Collectives.h"
+#include "passes/strategies/Strategy.h"
+
+namespace meshflow::passes {
+
+namespace {
+
+using ir::OpId;
+using ir::ShardingSpec;
+using ir::ValueId;
+
+void checkForward(const ir::Graph& g) {
+  for (OpId id = 0; id < g.ops().size(); ++id) {
+    const ir::Op& op = g.op(id);
+    if (op.phase != ir::Phase::Forward || op.kind >= ir::OpKind::ReduceToShape) {
+      throw IntraOpError(fmt::format("op #{} ({}): the intra-op pass takes a forward graph; "
+                                     "backward and update ops are priced with their forward op",
+                                     id, ir::opName(op.kind)));
+    }
+  }
+}
+
+// A value needs a gradient when it is floating and depends on a parameter.
+std::vector<bool> valuesNeedingGradient(const ir::Graph& g) {
+  std::vector<bool> needs(g.valueCount(), false);
+  for (const ir::Op& op : g.ops()) {
+    bool any = op.kind == ir::OpKind::Parameter;
+    for (ValueId v : op.inputs) any = any || needs[v];
+    for (ValueId v : op.outputs) {
+      ir::DType d = g.value(v).type.dtype;
+      needs[v] = any && (d == ir::DType::F32 || d == ir::DType::F16 || d == ir::DType::BF16);
+    }
+  }
+  return needs;
+}
+
+// ---------------------------------------------------------------------------
+// Repeated layers: ops whose scope's first component is a name and a number.
+
+std::optional<std::pair<std::string, long long>> layerOf(const std::string& scope) {
+  std::string first = scope.substr(0, scope.find('.'));
+  std::size_t digits = first.size();
+  while (digits > 0 && std::isdigit(static_cast<unsigned char>(first[digits - 1]))) --digits;
+  if (digits == 0 || digits == first.size() || first.size() - digits > 15) return std::nullopt;
+  return std::make_pair(first.substr(0, digits), std::stoll(first.substr(digits)));
+}
+
+// Everything a strategy list and its costs depend on, minus names and seeds.
+std::string opSignature(const ir::Graph& g, const ir::Op& op, const std::vector<bool>& needs) {
+  std::string s = ir::opName(op.kind);
+  for (const auto& [key, value] : op.attrs) {
+    if (key == "name" || key == "seed") continue;
+    s += "|" + key + "=";
+    std::visit(
+        [&](const auto& v) {
+          using T = std::decay_t<decltype(v)>;
+          if constexpr (std::is_same_v<T, std::vector<std::int64_t>>) {
+            for (auto x : v) s += fmt::format("{},", x);
+          } else {
+            s += fmt::format("{}", v);
+          }
+        },
+        value);
+  }
+  for (ValueId v : op.inputs) {
+    bool parameter = g.op(g.value(v).producer).kind == ir::OpKind::Parameter;
+    s += fmt::format("|{}{}{}", g.value(v).type.text(), needs[v] ? "g" : "", parameter ? "p" : "");
+  }
+  for (ValueId v : op.outputs) s += "|" + g.value(v).type.text();
+  return s;
+}
+
+// representative[id]: the op whose choice op `id` copies (itself if none).
+std::vector<OpId> tieRepeatedLayers(const ir::Graph& g, const std::vector<bool>& needs,
+                                    std::size_t* tiedLayers) {
+  std::vector<OpId> rep(g.ops().size());
+  for (OpId id = 0; id < rep.size(); ++id) rep[id] = id;
+  std::map<std::pair<std::string, long long>, std::vector<OpId>> instances;
+  for (OpId id = 0; id < g.ops().size(); ++id) {
+    if (auto layer = layerOf(g.op(id).scope)) instances[*layer].push_back(id);
+  }
+  // Instances in order of their first op; the first of each (name, op sequence)
+  // is the representative of the others.
+  std::vector<const std::vector<OpId>*> ordered;
+  for (const auto& [key, ops] : instances) ordered.push_back(&ops);
+  std::sort(ordered.begin(), ordered.end(),
+            [](const auto* a, const auto* b) { return a->front() < b->front(); });
+  std::map<std::pair<std::string, std::string>, const std::vector<OpId>*> first;
+  for (const std::vector<OpId>* ops : ordered) {
+    std::string sig;
+    for (OpId id : *ops) sig += opSignature(g, g.op(id), needs) + "\n";
+    auto [it, inserted] = first.try_emplace({layerOf(g.op(ops->front()).scope)->first, sig}, ops);
+    if (inserted) continue;
+    const std::vector<OpId>& base = *it->second;
+    for (std::size_t j = 0; j < base.size(); ++j) rep[(*ops)[j]] = base[j];
+    ++*tiedLayers;
+  }
+  return rep;
+}
+
+// ---------------------------------------------------------------------------
+// The problem.
+
+struct ReshardKey {
+  std::vector<std::int64_t> shape;
+  double bytesPerElement;
+  ShardingSpec from;
+  ShardingSpec to;
+  auto operator<=>(const ReshardKey&) const = default;
+};
+
+struct EdgeUse {
+  int from;        // problem node of the producer
+  std::size_t output;
+  int to;          // problem node of the consumer
+  std::size_t input;
+  auto operator<=>(const EdgeUse&) const = default;
+};
+
+class ProblemBuilder {
+ public:
+  ProblemBuilder(const ir::Graph& g, const ir::LogicalMesh& mesh, const ir::DeviceSpec& device,
+                 const IntraOpOptions& options)
+      : g_(g), mesh_(mesh), device_(device), options_(options) {
+    memory_ = options.memory;
+    memory_.shardOptimizerState = options.shardOptimizerState;
+  }
+
+  IntraOpResult run() {
+    checkForward(g_);
+    needs_ = valuesNeedingGradient(g_);
+    IntraOpResult result;
+    std::vector<OpId> rep(g_.ops().size());
+    for (OpId id = 0; id < rep.size(); ++id) rep[id] = id;
+    if (options_.mergeRepeatedLayers) rep = tieRepeatedLayers(g_, needs_, &result.repeatedLayers);
+    buildNodes(rep);
+    buildEdges(rep);
+    ShardingSolution solution = solveSharding(problem_, options_.solver);
+    fillResult(rep, solution, result);
+    return result;
+  }
+
+ private:
+  OpContext contextOf(OpId id) const {
+    const ir::Op& op = g_.op(id);
+    std::vector<bool> needs;
+    for (ValueId v : op.inputs) needs.push_back(needs_[v]);
+    return OpContext{g_, id, options_.batch, mesh_, needs, {options_.shardOptimizerState}};
+  }
+
+  double computeTime(OpId id, std::int64_t parallelism) const {
+    return opComputeTime(g_, id, options_.batch, parallelism, device_);
+  }
+
+  double memoryOf(OpId id, const Strategy& s) const {
+    const ir::Op& op = g_.op(id);
+    if (op.kind != ir::OpKind::Parameter) {
+      return activationMemory(g_, id, options_.batch, s.outputs, mesh_, memory_);
+    }
+    return parameterBreakdown(id, s).total();
+  }
+
+  // A parameter's gradient is assumed synchronised over the devices that do not
+  // hold distinct shards of it (its data-parallel group).
+  MemoryBreakdown parameterBreakdown(OpId id, const Strategy& s) const {
+    const ir::TensorType& t = g_.value(g_.op(id).outputs[0]).type;
+    double bytes = double(t.elements(options_.batch)) * double(ir::dtypeBytes(t.dtype));
+    std::int64_t shards = s.outputs[0].shardCount(mesh_);
+    return parameterMemory(bytes, s.outputs[0], mesh_.size() / shards, mesh_, memory_);
+  }
+
+  void buildNodes(const std::vector<OpId>& rep) {
+    nodeOf_.assign(g_.ops().size(), -1);
+    std::vector<int> copies(g_.ops().size(), 0);
+    for (OpId id = 0; id < rep.size(); ++id) ++copies[rep[id]];
+    for (OpId id = 0; id < rep.size(); ++id) {
+      if (rep[id] != id) continue;
+      nodeOf_[id] = static_cast<int>(problem_.nodes.size());
+      nodeOp_.push_back(id);
+      strategies_.push_back(strategiesFor(contextOf(id)));
+      double ideal = computeTime(id, mesh_.size());
+      ShardingNode node;
+      node.name = fmt::format("#{} {} {}", id, ir::opName(g_.op(id).kind), g_.op(id).scope);
+      std::vector<double> own;
+      for (const Strategy& s : strategies_.back()) {
+        double cost = s.communication + std::max(0.0, computeTime(id, s.parallelism) - ideal);
+        own.push_back(cost);
+        node.costs.push_back(cost * copies[id]);
+        node.memory.push_back(memoryOf(id, s) * copies[id]);
+      }
+      ownCost_.push_back(own);
+      problem_.nodes.push_back(std::move(node));
+    }
+    for (OpId id = 0; id < rep.size(); ++id) nodeOf_[id] = nodeOf_[rep[id]];
+    problem_.memoryBudget = options_.memoryBudget;
+  }
+
+  void buildEdges(const std::vector<OpId>& rep) {
+    std::map<EdgeUse, int> uses;
+    for (OpId id = 0; id < g_.ops().size(); ++id) {
+      const ir::Op& op = g_.op(id);
+      for (std::size_t i = 0; i < op.inputs.size(); ++i) {
+        const ir::ValueInfo& v = g_.value(op.inputs[i]);
+        const auto& outs = g_.op(v.producer).outputs;
+        std::size_t o = std::find(outs.begin(), outs.end(), op.inputs[i]) - outs.begin();
+        ++uses[{nodeOf_[v.producer], o, nodeOf_[id], i}];
+      }
+    }
+    for (const auto& [use, count] : uses) {
+      ShardingEdge edge{use.from, use.to, matrixOf(use)};
+      for (auto& row : edge.costs) {
+        for (double& c : row) c *= count;
+      }
+      problem_.edges.push_back(std::move(edge));
+    }
+  }
+
+  std::vector<std::vector<double>> matrixOf(const EdgeUse& use) {
+    OpId producer = nodeOp_[use.from];
+    ValueId v = g_.op(producer).outputs[use.output];
+    const ir::TensorType& t = g_.value(v).type;
+    std::vector<std::int64_t> shape;
+    for (const ir::Dim& d : t.shape) shape.push_back(d.resolve(options_.batch));
+    double perElement = double(ir::dtypeBytes(t.dtype));
+    const auto& from = strategies_[use.from];
+    const auto& to = strategies_[use.to];
+    std::vector<std::vector<double>> m(from.size(), std::vector<double>(to.size(), 0.0));
+    for (std::size_t s = 0; s < from.size(); ++s) {
+      for (std::size_t k = 0; k < to.size(); ++k) {
+        const ShardingSpec& a = from[s].outputs[use.output];
+        const ShardingSpec& b = to[k].inputs[use.input];
+        double c = reshard({shape, perElement, a, b});
+        // The gradient flows back from the consumer's layout to the producer's.
+        if (needs_[v] && std::isfinite(c)) {
+          c += reshard({shape, perElement, b.withPartial(ir::MeshAxes::kNone),
+                        a.withPartial(ir::MeshAxes::kNone)});
+        }
+        m[s][k] = c;
+      }
+    }
+    return m;
+  }
+
+  double reshard(const ReshardKey& key) {
+    auto it = reshardCache_.find(key);
+    if (it != reshardCache_.end()) return it->second;
+    double c = reshardingCost(key.from, key.to, key.shape, key.bytesPerElement, mesh_);
+    reshardCache_.emplace(key, c);
+    return c;
+  }
+
+  void fillResult(const std::vector<OpId>& rep, const ShardingSolution& solution,
+                  IntraOpResult& r) {
+    r.objective = solution.objective;
+    r.optimal = solution.optimal;
+    r.graphOps = g_.ops().size();
+    r.problemNodes = problem_.nodes.size();
+    r.problemEdges = problem_.edges.size();
+    r.residualNodes = solution.residualNodes;
+    for (const auto& s : strategies_) r.strategies += s.size();
+    for (OpId id = 0; id < g_.ops().size(); ++id) r.ops.push_back(opResult(id, rep, solution, r));
+    for (std::size_t e = 0; e < problem_.edges.size(); ++e) {
+      const ShardingEdge& edge = problem_.edges[e];
+      r.resharding += edge.costs[solution.choice[edge.from]][solution.choice[edge.to]];
+    }
+  }
+
+  OpSharding opResult(OpId id, const std::vector<OpId>& rep, const ShardingSolution& solution,
+                      IntraOpResult& r) {
+    int node = nodeOf_[id];
+    int k = solution.choice[node];
+    const Strategy& s = strategies_[node][k];
+    OpSharding o;
+    o.op = id;
+    o.representative = rep[id];
+    o.chosen = k;
+    o.strategy = s.name;
+    o.inputs = s.inputs;
+    o.outputs = s.outputs;
+    o.communication = s.communication;
+    o.parallelism = s.parallelism;
+    o.computeTime = computeTime(id, s.parallelism);
+    o.computePenalty = ownCost_[node][k] - s.communication;
+    for (std::size_t a = 0; a < strategies_[node].size(); ++a) {
+      o.alternatives.push_back(
+          {strategies_[node][a].name, ownCost_[node][a], solution.alternatives[node][a]});
+    }
+    r.communication += o.communication;
+    r.computePenalty += o.computePenalty;
+    r.computeTime += o.computeTime;
+    if (g_.op(id).kind == ir::OpKind::Parameter) {
+      r.memory += parameterBreakdown(id, s);
+    } else {
+      r.memory.activations += memoryOf(id, s);
+    }
+    return o;
+  }
+
+  const ir::Graph& g_;
+  const ir::LogicalMesh& mesh_;
+  const ir::DeviceSpec& device_;
+  const IntraOpOptions& options_;
+  MemoryOptions memory_;
+  std::vector<bool> needs_;
+  ShardingProblem problem_;
+  std::vector<int> nodeOf_;     // op -> problem node
+  std::vector<OpId> nodeOp_;    // problem node -> representative op
+  std::vector<std::vector<Strategy>> strategies_;
+  std::vector<std::vector<double>> ownCost_;  // per node, per strategy, one copy
+  std::map<ReshardKey, double> reshardCache_;
+};
+
+}  // namespace
+
+IntraOpResult solveIntraOp(const ir::Graph& forward, const ir::LogicalMesh& mesh,
+                           const ir::DeviceSpec& device, const IntraOpOptions& options) {
+  return ProblemBuilder(forward, mesh, device, options).run();
+}
+
+}  // namespace meshflow::passes

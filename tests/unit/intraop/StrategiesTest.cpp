@@ -1,0 +1,142 @@
+// The strategy families on small ops: names, specs and communication costs.
+#include <catch2/catch.hpp>
+
+#include <set>
+
+#include "passes/Collectives.h"
+#include "passes/CostModel.h"
+#include "passes/strategies/Strategy.h"
+#include "tests/unit/intraop/Models.h"
+
+using namespace meshflow;
+using passes::Collective;
+using passes::collectiveCost;
+
+namespace {
+
+std::vector<passes::Strategy> matmulOn(const ir::LogicalMesh& mesh, bool needsGradA) {
+  static test::GraphBuilder b;
+  b = test::GraphBuilder();
+  auto x = b.input("x", "f32[batch, 64]");
+  auto w = b.parameter("w", "f32[64, 32]");
+  b.op(ir::OpKind::MatMul, {x, w});
+  passes::OpContext ctx{b.graph, 2, 16, mesh, {needsGradA, true}, {}};
+  return passes::strategiesFor(ctx);
+}
+
+const passes::Strategy* find(const std::vector<passes::Strategy>& all, const std::string& prefix) {
+  for (const auto& s : all) {
+    if (s.name.starts_with(prefix)) return &s;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("matmul on a 2-D mesh has every strategy of Alpa's dot handler") {
+  ir::LogicalMesh mesh = test::nvlinkMesh(2, 2);
+  auto all = matmulOn(mesh, false);
+  CHECK(all.size() == 16);  // (3 loops + none)^2, all dividing the shapes
+  double out = 16.0 * 32 * 4, weight = 64.0 * 32 * 4;
+  // SS = SR x RS: no forward communication; the weight gradient syncs over axis 0.
+  const auto* ss = find(all, "S0S1 = S0R x RS1");
+  REQUIRE(ss);
+  CHECK(ss->communication ==
+        Approx(collectiveCost(Collective::kAllReduce, weight / 2, ir::MeshAxes::k0, mesh)));
+  CHECK(ss->parallelism == 4);
+  // SR = SS x SR: all-reduce of the output over axis 1.
+  const auto* sr = find(all, "S0R = S0S1 x S1R [all-reduce 1]");
+  REQUIRE(sr);
+  CHECK(sr->communication ==
+        Approx(collectiveCost(Collective::kAllReduce, out / 2, ir::MeshAxes::k1, mesh) +
+               collectiveCost(Collective::kAllReduce, weight / 2, ir::MeshAxes::k0, mesh)));
+  // RS = RS x SS: all-reduce over axis 0; the weight is fully sharded, no sync.
+  const auto* rs = find(all, "RS1 = RS0 x S0S1 [all-reduce 0]");
+  REQUIRE(rs);
+  CHECK(rs->gradientSync[1] == ir::MeshAxes::kNone);
+  // 1-D mixed: both axes on one loop.
+  CHECK(find(all, "S01R = S01R x RR"));
+  CHECK(find(all, "RS01 = RR x RS01"));
+  CHECK(find(all, "RR = RS01 x S01R [all-reduce 01]"));
+  // Megatron column and row parallel, and data parallel over the whole mesh.
+  CHECK(find(all, "RS1 = RR x RS1")->communication == 0);
+  CHECK(find(all, "S01R = S01R x RR")->gradientSync[1] == ir::MeshAxes::k01);
+}
+
+TEST_CASE("a needed input gradient prices the backward all-reduce of column parallelism") {
+  ir::LogicalMesh mesh = test::nvlinkMesh(1, 4);
+  auto column = *find(matmulOn(mesh, true), "RS1 = RR x RS1");
+  CHECK(column.communication ==
+        Approx(collectiveCost(Collective::kAllReduce, 16.0 * 64 * 4, ir::MeshAxes::k1, mesh)));
+  CHECK(find(matmulOn(mesh, false), "RS1 = RR x RS1")->communication == 0);
+}
+
+TEST_CASE("batched attention matmuls split batch and heads") {
+  test::GraphBuilder b;
+  auto q = b.input("q", "f32[batch, 8, 16, 4]");
+  auto k = b.input("k", "f32[batch, 8, 16, 4]");
+  b.op(ir::OpKind::MatMul, {q, k}, {{"transpose_b", std::int64_t{1}}});
+  ir::LogicalMesh mesh = test::nvlinkMesh(2, 2);
+  passes::OpContext ctx{b.graph, 2, 4, mesh, {false, false}, {}};
+  auto all = passes::strategiesFor(ctx);
+  CHECK(find(all, "S0S1RR = S0S1RR x S0S1RR"));  // batch x heads
+  CHECK(find(all, "RS01RR = RS01RR x RS01RR"));  // heads on the whole mesh
+}
+
+TEST_CASE("bias add, layer_norm, embedding, cross_entropy and layout strategies") {
+  ir::LogicalMesh mesh = test::nvlinkMesh(1, 4);
+  test::GraphBuilder b;
+  auto x = b.input("x", "f32[batch, 8, 64]");
+  auto bias = b.parameter("bias", "f32[64]", "zeros");
+  b.op(ir::OpKind::Add, {x, bias});  // op 2
+  auto bias2 = b.input("y", "f32[batch, 8, 64]");
+  (void)bias2;
+  passes::OpContext add{b.graph, 2, 4, mesh, {false, true}, {}};
+  auto adds = passes::strategiesFor(add);
+  // Data parallel bias add: the bias gradient is all-reduced.
+  const auto* dp = find(adds, "S1RR = S1RR x R");
+  REQUIRE(dp);
+  CHECK(dp->communication == Approx(collectiveCost(Collective::kAllReduce, 64 * 4, ir::MeshAxes::k1, mesh)));
+  CHECK(find(adds, "RRS1 = RRS1 x S1")->communication == 0);
+
+  test::GraphBuilder e;
+  auto table = e.parameter("wte", "f32[128, 64]");
+  auto ids = e.input("ids", "i32[batch, 8]");
+  e.op(ir::OpKind::Embedding, {table, ids});
+  passes::OpContext emb{e.graph, 2, 4, mesh, {true, false}, {}};
+  auto embs = passes::strategiesFor(emb);
+  CHECK(find(embs, "RRS1 = RS1 x RR")->communication == 0);
+  CHECK(find(embs, "RRR = S1R x RR [all-reduce 1]"));  // vocabulary parallel
+
+  test::GraphBuilder c;
+  auto logits = c.input("logits", "f32[batch, 128]");
+  auto labels = c.input("labels", "i32[batch]");
+  c.op(ir::OpKind::CrossEntropy, {logits, labels});
+  passes::OpContext ce{c.graph, 2, 4, mesh, {true, false}, {}};
+  auto ces = passes::strategiesFor(ce);
+  CHECK(find(ces, "()+P1 = S1R x S1")->communication == 0);
+  CHECK(find(ces, "() = RS1 x R [all-reduce stats 1]")->communication ==
+        Approx(collectiveCost(Collective::kAllReduce, 3 * 4 * 4, ir::MeshAxes::k1, mesh)));
+
+  test::GraphBuilder s;
+  auto qkv = s.input("qkv", "f32[batch, 8, 96]");
+  s.ops(ir::OpKind::Split, {qkv}, {{"axis", std::int64_t{2}}, {"sizes", std::vector<std::int64_t>{32, 32, 32}}});
+  passes::OpContext split{s.graph, 1, 4, mesh, {false}, {}};
+  CHECK(find(passes::strategiesFor(split), "RRS1, RRS1, RRS1 = RRS1 [interleaved]"));
+}
+
+TEST_CASE("roofline and parameter memory") {
+  ir::DeviceSpec d = test::v100();
+  CHECK(passes::rooflineTime(125e12 * passes::kComputeEfficiency, 0, d) == Approx(1.0));
+  CHECK(passes::rooflineTime(0, 900e9, d) == Approx(1.0));
+  ir::LogicalMesh mesh = test::nvlinkMesh(2, 2);
+  passes::MemoryOptions adam;
+  auto m = passes::parameterMemory(1024, ir::ShardingSpec::parse("S0R"), 2, mesh, adam);
+  CHECK(m.weights == 512);
+  CHECK(m.gradients == 512);
+  CHECK(m.optimizerState == 1024);
+  adam.shardOptimizerState = true;
+  m = passes::parameterMemory(1024, ir::ShardingSpec::parse("S0R"), 2, mesh, adam);
+  CHECK(m.gradients == 256);
+  CHECK(m.optimizerState == 512);
+}
