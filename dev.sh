@@ -80,7 +80,8 @@ case "${1:-}" in
     run_tests build
     log "build and test under AddressSanitizer + UndefinedBehaviorSanitizer"
     configure_and_build build-asan -DMESHFLOW_SANITIZE=ON
-    ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 run_tests build-asan
+    ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp \
+      UBSAN_OPTIONS=print_stacktrace=1 run_tests build-asan
     fuzz
     log "all tests passed"
     ;;
