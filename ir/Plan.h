@@ -1,0 +1,134 @@
+// ir::Plan — the planner's decisions and their explanations: what `print(p)`
+// shows, what `p.save(path)` writes, and what the exports translate into the
+// notations users know (Megatron-LM flags, JAX PartitionSpecs, Alpa specs).
+//
+// A plan is plain data. It holds the pipeline stages in layer order (with an
+// interleaved schedule, the virtual stages: stage k runs on pipeline rank
+// k mod p, p = stages.size() / chunks), the schedule, the per-op sharding
+// strategies as canonical ShardingSpec strings, the cost model's estimates and
+// the alternatives the planner weighed. The JSON form (planToJson) parses back
+// to an equal plan (planFromJson); docs/planning.md lists its keys.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "ir/Graph.h"
+#include "ir/PipelineSchedule.h"
+#include "ir/Sharding.h"
+
+namespace meshflow::ir {
+
+/// One alternative strategy of an op with its cost (seconds), for `explain`.
+struct OpAlternative {
+  std::string strategy;  ///< e.g. "RS1 = RR x RS1"
+  double cost = 0;
+  bool operator==(const OpAlternative&) const = default;
+};
+
+/// The strategy chosen for one op: the sharding of each input and output on the
+/// stage's logical mesh, as canonical ShardingSpec strings.
+struct OpStrategy {
+  OpId op = 0;
+  std::string kind;   ///< opName of the op, e.g. "matmul"
+  std::string scope;  ///< e.g. "block3.mlp.fc1"
+  std::string name;   ///< the chosen strategy, e.g. "RS1 = RR x RS1"; may be empty
+  std::vector<std::string> inputs;
+  std::vector<std::string> outputs;
+  double cost = 0;  ///< Communication seconds of the chosen strategy.
+  std::vector<OpAlternative> alternatives;
+  bool operator==(const OpStrategy&) const = default;
+};
+
+struct PlanStage {
+  int firstLayer = 0;  ///< Layers [firstLayer, endLayer).
+  int endLayer = 0;
+  std::array<std::int64_t, 2> submesh{1, 1};      ///< (n nodes, m devices per node)
+  std::array<std::int64_t, 2> logicalMesh{1, 1};  ///< (a, b), a·b = n·m
+  std::vector<int> devices;                       ///< Physical device ids, in logical-mesh order.
+  std::vector<OpStrategy> strategies;
+  double latency = 0;          ///< Seconds of one microbatch's forward + backward.
+  double peakMemoryBytes = 0;  ///< On each of the stage's devices.
+  bool operator==(const PlanStage&) const = default;
+};
+
+/// A whole plan the planner weighed, and its estimated step time (seconds).
+struct PlanAlternative {
+  std::string description;
+  double stepTime = 0;
+  bool operator==(const PlanAlternative&) const = default;
+};
+
+struct Plan {
+  std::vector<PlanStage> stages;
+  int microbatches = 1;
+  ScheduleKind schedule = ScheduleKind::kOneFOneB;
+  int chunks = 1;                ///< Virtual stages (model chunks) per pipeline rank.
+  std::int64_t globalBatch = 1;  ///< Samples per step.
+  double stepTime = 0;           ///< Seconds per step, estimated.
+  double samplesPerSecond = 0;
+  double tflopsPerDevice = 0;
+  double mfu = 0;  ///< Model FLOP utilisation, 0..1.
+  std::vector<PlanAlternative> alternatives;
+  /// Caveats, e.g. "intra-op sharding of stage 2 not proven optimal".
+  std::vector<std::string> notes;
+
+  /// The largest peak memory of any device.
+  double peakMemoryBytes() const;
+  /// Pipeline ranks: stages.size() / chunks.
+  int pipelineRanks() const;
+  bool operator==(const Plan&) const = default;
+};
+
+/// A malformed plan JSON; the message names the path (`stages[1].submesh: ...`).
+class PlanError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+nlohmann::json planToJson(const Plan& plan);
+/// Parses planToJson's form back; throws PlanError naming the offending path.
+Plan planFromJson(const nlohmann::json& json);
+
+/// The text `print(p)` shows: a summary line, one row per stage, the alternatives.
+std::string planTable(const Plan& plan);
+
+/// The result of an export: the text, or why the plan cannot be expressed.
+struct PlanExport {
+  std::string text;
+  std::string whyNot;  ///< Empty when `text` is the export.
+  bool ok() const { return whyNot.empty(); }
+};
+
+/// Megatron-LM flags, for a uniform plan only: every stage with the same logical
+/// mesh and the same number of layers, on a 1f1b or interleaved schedule.
+/// Mesh dimension 1 is Megatron's tensor-parallel group, dimension 0 its data
+/// parallelism.
+PlanExport megatronFlags(const Plan& plan);
+
+/// One spec of one op's tensor, in some notation.
+struct SpecRow {
+  int stage = 0;
+  OpId op = 0;
+  std::string kind;
+  std::string scope;
+  int output = 0;
+  std::string spec;
+  std::string note;  ///< e.g. a partial sum JAX cannot express
+  bool operator==(const SpecRow&) const = default;
+};
+
+/// A spec as a JAX PartitionSpec: mesh dimension 0 is the axis 'data', dimension
+/// 1 the axis 'model'; `S0R` → "PartitionSpec('data', None)", `S01R` →
+/// "PartitionSpec(('data', 'model'), None)". The partial-sum state is dropped.
+std::string jaxPartitionSpec(const ShardingSpec& spec);
+/// jaxPartitionSpec of every op output of the plan, stage by stage.
+std::vector<SpecRow> jaxPartitionSpecs(const Plan& plan);
+/// Alpa's S0/S1/R notation of every op output (ShardingSpec's canonical string).
+std::vector<SpecRow> alpaSpecs(const Plan& plan);
+
+}  // namespace meshflow::ir
