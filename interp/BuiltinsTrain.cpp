@@ -109,12 +109,33 @@ std::pair<std::int64_t, const char*> workPerStep(const ir::Graph& graph, std::in
   return {batch, "samples/s"};
 }
 
+// Every value of the training graph at once bounds what a step can hold; it
+// must fit the memory limit before any tensor is allocated.
+void requireMemory(Evaluator& ev, const ir::Graph& graph, std::int64_t batch, const SourceSpan& where) {
+  double bytes = 0;
+  for (std::size_t v = 0; v < graph.valueCount(); ++v) {
+    const auto& type = graph.value(static_cast<ir::ValueId>(v)).type;
+    double elements = static_cast<double>(ir::dtypeBytes(type.dtype));
+    for (const auto& d : type.shape)
+      elements *= static_cast<double>(d.value) * (d.perBatch ? static_cast<double>(batch) : 1.0);
+    bytes += elements;
+  }
+  double limit = static_cast<double>(ev.state().config.limits.maxMemoryBytes);
+  if (bytes > limit)
+    failAt(DiagnosticKind::MemoryLimit,
+           fmt::format("training at batch {} could hold up to {:.3g} bytes of tensors, more than "
+                       "the memory limit of {:.3g} bytes (raise it with --max-memory)",
+                       batch, bytes, limit),
+           where);
+}
+
 Value train(Evaluator& ev, BoundArgs& a) {
   auto model = modelOf(ev, a[0], a.spans[0]);
   requireOneDevice(a, 1);
   std::int64_t batch = intArg(a, 2, "batch");
   std::int64_t steps = intArg(a, 3, "steps");
-  if (batch < 1) argumentError(a, 2, DiagnosticKind::InvalidValue, "batch must be >= 1");
+  if (batch < 1 || batch > (1 << 20))
+    argumentError(a, 2, DiagnosticKind::InvalidValue, "batch must be between 1 and 2^20");
   if (steps < 1) argumentError(a, 3, DiagnosticKind::InvalidValue, "steps must be >= 1");
   std::shared_ptr<runtime::DataSource> data = runtime::syntheticData(0);
   if (!a[4].isNone()) {
@@ -136,6 +157,7 @@ Value train(Evaluator& ev, BoundArgs& a) {
     failAt(DiagnosticKind::InvalidModel, fmt::format("cannot train '{}': {}", traced.name, error.what()),
            a.callSpan);
   }
+  requireMemory(ev, training.graph, batch, a.callSpan);
   auto [work, unit] = workPerStep(training.graph, batch);
   std::vector<Value> losses;
   double seconds = 0;

@@ -15,6 +15,18 @@ ir::Location locationOf(const SourceSpan& span) {
   return {span.file->name(), span.line + 1, span.column + 1};
 }
 
+// Tensors are bounded so that element counts (times any batch up to 2^20) stay
+// far inside 64-bit arithmetic; no real model comes near.
+constexpr double kMaxElementsPerSample = 1e12;
+
+void checkSize(const ir::TensorType& type) {
+  double elements = 1;
+  for (const auto& d : type.shape) elements *= static_cast<double>(d.value);
+  if (elements > kMaxElementsPerSample)
+    throw ScriptError(DiagnosticKind::ShapeMismatch,
+                      fmt::format("tensor {} has more than 10^12 elements per sample", type.text()));
+}
+
 }  // namespace
 
 // ---- Tracer ----
@@ -30,6 +42,7 @@ std::vector<ir::ValueId> Tracer::record(ir::OpKind kind, const std::vector<ir::V
   } catch (const ir::ShapeError& error) {
     throw ScriptError(DiagnosticKind::ShapeMismatch, error.what());
   }
+  for (const auto& type : outputs) checkSize(type);
   ir::Op op;
   op.kind = kind;
   op.inputs = inputs;
@@ -44,6 +57,7 @@ std::vector<ir::ValueId> Tracer::record(ir::OpKind kind, const std::vector<ir::V
 
 ir::ValueId Tracer::leaf(ir::OpKind kind, const std::string& name, ir::Attributes attrs,
                          ir::TensorType type, const SourceSpan& where) {
+  checkSize(type);
   ir::Op op;
   op.kind = kind;
   op.attrs = std::move(attrs);

@@ -69,7 +69,8 @@ void Rule::expectSameShape(std::size_t i, std::size_t j) const {
 }
 
 void Rule::allowAttrs(std::initializer_list<const char*> known) const {
-  for (const auto& [name, value] : attrs_) {
+  for (const auto& attr : attrs_) {
+    const std::string& name = attr.first;  // clang 14 cannot capture structured bindings
     bool ok = std::any_of(known.begin(), known.end(), [&](const char* k) { return name == k; });
     if (!ok) fail(fmt::format("unknown attribute '{}'", name));
   }

@@ -65,8 +65,8 @@ int dumpCommand(Args args, std::ostream& out, std::ostream& err) {
       } catch (const std::exception&) {
         batch = 0;
       }
-      if (batch < 1) {
-        err << "meshflow: --batch needs a positive integer\n";
+      if (batch < 1 || batch > (1 << 20)) {
+        err << "meshflow: --batch needs an integer between 1 and 2^20\n";
         return 2;
       }
       continue;
