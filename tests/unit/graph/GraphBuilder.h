@@ -53,6 +53,22 @@ class GraphBuilder {
     return ops(kind, inputs, attrs).at(0);
   }
 
+  /// layer_norm over `hidden` with `<scope>.<name>.gamma/beta` parameters.
+  ir::ValueId layerNorm(const std::string& name, ir::ValueId in, std::int64_t hidden) {
+    std::string type = "f32[" + std::to_string(hidden) + "]";
+    auto gamma = parameter(scope + "." + name + ".gamma", type, "ones");
+    auto beta = parameter(scope + "." + name + ".beta", type, "zeros");
+    return op(ir::OpKind::LayerNorm, {in, gamma, beta}, {{"eps", 1e-5}});
+  }
+
+  /// `in @ w + b` with `<scope>.<name>.w` [from, to] and `<scope>.<name>.b` [to].
+  ir::ValueId linear(const std::string& name, ir::ValueId in, std::int64_t from, std::int64_t to) {
+    auto w = parameter(scope + "." + name + ".w",
+                       "f32[" + std::to_string(from) + ", " + std::to_string(to) + "]");
+    auto bias = parameter(scope + "." + name + ".b", "f32[" + std::to_string(to) + "]", "zeros");
+    return op(ir::OpKind::Add, {op(ir::OpKind::MatMul, {in, w}), bias});
+  }
+
  private:
   ir::ValueId leaf(ir::OpKind kind, const std::string& name, const ir::TensorType& t,
                    const ir::Attributes& attrs) {
@@ -107,15 +123,9 @@ inline ir::Graph buildGpt(const GptConfig& c) {
   auto wpe = b.parameter("wpe", "f32[" + s + ", " + h + "]");
   auto x = b.op(OpKind::Add,
                 {b.op(OpKind::Embedding, {wte, ids}), b.op(OpKind::Embedding, {wpe, positions})});
-  auto layerNorm = [&](const std::string& name, ir::ValueId in) {
-    auto gamma = b.parameter(b.scope + "." + name + ".gamma", "f32[" + h + "]", "ones");
-    auto beta = b.parameter(b.scope + "." + name + ".beta", "f32[" + h + "]", "zeros");
-    return b.op(OpKind::LayerNorm, {in, gamma, beta}, {{"eps", 1e-5}});
-  };
+  auto layerNorm = [&](const std::string& name, ir::ValueId in) { return b.layerNorm(name, in, c.hidden); };
   auto linear = [&](const std::string& name, ir::ValueId in, std::int64_t from, std::int64_t to) {
-    auto w = b.parameter(b.scope + "." + name + ".w", "f32[" + dims(from) + ", " + dims(to) + "]");
-    auto bias = b.parameter(b.scope + "." + name + ".b", "f32[" + dims(to) + "]", "zeros");
-    return b.op(OpKind::Add, {b.op(OpKind::MatMul, {in, w}), bias});
+    return b.linear(name, in, from, to);
   };
   std::int64_t hd = c.hidden, headDim = c.hidden / c.heads;
   for (std::int64_t layer = 0; layer < c.layers; ++layer) {

@@ -50,15 +50,9 @@ inline ir::Graph buildTransformer(std::int64_t layers, std::int64_t hidden, std:
   auto dims = [](std::int64_t v) { return std::to_string(v); };
   std::string h = dims(hidden);
   auto x = b.input("x", "f32[batch, " + dims(seq) + ", " + h + "]");
-  auto layerNorm = [&](const std::string& name, ir::ValueId in) {
-    auto gamma = b.parameter(b.scope + "." + name + ".gamma", "f32[" + h + "]", "ones");
-    auto beta = b.parameter(b.scope + "." + name + ".beta", "f32[" + h + "]", "zeros");
-    return b.op(OpKind::LayerNorm, {in, gamma, beta}, {{"eps", 1e-5}});
-  };
+  auto layerNorm = [&](const std::string& name, ir::ValueId in) { return b.layerNorm(name, in, hidden); };
   auto linear = [&](const std::string& name, ir::ValueId in, std::int64_t from, std::int64_t to) {
-    auto w = b.parameter(b.scope + "." + name + ".w", "f32[" + dims(from) + ", " + dims(to) + "]");
-    auto bias = b.parameter(b.scope + "." + name + ".b", "f32[" + dims(to) + "]", "zeros");
-    return b.op(OpKind::Add, {b.op(OpKind::MatMul, {in, w}), bias});
+    return b.linear(name, in, from, to);
   };
   for (std::int64_t layer = 0; layer < layers; ++layer) {
     std::string block = "block" + std::to_string(layer);
