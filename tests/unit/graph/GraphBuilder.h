@@ -61,6 +61,30 @@ class GraphBuilder {
     return op(ir::OpKind::LayerNorm, {in, gamma, beta}, {{"eps", 1e-5}});
   }
 
+  /// A pre-norm transformer block (scopes `<block>.attn`, `<block>.mlp`) on
+  /// x[batch, seq, hidden], the way Megatron's GPT builds it.
+  ir::ValueId transformerBlock(const std::string& block, ir::ValueId x, std::int64_t hidden,
+                               std::int64_t heads) {
+    using ir::OpKind;
+    scope = block + ".attn";
+    auto qkv = linear("qkv", layerNorm("ln1", x, hidden), hidden, 3 * hidden);
+    auto parts = ops(OpKind::Split, {qkv},
+                     {{"axis", std::int64_t{2}},
+                      {"sizes", std::vector<std::int64_t>{hidden, hidden, hidden}}});
+    ir::Attributes headsAttr{{"heads", heads}};
+    auto q = op(OpKind::SplitHeads, {parts[0]}, headsAttr);
+    auto k = op(OpKind::SplitHeads, {parts[1]}, headsAttr);
+    auto v = op(OpKind::SplitHeads, {parts[2]}, headsAttr);
+    auto scores = op(OpKind::MatMul, {q, k}, {{"transpose_b", std::int64_t{1}}});
+    scores = op(OpKind::Scale, {scores}, {{"factor", 1.0 / std::sqrt(double(hidden / heads))}});
+    auto probs = op(OpKind::Softmax, {op(OpKind::CausalMask, {scores})});
+    auto context = op(OpKind::MergeHeads, {op(OpKind::MatMul, {probs, v})});
+    x = op(OpKind::Add, {x, linear("proj", context, hidden, hidden)});
+    scope = block + ".mlp";
+    auto inner = op(OpKind::Gelu, {linear("fc1", layerNorm("ln2", x, hidden), hidden, 4 * hidden)});
+    return op(OpKind::Add, {x, linear("fc2", inner, 4 * hidden, hidden)});
+  }
+
   /// `in @ w + b` with `<scope>.<name>.w` [from, to] and `<scope>.<name>.b` [to].
   ir::ValueId linear(const std::string& name, ir::ValueId in, std::int64_t from, std::int64_t to) {
     auto w = parameter(scope + "." + name + ".w",
@@ -123,34 +147,11 @@ inline ir::Graph buildGpt(const GptConfig& c) {
   auto wpe = b.parameter("wpe", "f32[" + s + ", " + h + "]");
   auto x = b.op(OpKind::Add,
                 {b.op(OpKind::Embedding, {wte, ids}), b.op(OpKind::Embedding, {wpe, positions})});
-  auto layerNorm = [&](const std::string& name, ir::ValueId in) { return b.layerNorm(name, in, c.hidden); };
-  auto linear = [&](const std::string& name, ir::ValueId in, std::int64_t from, std::int64_t to) {
-    return b.linear(name, in, from, to);
-  };
-  std::int64_t hd = c.hidden, headDim = c.hidden / c.heads;
-  for (std::int64_t layer = 0; layer < c.layers; ++layer) {
-    std::string block = "block" + std::to_string(layer);
-    b.scope = block + ".attn";
-    auto qkv = linear("qkv", layerNorm("ln1", x), hd, 3 * hd);
-    auto parts =
-        b.ops(OpKind::Split, {qkv},
-              {{"axis", std::int64_t{2}}, {"sizes", std::vector<std::int64_t>{hd, hd, hd}}});
-    ir::Attributes heads{{"heads", c.heads}};
-    auto q = b.op(OpKind::SplitHeads, {parts[0]}, heads);
-    auto k = b.op(OpKind::SplitHeads, {parts[1]}, heads);
-    auto v = b.op(OpKind::SplitHeads, {parts[2]}, heads);
-    auto scores = b.op(OpKind::MatMul, {q, k}, {{"transpose_b", std::int64_t{1}}});
-    scores = b.op(OpKind::Scale, {scores}, {{"factor", 1.0 / std::sqrt(double(headDim))}});
-    auto probs = b.op(OpKind::Softmax, {b.op(OpKind::CausalMask, {scores})});
-    auto context = b.op(OpKind::MergeHeads, {b.op(OpKind::MatMul, {probs, v})});
-    x = b.op(OpKind::Add, {x, linear("proj", context, hd, hd)});
-    b.scope = block + ".mlp";
-    auto hidden = b.op(OpKind::Gelu, {linear("fc1", layerNorm("ln2", x), hd, 4 * hd)});
-    x = b.op(OpKind::Add, {x, linear("fc2", hidden, 4 * hd, hd)});
-  }
+  for (std::int64_t layer = 0; layer < c.layers; ++layer)
+    x = b.transformerBlock("block" + std::to_string(layer), x, c.hidden, c.heads);
   b.scope = "head";
   auto logits =
-      b.op(OpKind::MatMul, {layerNorm("ln_f", x), wte}, {{"transpose_b", std::int64_t{1}}});
+      b.op(OpKind::MatMul, {b.layerNorm("ln_f", x, c.hidden), wte}, {{"transpose_b", std::int64_t{1}}});
   b.graph.outputs = {b.op(OpKind::CrossEntropy, {logits, labels})};
   return std::move(b.graph);
 }

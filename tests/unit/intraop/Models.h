@@ -50,30 +50,8 @@ inline ir::Graph buildTransformer(std::int64_t layers, std::int64_t hidden, std:
   auto dims = [](std::int64_t v) { return std::to_string(v); };
   std::string h = dims(hidden);
   auto x = b.input("x", "f32[batch, " + dims(seq) + ", " + h + "]");
-  auto layerNorm = [&](const std::string& name, ir::ValueId in) { return b.layerNorm(name, in, hidden); };
-  auto linear = [&](const std::string& name, ir::ValueId in, std::int64_t from, std::int64_t to) {
-    return b.linear(name, in, from, to);
-  };
-  for (std::int64_t layer = 0; layer < layers; ++layer) {
-    std::string block = "block" + std::to_string(layer);
-    b.scope = block + ".attn";
-    auto qkv = linear("qkv", layerNorm("ln1", x), hidden, 3 * hidden);
-    auto parts = b.ops(OpKind::Split, {qkv},
-                       {{"axis", std::int64_t{2}},
-                        {"sizes", std::vector<std::int64_t>{hidden, hidden, hidden}}});
-    ir::Attributes headsAttr{{"heads", heads}};
-    auto q = b.op(OpKind::SplitHeads, {parts[0]}, headsAttr);
-    auto k = b.op(OpKind::SplitHeads, {parts[1]}, headsAttr);
-    auto v = b.op(OpKind::SplitHeads, {parts[2]}, headsAttr);
-    auto scores = b.op(OpKind::MatMul, {q, k}, {{"transpose_b", std::int64_t{1}}});
-    scores = b.op(OpKind::Scale, {scores}, {{"factor", 1.0 / std::sqrt(double(hidden / heads))}});
-    auto probs = b.op(OpKind::Softmax, {b.op(OpKind::CausalMask, {scores})});
-    auto context = b.op(OpKind::MergeHeads, {b.op(OpKind::MatMul, {probs, v})});
-    x = b.op(OpKind::Add, {x, linear("proj", context, hidden, hidden)});
-    b.scope = block + ".mlp";
-    auto inner = b.op(OpKind::Gelu, {linear("fc1", layerNorm("ln2", x), hidden, 4 * hidden)});
-    x = b.op(OpKind::Add, {x, linear("fc2", inner, 4 * hidden, hidden)});
-  }
+  for (std::int64_t layer = 0; layer < layers; ++layer)
+    x = b.transformerBlock("block" + std::to_string(layer), x, hidden, heads);
   b.scope = "loss";
   b.graph.outputs = {
       b.op(OpKind::Mean, {x}, {{"axes", std::vector<std::int64_t>{0, 1, 2}}})};
