@@ -16,6 +16,7 @@ void installBuiltins(Environment& env) {
   installTensorBuiltins(env);
   installModelBuiltins(env);
   installTrainingBuiltins(env);
+  installPlanBuiltins(env);
 }
 
 void defineBuiltin(Environment& env, const std::string& name, std::vector<ParamSpec> params,

@@ -19,6 +19,7 @@ void installDeclarationBuiltins(Environment& env);
 void installFileBuiltins(Environment& env);
 void installModelBuiltins(Environment& env);
 void installTrainingBuiltins(Environment& env);
+void installPlanBuiltins(Environment& env);
 
 /// Defines a builtin named `name` in `env`.
 void defineBuiltin(Environment& env, const std::string& name, std::vector<ParamSpec> params,

@@ -2,6 +2,8 @@
 // optimizers and pin().
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "interp/Builtins.h"
 #include "interp/Evaluator.h"
 #include "interp/Handles.h"
@@ -57,7 +59,7 @@ void defineOptimizer(Environment& env, const char* kind, std::vector<ParamSpec> 
 
 Value pin(Evaluator& ev, BoundArgs& a) {
   // pin(layers = 0..4, stage = 0), pin(op = "block*.fc1", sharding = "RS1"),
-  // pin(layers = 0..4, devices = [0, 1]).
+  // pin(stage = 1, devices = [4, 5, 6, 7]).
   const Value &layers = a[0], &stage = a[1], &op = a[2], &sharding = a[3], &devices = a[4];
   if (!layers.isNone() && layers.kind() != ValueKind::Range)
     argumentError(a, 0, DiagnosticKind::TypeMismatch, "pin(layers = ...) takes a range such as 0..4");
@@ -70,15 +72,37 @@ Value pin(Evaluator& ev, BoundArgs& a) {
     for (const auto& d : devices.items()) ok = ok && d.isInt() && d.asInt() >= 0;
     if (!ok) argumentError(a, 4, DiagnosticKind::TypeMismatch, "pin(devices = ...) takes device ids");
   }
-  bool what = !layers.isNone() || !op.isNone();
+  // A stage is itself what is pinned when devices say where it goes.
+  bool what = !layers.isNone() || !op.isNone() || (!stage.isNone() && !devices.isNone());
   bool where = !stage.isNone() || !sharding.isNone() || !devices.isNone();
   if (!what || !where)
     failAt(DiagnosticKind::InvalidValue,
-           "pin(...) needs what to pin (layers = or op =) and where (stage =, sharding = or devices =)",
+           "pin(...) needs what to pin (layers =, op =, or a stage = given devices =) "
+           "and where (stage =, sharding = or devices =)",
            a.callSpan);
   if (!sharding.isNone() && op.isNone())
     failAt(DiagnosticKind::InvalidValue, "pin(sharding = ...) applies to an op: add op = \"...\"",
            a.callSpan);
+  // The planner takes three shapes of pin; refuse the others where they are written.
+  if (!op.isNone() && (!layers.isNone() || !stage.isNone() || !devices.isNone()))
+    failAt(DiagnosticKind::InvalidValue,
+           "pin(op = ...) fixes an op's sharding only; the op's stage follows its layer", a.callSpan);
+  if (!devices.isNone() && stage.isNone())
+    failAt(DiagnosticKind::InvalidValue, "pin(devices = ...) places a stage: add stage = ...",
+           a.callSpan);
+  if (!layers.isNone()) {
+    const auto& range = static_cast<const RangeObject&>(*layers.object());
+    if (range.step != 1 || range.begin < 0 || range.size() < 1)
+      argumentError(a, 0, DiagnosticKind::InvalidValue,
+                    "pin(layers = ...) takes a non-empty range a..b of layers, a >= 0");
+  }
+  if (devices.kind() == ValueKind::Range) {
+    const auto& range = static_cast<const RangeObject&>(*devices.object());
+    if (range.size() < 1 || std::min(range.at(0), range.at(range.size() - 1)) < 0)
+      argumentError(a, 4, DiagnosticKind::InvalidValue, "pin(devices = ...) takes device ids >= 0");
+  }
+  if (devices.kind() == ValueKind::List && devices.items().empty())
+    argumentError(a, 4, DiagnosticKind::InvalidValue, "pin(devices = ...) takes at least one device");
   std::vector<std::pair<std::string, Value>> fields = {{"kind", ev.makeString("pin")}};
   const char* names[] = {"layers", "stage", "op", "sharding", "devices"};
   for (std::size_t i = 0; i < 5; ++i)

@@ -257,15 +257,18 @@ Value evalSchedule(Evaluator& evaluator, const ast::ScheduleDecl& decl,
   std::vector<ScheduleBound> bounds;
   std::vector<Entry> hints;
   std::vector<Value> pins;
+  ScheduleSpans spans;
   for (const auto& statement : decl.body.statements) {
     if (isBound(*statement)) {
       const auto& expr = *static_cast<const ast::ExprStmt&>(*statement).expr;
       boundOf(evaluator, static_cast<const ast::BinaryExpr&>(expr), scope, bounds);
+      spans.entries.emplace_back(bounds.back().name, statement->span);
       continue;
     }
     std::vector<Value> values;
     if (auto entry = runBodyStatement(evaluator, *statement, scope, "schedule", hints, &values)) {
       checkHint(*entry);
+      spans.entries.emplace_back(entry->name, entry->span);
       hints.push_back(std::move(*entry));
     }
     for (auto& value : values) {
@@ -273,13 +276,14 @@ Value evalSchedule(Evaluator& evaluator, const ast::ScheduleDecl& decl,
         invalid("a schedule holds hints (`name = value`), bounds (`name <= value`) and pin(...)",
                 statement->span);
       pins.push_back(value);
+      spans.pins.push_back(statement->span);
     }
   }
   crossCheck(hints);
   Fields fields;
   for (auto& e : hints) fields.emplace_back(e.name, e.value);
   auto object = std::make_shared<ScheduleObject>(decl.name, std::move(fields), std::move(bounds),
-                                                 std::move(pins));
+                                                 std::move(pins), std::move(spans));
   evaluator.heap().adopt(object, kObjectOverhead);
   return Value::object(ValueKind::Object, std::move(object));
 }
@@ -355,6 +359,16 @@ std::optional<Value> ScheduleObject::field(const std::string& name) const {
   for (const auto& bound : bounds_)
     if (bound.name == name) return bound.limit;
   return std::nullopt;
+}
+
+SourceSpan ScheduleObject::spanOf(const std::string& name) const {
+  for (const auto& [entry, span] : spans_.entries)
+    if (entry == name) return span;
+  return {};
+}
+
+SourceSpan ScheduleObject::pinSpan(std::size_t index) const {
+  return index < spans_.pins.size() ? spans_.pins[index] : SourceSpan{};
 }
 
 std::vector<std::string> ScheduleObject::fieldNames() const {

@@ -56,13 +56,20 @@ struct ScheduleBound {
   Value limit;
 };
 
+/// Where a schedule block wrote each hint, bound and pin, so that a planning
+/// error about one of them can point at it.
+struct ScheduleSpans {
+  std::vector<std::pair<std::string, SourceSpan>> entries;  // hints and bounds by name
+  std::vector<SourceSpan> pins;                             // in the order of pins()
+};
+
 /// A schedule block: hints, bounds and pins, validated.
 class ScheduleObject final : public Object {
  public:
   ScheduleObject(std::string name, Fields hints, std::vector<ScheduleBound> bounds,
-                 std::vector<Value> pins)
+                 std::vector<Value> pins, ScheduleSpans spans = {})
       : name_(std::move(name)), hints_(std::move(hints)), bounds_(std::move(bounds)),
-        pins_(std::move(pins)) {}
+        pins_(std::move(pins)), spans_(std::move(spans)) {}
   std::string typeName() const override { return "schedule"; }
   std::string repr(int depth) const override;
   std::optional<Value> field(const std::string& name) const override;
@@ -73,12 +80,18 @@ class ScheduleObject final : public Object {
   const Fields& hints() const { return hints_; }
   const std::vector<ScheduleBound>& bounds() const { return bounds_; }
   const std::vector<Value>& pins() const { return pins_; }
+  const std::string& name() const { return name_; }
+  /// Where the hint or bound `name` was written (an invalid span if nowhere).
+  SourceSpan spanOf(const std::string& name) const;
+  /// Where pin `index` was written.
+  SourceSpan pinSpan(std::size_t index) const;
 
  private:
   std::string name_;
   Fields hints_;
   std::vector<ScheduleBound> bounds_;
   std::vector<Value> pins_;
+  ScheduleSpans spans_;
 };
 
 }  // namespace meshflow::interp

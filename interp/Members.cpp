@@ -7,17 +7,11 @@
 
 #include "interp/Evaluator.h"
 #include "interp/Operators.h"
+#include "interp/PlanObject.h"
 #include "interp/Tracing.h"
 
 namespace meshflow::interp {
 namespace {
-
-using Body = Builtin::Body;
-
-struct MethodSpec {
-  std::vector<ParamSpec> params;  // after the receiver
-  Body body;                      // receives the receiver as values[0]
-};
 
 [[noreturn]] void fail(DiagnosticKind kind, std::string message) {
   throw ScriptError(kind, std::move(message));
@@ -162,6 +156,9 @@ std::map<std::string, MethodSpec> methodsOf(const Value& value) {
     case ValueKind::List: return listMethods();
     case ValueKind::String: return stringMethods();
     case ValueKind::Record: return recordMethods();
+    case ValueKind::Object:
+      if (dynamic_cast<const PlanObject*>(value.object().get())) return planMethods();
+      return {};
     default: return {};
   }
 }

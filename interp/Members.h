@@ -1,14 +1,24 @@
 // Fields, methods and indexing of values.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
+#include "interp/Callable.h"
 #include "meshflow/Value.h"
 
 namespace meshflow::interp {
 
 class Evaluator;
+
+/// A method of one type of value: its parameters after the receiver, and a body
+/// that receives the receiver as values[0].
+struct MethodSpec {
+  std::vector<ParamSpec> params;
+  Builtin::Body body;
+};
+using MethodTable = std::map<std::string, MethodSpec>;
 
 /// `object.name`: a field of the value, or one of its methods bound to it.
 Value member(Evaluator& evaluator, const Value& object, const std::string& name);

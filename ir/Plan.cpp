@@ -33,6 +33,20 @@ json strategyToJson(const OpStrategy& s) {
           {"cost_s", s.cost},   {"alternatives", alternatives}};
 }
 
+json costsToJson(const StageCosts& c) {
+  return {{"forward_s", c.forwardSeconds},
+          {"backward_s", c.backwardSeconds},
+          {"weight_grad_s", c.weightGradSeconds},
+          {"update_s", c.updateSeconds},
+          {"gradient_sync_s", c.gradientSyncSeconds},
+          {"activation_bytes", c.activationBytes},
+          {"held_activation_bytes", c.heldActivationBytes},
+          {"parameter_bytes", c.parameterBytes},
+          {"gradient_bytes", c.gradientBytes},
+          {"recompute", c.recompute},
+          {"sharded_optimizer_state", c.shardedOptimizerState}};
+}
+
 json stageToJson(const PlanStage& s) {
   json strategies = json::array();
   for (const OpStrategy& st : s.strategies) strategies.push_back(strategyToJson(st));
@@ -42,6 +56,7 @@ json stageToJson(const PlanStage& s) {
           {"devices", s.devices},
           {"latency_s", s.latency},
           {"peak_memory_bytes", s.peakMemoryBytes},
+          {"costs", costsToJson(s.costs)},
           {"strategies", strategies}};
 }
 
@@ -79,6 +94,10 @@ class Reader {
   std::int64_t integer() const {
     if (!j_.is_number_integer()) fail("expected an integer");
     return j_.get<std::int64_t>();
+  }
+  bool boolean() const {
+    if (!j_.is_boolean()) fail("expected true or false");
+    return j_.get<bool>();
   }
   std::string string() const {
     if (!j_.is_string()) fail("expected a string");
@@ -137,9 +156,36 @@ OpStrategy strategyFromJson(const Reader& r) {
   return s;
 }
 
+StageCosts costsFromJson(const Reader& r) {
+  r.object({"forward_s", "backward_s", "weight_grad_s", "update_s", "gradient_sync_s",
+            "activation_bytes", "held_activation_bytes", "parameter_bytes", "gradient_bytes",
+            "recompute", "sharded_optimizer_state"});
+  StageCosts c;
+  auto number = [&](const char* key, double& out) {
+    if (r.has(key)) out = r.at(key).number();
+  };
+  number("forward_s", c.forwardSeconds);
+  number("backward_s", c.backwardSeconds);
+  number("weight_grad_s", c.weightGradSeconds);
+  number("update_s", c.updateSeconds);
+  number("gradient_sync_s", c.gradientSyncSeconds);
+  number("activation_bytes", c.activationBytes);
+  number("held_activation_bytes", c.heldActivationBytes);
+  number("parameter_bytes", c.parameterBytes);
+  number("gradient_bytes", c.gradientBytes);
+  if (r.has("recompute")) {
+    c.recompute = r.at("recompute").string();
+    if (c.recompute != "none" && c.recompute != "selective" && c.recompute != "full")
+      r.at("recompute").fail("expected \"none\", \"selective\" or \"full\"");
+  }
+  if (r.has("sharded_optimizer_state"))
+    c.shardedOptimizerState = r.at("sharded_optimizer_state").boolean();
+  return c;
+}
+
 PlanStage stageFromJson(const Reader& r) {
   r.object({"layers", "submesh", "logical_mesh", "devices", "latency_s", "peak_memory_bytes",
-            "strategies"});
+            "costs", "strategies"});
   PlanStage s;
   auto layers = r.at("layers").pair();
   if (layers[0] < 0 || layers[1] <= layers[0])
@@ -164,6 +210,7 @@ PlanStage stageFromJson(const Reader& r) {
                              s.devices.size()));
   if (r.has("latency_s")) s.latency = r.at("latency_s").number();
   if (r.has("peak_memory_bytes")) s.peakMemoryBytes = r.at("peak_memory_bytes").number();
+  if (r.has("costs")) s.costs = costsFromJson(r.at("costs"));
   if (r.has("strategies")) {
     Reader strategies = r.at("strategies");
     for (std::size_t i = 0; i < strategies.size(); ++i)
@@ -188,7 +235,10 @@ std::string bytes(double b) {
     b /= 1024;
     ++u;
   }
-  return u == 0 ? fmt::format("{:.0f} B", b) : fmt::format("{:.3g} {}", b, units[u]);
+  if (u == 0) return fmt::format("{:.0f} B", b);
+  // Three significant digits without switching to exponents (1023.9 KiB).
+  int decimals = b < 10 ? 2 : b < 100 ? 1 : 0;
+  return fmt::format("{:.{}f} {}", b, decimals, units[u]);
 }
 
 // "0-7", "0-3,8-11": runs of consecutive ids.

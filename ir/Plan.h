@@ -44,6 +44,24 @@ struct OpStrategy {
   bool operator==(const OpStrategy&) const = default;
 };
 
+/// What the simulator and the runtime need to know about one stage, per
+/// microbatch and per device (see passes/PipelineDescription.h, which is built
+/// from it).
+struct StageCosts {
+  double forwardSeconds = 0;     ///< One microbatch's forward, whole stage.
+  double backwardSeconds = 0;    ///< Its whole backward (input + weight gradients).
+  double weightGradSeconds = 0;  ///< The weight-gradient part of backwardSeconds.
+  double updateSeconds = 0;      ///< The optimizer step, once per step.
+  double gradientSyncSeconds = 0;  ///< Gradient synchronisation, once per step.
+  double activationBytes = 0;      ///< Sent to the next stage per microbatch.
+  double heldActivationBytes = 0;  ///< Kept from forward to backward per microbatch.
+  double parameterBytes = 0;       ///< Weights and optimizer state.
+  double gradientBytes = 0;
+  std::string recompute = "none";  ///< "none", "selective" or "full".
+  bool shardedOptimizerState = false;  ///< ZeRO-like reduce-scatter + all-gather.
+  bool operator==(const StageCosts&) const = default;
+};
+
 struct PlanStage {
   int firstLayer = 0;  ///< Layers [firstLayer, endLayer).
   int endLayer = 0;
@@ -53,6 +71,7 @@ struct PlanStage {
   std::vector<OpStrategy> strategies;
   double latency = 0;          ///< Seconds of one microbatch's forward + backward.
   double peakMemoryBytes = 0;  ///< On each of the stage's devices.
+  StageCosts costs;
   bool operator==(const PlanStage&) const = default;
 };
 

@@ -12,12 +12,48 @@ double rooflineTime(double flops, double bytes, const ir::DeviceSpec& device) {
   return std::max(compute, memory);
 }
 
+namespace {
+
+bool isFusible(ir::OpKind kind) {
+  using K = ir::OpKind;
+  switch (kind) {
+    case K::Add: case K::Sub: case K::Mul: case K::Div: case K::Neg: case K::Relu:
+    case K::Gelu: case K::Tanh: case K::Sigmoid: case K::Exp: case K::Scale:
+    case K::CausalMask: case K::Dropout: case K::Softmax:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool isLeaf(ir::OpKind kind) {
+  return kind == ir::OpKind::Input || kind == ir::OpKind::Parameter ||
+         kind == ir::OpKind::Constant;
+}
+
+// The share of an op's memory traffic left after fusion: an element-wise op
+// whose first input another kernel just produced runs in that kernel's
+// epilogue (XLA's loop fusion; Megatron's fused bias-GeLU and
+// scale-mask-softmax kernels), so that input never goes back to memory and is
+// not read again. Its backward fuses the same way.
+double unfusedShare(const ir::Graph& graph, const ir::Op& op, std::int64_t batch,
+                    const ir::OpCost& c) {
+  if (!isFusible(op.kind) || op.inputs.empty() || c.bytes() <= 0) return 1;
+  const ir::ValueInfo& in = graph.value(op.inputs[0]);
+  if (isLeaf(graph.op(in.producer).kind)) return 1;
+  double inputBytes = double(in.type.elements(batch)) * double(ir::dtypeBytes(in.type.dtype));
+  return std::clamp((c.bytes() - inputBytes) / c.bytes(), 0.0, 1.0);
+}
+
+}  // namespace
+
 double opComputeTime(const ir::Graph& graph, ir::OpId id, std::int64_t batch,
                      std::int64_t parallelism, const ir::DeviceSpec& device) {
   ir::OpCost c = ir::opCost(graph, id, batch);
   double p = double(std::max<std::int64_t>(parallelism, 1));
-  return rooflineTime(c.flops / p, c.bytes() / p, device) +
-         rooflineTime(c.backwardFlops / p, c.backwardBytes() / p, device);
+  double share = unfusedShare(graph, graph.op(id), batch, c);
+  return rooflineTime(c.flops / p, share * c.bytes() / p, device) +
+         rooflineTime(c.backwardFlops / p, share * c.backwardBytes() / p, device);
 }
 
 MemoryBreakdown& MemoryBreakdown::operator+=(const MemoryBreakdown& other) {

@@ -23,6 +23,8 @@ double rooflineTime(double flops, double bytes, const ir::DeviceSpec& device);
 
 /// Forward plus backward time of op `id` when `parallelism` devices share its
 /// work evenly (FLOPs and bytes both divided), each half priced by the roofline.
+/// An element-wise op (softmax included) whose first input another op produced
+/// is taken as fused into that op's kernel: it does not read that input back.
 double opComputeTime(const ir::Graph& graph, ir::OpId id, std::int64_t batch,
                      std::int64_t parallelism, const ir::DeviceSpec& device);
 

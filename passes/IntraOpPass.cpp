@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <tuple>
 
 #include "ir/OpCost.h"
+#include "ir/ScopeGlob.h"
 #include "passes/Collectives.h"
 #include "passes/strategies/Strategy.h"
 
@@ -35,7 +37,8 @@ void checkForward(const ir::Graph& g) {
 std::vector<bool> valuesNeedingGradient(const ir::Graph& g) {
   std::vector<bool> needs(g.valueCount(), false);
   for (const ir::Op& op : g.ops()) {
-    bool any = op.kind == ir::OpKind::Parameter;
+    bool any = op.kind == ir::OpKind::Parameter ||
+               (op.kind == ir::OpKind::Input && op.attrs.count("requires_grad") != 0);
     for (ValueId v : op.inputs) any = any || needs[v];
     for (ValueId v : op.outputs) {
       ir::DType d = g.value(v).type.dtype;
@@ -83,6 +86,7 @@ std::string opSignature(const ir::Graph& g, const ir::Op& op, const std::vector<
 
 // representative[id]: the op whose choice op `id` copies (itself if none).
 std::vector<OpId> tieRepeatedLayers(const ir::Graph& g, const std::vector<bool>& needs,
+                                    const std::function<std::string(OpId)>& pinText,
                                     std::size_t* tiedLayers) {
   std::vector<OpId> rep(g.ops().size());
   for (OpId id = 0; id < rep.size(); ++id) rep[id] = id;
@@ -99,7 +103,7 @@ std::vector<OpId> tieRepeatedLayers(const ir::Graph& g, const std::vector<bool>&
   std::map<std::pair<std::string, std::string>, const std::vector<OpId>*> first;
   for (const std::vector<OpId>* ops : ordered) {
     std::string sig;
-    for (OpId id : *ops) sig += opSignature(g, g.op(id), needs) + "\n";
+    for (OpId id : *ops) sig += opSignature(g, g.op(id), needs) + pinText(id) + "\n";
     auto [it, inserted] = first.try_emplace({layerOf(g.op(ops->front()).scope)->first, sig}, ops);
     if (inserted) continue;
     const std::vector<OpId>& base = *it->second;
@@ -111,14 +115,6 @@ std::vector<OpId> tieRepeatedLayers(const ir::Graph& g, const std::vector<bool>&
 
 // ---------------------------------------------------------------------------
 // The problem.
-
-struct ReshardKey {
-  std::vector<std::int64_t> shape;
-  double bytesPerElement;
-  ShardingSpec from;
-  ShardingSpec to;
-  auto operator<=>(const ReshardKey&) const = default;
-};
 
 struct EdgeUse {
   int from;        // problem node of the producer
@@ -143,7 +139,14 @@ class ProblemBuilder {
     IntraOpResult result;
     std::vector<OpId> rep(g_.ops().size());
     for (OpId id = 0; id < rep.size(); ++id) rep[id] = id;
-    if (options_.mergeRepeatedLayers) rep = tieRepeatedLayers(g_, needs_, &result.repeatedLayers);
+    if (options_.mergeRepeatedLayers) {
+      // Copies with different pins must not share a choice.
+      auto pinText = [this](OpId id) {
+        const IntraOpPin* pin = pinOf(id);
+        return pin ? "|pin=" + pin->spec.toString() : std::string();
+      };
+      rep = tieRepeatedLayers(g_, needs_, pinText, &result.repeatedLayers);
+    }
     buildNodes(rep);
     buildEdges(rep);
     ShardingSolution solution = solveSharding(problem_, options_.solver);
@@ -156,7 +159,8 @@ class ProblemBuilder {
     const ir::Op& op = g_.op(id);
     std::vector<bool> needs;
     for (ValueId v : op.inputs) needs.push_back(needs_[v]);
-    return OpContext{g_, id, options_.batch, mesh_, needs, {options_.shardOptimizerState}};
+    return OpContext{g_,    id, options_.batch, mesh_, needs,
+                     {options_.shardOptimizerState, options_.parameterSyncWeight}};
   }
 
   double computeTime(OpId id, std::int64_t parallelism) const {
@@ -180,6 +184,30 @@ class ProblemBuilder {
     return parameterMemory(bytes, s.outputs[0], mesh_.size() / shards, mesh_, memory_);
   }
 
+  const IntraOpPin* pinOf(OpId id) const {
+    const ir::Op& op = g_.op(id);
+    if (op.outputs.empty()) return nullptr;
+    std::size_t rank = g_.value(op.outputs[0]).type.shape.size();
+    for (const IntraOpPin& pin : options_.pins)
+      if (pin.spec.rank() == rank && ir::scopeMatches(pin.pattern, op.scope)) return &pin;
+    return nullptr;
+  }
+
+  std::vector<Strategy> pinned(OpId id, std::vector<Strategy> all) const {
+    const IntraOpPin* pin = pinOf(id);
+    if (!pin) return all;
+    std::vector<Strategy> kept;
+    for (Strategy& s : all)
+      if (s.outputs[0].withPartial(ir::MeshAxes::kNone) == pin->spec) kept.push_back(std::move(s));
+    if (kept.empty())
+      throw IntraOpError(fmt::format(
+          "pin(op = \"{}\", sharding = \"{}\"): op #{} ({} in {}) has no strategy producing {} "
+          "on a {}x{} mesh",
+          pin->pattern, pin->spec.toString(), id, ir::opName(g_.op(id).kind), g_.op(id).scope,
+          pin->spec.toString(), mesh_.shape[0], mesh_.shape[1]));
+    return kept;
+  }
+
   void buildNodes(const std::vector<OpId>& rep) {
     nodeOf_.assign(g_.ops().size(), -1);
     std::vector<int> copies(g_.ops().size(), 0);
@@ -188,7 +216,7 @@ class ProblemBuilder {
       if (rep[id] != id) continue;
       nodeOf_[id] = static_cast<int>(problem_.nodes.size());
       nodeOp_.push_back(id);
-      strategies_.push_back(strategiesFor(contextOf(id)));
+      strategies_.push_back(pinned(id, strategiesFor(contextOf(id))));
       double ideal = computeTime(id, mesh_.size());
       ShardingNode node;
       node.name = fmt::format("#{} {} {}", id, ir::opName(g_.op(id).kind), g_.op(id).scope);
@@ -196,8 +224,9 @@ class ProblemBuilder {
       for (const Strategy& s : strategies_.back()) {
         double cost = s.communication + std::max(0.0, computeTime(id, s.parallelism) - ideal);
         own.push_back(cost);
-        node.costs.push_back(cost * copies[id]);
-        node.memory.push_back(memoryOf(id, s) * copies[id]);
+        double memory = memoryOf(id, s) * copies[id];
+        node.costs.push_back(cost * copies[id] + options_.memoryWeight * memory);
+        node.memory.push_back(memory);
       }
       ownCost_.push_back(own);
       problem_.nodes.push_back(std::move(node));
@@ -226,38 +255,46 @@ class ProblemBuilder {
     }
   }
 
-  std::vector<std::vector<double>> matrixOf(const EdgeUse& use) {
+  // Strategies share few distinct specs, so resharding is priced once per
+  // distinct (producer spec, consumer spec) pair of the edge.
+  std::vector<std::vector<double>> matrixOf(const EdgeUse& use) const {
     OpId producer = nodeOp_[use.from];
     ValueId v = g_.op(producer).outputs[use.output];
     const ir::TensorType& t = g_.value(v).type;
     std::vector<std::int64_t> shape;
     for (const ir::Dim& d : t.shape) shape.push_back(d.resolve(options_.batch));
     double perElement = double(ir::dtypeBytes(t.dtype));
-    const auto& from = strategies_[use.from];
-    const auto& to = strategies_[use.to];
-    std::vector<std::vector<double>> m(from.size(), std::vector<double>(to.size(), 0.0));
-    for (std::size_t s = 0; s < from.size(); ++s) {
-      for (std::size_t k = 0; k < to.size(); ++k) {
-        const ShardingSpec& a = from[s].outputs[use.output];
-        const ShardingSpec& b = to[k].inputs[use.input];
-        double c = reshard({shape, perElement, a, b});
+    std::vector<ShardingSpec> fromSpecs, toSpecs;
+    std::vector<int> fromIndex = distinctSpecs(strategies_[use.from], use.output, true, fromSpecs);
+    std::vector<int> toIndex = distinctSpecs(strategies_[use.to], use.input, false, toSpecs);
+    std::vector<std::vector<double>> distinct(fromSpecs.size(), std::vector<double>(toSpecs.size()));
+    for (std::size_t a = 0; a < fromSpecs.size(); ++a)
+      for (std::size_t b = 0; b < toSpecs.size(); ++b) {
+        double c = reshardingCost(fromSpecs[a], toSpecs[b], shape, perElement, mesh_);
         // The gradient flows back from the consumer's layout to the producer's.
-        if (needs_[v] && std::isfinite(c)) {
-          c += reshard({shape, perElement, b.withPartial(ir::MeshAxes::kNone),
-                        a.withPartial(ir::MeshAxes::kNone)});
-        }
-        m[s][k] = c;
+        if (needs_[v] && std::isfinite(c))
+          c += reshardingCost(toSpecs[b].withPartial(ir::MeshAxes::kNone),
+                              fromSpecs[a].withPartial(ir::MeshAxes::kNone), shape, perElement,
+                              mesh_);
+        distinct[a][b] = c;
       }
-    }
+    std::vector<std::vector<double>> m(fromIndex.size(), std::vector<double>(toIndex.size()));
+    for (std::size_t s = 0; s < fromIndex.size(); ++s)
+      for (std::size_t k = 0; k < toIndex.size(); ++k) m[s][k] = distinct[fromIndex[s]][toIndex[k]];
     return m;
   }
 
-  double reshard(const ReshardKey& key) {
-    auto it = reshardCache_.find(key);
-    if (it != reshardCache_.end()) return it->second;
-    double c = reshardingCost(key.from, key.to, key.shape, key.bytesPerElement, mesh_);
-    reshardCache_.emplace(key, c);
-    return c;
+  // For each strategy, the index in `specs` of its output (or input) `slot`.
+  static std::vector<int> distinctSpecs(const std::vector<Strategy>& strategies, std::size_t slot,
+                                        bool output, std::vector<ShardingSpec>& specs) {
+    std::vector<int> index;
+    for (const Strategy& s : strategies) {
+      const ShardingSpec& spec = output ? s.outputs[slot] : s.inputs[slot];
+      auto it = std::find(specs.begin(), specs.end(), spec);
+      if (it == specs.end()) it = specs.insert(specs.end(), spec);
+      index.push_back(static_cast<int>(it - specs.begin()));
+    }
+    return index;
   }
 
   void fillResult(const std::vector<OpId>& rep, const ShardingSolution& solution,
@@ -288,7 +325,8 @@ class ProblemBuilder {
     o.strategy = s.name;
     o.inputs = s.inputs;
     o.outputs = s.outputs;
-    o.communication = s.communication;
+    o.parameterSync = s.parameterSync;
+    o.communication = s.communication + s.parameterSync * (1 - options_.parameterSyncWeight);
     o.parallelism = s.parallelism;
     o.computeTime = computeTime(id, s.parallelism);
     o.computePenalty = ownCost_[node][k] - s.communication;
@@ -297,6 +335,7 @@ class ProblemBuilder {
           {strategies_[node][a].name, ownCost_[node][a], solution.alternatives[node][a]});
     }
     r.communication += o.communication;
+    r.parameterSync += o.parameterSync;
     r.computePenalty += o.computePenalty;
     r.computeTime += o.computeTime;
     if (g_.op(id).kind == ir::OpKind::Parameter) {
@@ -318,7 +357,6 @@ class ProblemBuilder {
   std::vector<OpId> nodeOp_;    // problem node -> representative op
   std::vector<std::vector<Strategy>> strategies_;
   std::vector<std::vector<double>> ownCost_;  // per node, per strategy, one copy
-  std::map<ReshardKey, double> reshardCache_;
 };
 
 }  // namespace

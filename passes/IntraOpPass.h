@@ -13,6 +13,9 @@
 // resharding its gradient back when the value needs one. Memory: parameters'
 // weights, gradients and optimizer state, and activations held for backward.
 //
+// An Input op with the attribute `requires_grad` (a value another stage
+// produced, cut out by the planner) needs a gradient like a parameter's output.
+//
 // Repeated layers (ops whose scope starts with the same name and a number,
 // `block0` … `block47`, with identical op sequences) are solved once: every copy
 // of an op is tied to its representative, node costs and memory are multiplied
@@ -34,6 +37,11 @@
 
 namespace meshflow::passes {
 
+struct IntraOpPin {
+  std::string pattern;
+  ir::ShardingSpec spec;
+};
+
 struct IntraOpOptions {
   /// The (micro)batch size bound to the graph's `batch` dims.
   std::int64_t batch = 1;
@@ -48,6 +56,18 @@ struct IntraOpOptions {
   std::optional<double> memoryBudget;
   /// Solve one representative of identical repeated layers.
   bool mergeRepeatedLayers = true;
+  /// Seconds per byte of per-device memory added to each strategy's cost: 0
+  /// ignores memory; larger values trade communication for leaner strategies
+  /// (the planner's memory-lean solves). The result's `objective` includes it.
+  double memoryWeight = 0;
+  /// Weight of parameters' gradient synchronisation in the objective (1/B when
+  /// the solve prices one of B microbatches; see StrategyOptions).
+  double parameterSyncWeight = 1;
+  /// Pinned output specs: ops whose scope matches `pattern` (glob, `*` matches any
+  /// run of characters) and whose first output has the spec's rank keep only the
+  /// strategies producing `spec`. A pin no strategy of a matching op meets is an
+  /// IntraOpError naming the pin and the op.
+  std::vector<IntraOpPin> pins;
   SolveOptions solver;
 };
 
@@ -62,7 +82,8 @@ struct OpSharding {
   std::string strategy;  ///< Name of the chosen strategy.
   std::vector<ir::ShardingSpec> inputs;
   std::vector<ir::ShardingSpec> outputs;
-  double communication = 0;   ///< Seconds of the op's own collectives.
+  double communication = 0;   ///< Seconds of the op's own collectives (unweighted).
+  double parameterSync = 0;   ///< The part of it that synchronises parameter gradients.
   double computeTime = 0;     ///< Forward + backward seconds of its share of the work.
   double computePenalty = 0;  ///< computeTime beyond a perfect split.
   std::int64_t parallelism = 1;
@@ -74,7 +95,8 @@ struct OpSharding {
 struct IntraOpResult {
   std::vector<OpSharding> ops;  ///< One per op of the graph, in op order.
   double objective = 0;         ///< communication + resharding + computePenalty.
-  double communication = 0;     ///< Σ ops' own collectives.
+  double communication = 0;     ///< Σ ops' own collectives (parameter sync unweighted).
+  double parameterSync = 0;     ///< The part of it that synchronises parameter gradients.
   double resharding = 0;        ///< Σ edges.
   double computePenalty = 0;
   double computeTime = 0;       ///< Σ ops' compute time per device.

@@ -23,6 +23,7 @@ int runCommand(Args args, std::ostream& out, std::ostream& err);
 int checkCommand(Args args, std::ostream& out, std::ostream& err);
 int replCommand(Args args, std::ostream& out, std::ostream& err);
 int dumpCommand(Args args, std::ostream& out, std::ostream& err);
+int planCommand(Args args, std::ostream& out, std::ostream& err);
 int scheduleCommand(Args args, std::ostream& out, std::ostream& err);
 int solveShardingCommand(Args args, std::ostream& out, std::ostream& err);
 int solveStagesCommand(Args args, std::ostream& out, std::ostream& err);

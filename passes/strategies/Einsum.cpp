@@ -120,15 +120,22 @@ class Builder {
       double bytes = localBytes(ctx_.inputShape(i), ctx_.inputBytesPerElement(i), s.inputs[i]);
       bool parameter = ctx_.graph.op(ctx_.graph.value(op.inputs[i]).producer).kind ==
                        ir::OpKind::Parameter;
+      double c = 0;
       if (parameter && ctx_.options.shardOptimizerState) {
         // ZeRO: reduce-scatter the gradient, update the shard, all-gather the weight.
-        cost += collectiveCost(Collective::kReduceScatter, bytes, sync, ctx_.mesh) +
-                collectiveCost(Collective::kAllGather, bytes, sync, ctx_.mesh);
+        c = collectiveCost(Collective::kReduceScatter, bytes, sync, ctx_.mesh) +
+            collectiveCost(Collective::kAllGather, bytes, sync, ctx_.mesh);
         tags_ += fmt::format(" [grad {} reduce-scatter+all-gather {}]", i, axisText(sync));
       } else {
-        cost += collectiveCost(Collective::kAllReduce, bytes, sync, ctx_.mesh);
+        c = collectiveCost(Collective::kAllReduce, bytes, sync, ctx_.mesh);
         tags_ += fmt::format(" [grad {} all-reduce {}]", i, axisText(sync));
       }
+      if (parameter) {
+        // A parameter's gradient is synchronised once per step, not per microbatch.
+        s.parameterSync += c;
+        c *= ctx_.options.parameterSyncWeight;
+      }
+      cost += c;
     }
     return cost;
   }

@@ -32,6 +32,9 @@ struct Strategy {
   /// contracted split) and backward (input gradients that are partial sums,
   /// parameters' gradient synchronisation).
   double communication = 0;
+  /// Seconds of the parameters' gradient synchronisation alone, unweighted (once
+  /// per step); `communication` holds it times StrategyOptions::parameterSyncWeight.
+  double parameterSync = 0;
   /// Devices that share the op's work (1 = every device does all of it).
   std::int64_t parallelism = 1;
   /// Mesh axes over which each input's gradient is synchronised (reduced) by
@@ -44,6 +47,10 @@ struct StrategyOptions {
   /// an all-gather of the updated shard) instead of an all-reduce, so gradients
   /// and optimizer state are kept sharded over the synchronising group.
   bool shardOptimizerState = false;
+  /// The weight of parameters' gradient synchronisation in `communication`: 1
+  /// when one solve prices a whole step, 1/B when it prices one of B
+  /// microbatches (the synchronisation happens once per step).
+  double parameterSyncWeight = 1;
 };
 
 /// What a family needs to know about an op: the graph, the op, the bound batch,

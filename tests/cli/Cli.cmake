@@ -22,6 +22,46 @@ cli_test(dump_mlp COMMAND ${mf} dump tests/golden/models/trace_mlp.mesh --model 
          EXPECT "parameters 420 in 4 tensors; 12 ops")
 cli_test(dump_needs_model WILL_FAIL COMMAND ${mf} dump examples/quickstart.mesh)
 cli_test(read_denied WILL_FAIL COMMAND ${mf} run examples/train_tiny_gpt.mesh)
-foreach(command run check repl dump schedule solve-stages solve-sharding)
+foreach(command run check repl dump plan schedule solve-stages solve-sharding)
   cli_test(help_${command} COMMAND ${mf} ${command} --help EXPECT "usage: meshflow ${command}")
 endforeach()
+
+# An exact exit status, with the output (stdout and stderr) matched too.
+function(cli_exit_test name code expect)
+  add_test(NAME cli.${name} COMMAND sh -c "\"$@\" 2>&1; echo \"exit=$?\"" sh ${ARGN}
+           WORKING_DIRECTORY ${src})
+  set_tests_properties(cli.${name} PROPERTIES PASS_REGULAR_EXPRESSION "${expect}.*exit=${code}")
+endfunction()
+
+# `meshflow plan` (docs/cli.md) on the small GPT of tests/golden/planning/_cli.mesh.
+set(plan_file tests/golden/planning/_cli.mesh)
+set(plan_args --model tiny --cluster "cpu(devices = 4)" --batch 8)
+cli_test(help_lists_plan COMMAND ${mf} --help EXPECT "plan +plan a model's parallel training")
+cli_exit_test(plan_table 0 "plan: [0-9]+ stages on [0-9]+ pipeline ranks.*stage +layers +submesh"
+              ${mf} plan ${plan_file} ${plan_args})
+cli_exit_test(plan_json 0
+              "\"microbatches\":[0-9]+.*\"peak_memory_bytes\":[0-9.e+]+.*\"schedule\":\"[a-z0-9-]+\".*\"stages\":\\[\\{.*\"devices\":\\[0.*\"layers\":\\[0,[0-9]+\\].*\"logical_mesh\":\\[[0-9]+,[0-9]+\\].*\"submesh\":\\[[0-9]+,[0-9]+\\].*\"step_time_s\":[0-9.e+-]+.*\"tflops_per_device\":"
+              ${mf} plan ${plan_file} ${plan_args} --json)
+cli_exit_test(plan_schedule_and_set 0 "plan: 2 stages on 2 pipeline ranks, schedule 1f1b, 2 microbatches"
+              ${mf} plan ${plan_file} ${plan_args} --schedule two_stages --set microbatches=2)
+cli_exit_test(plan_set_words 0 "schedule gpipe, 4 microbatches"
+              ${mf} plan ${plan_file} ${plan_args} --set pipeline=gpipe --set microbatches=4 --set stages=2)
+cli_exit_test(plan_needs_batch 2 "missing --batch N"
+              ${mf} plan ${plan_file} --model tiny --cluster "cpu(devices = 4)")
+cli_exit_test(plan_needs_model 2 "missing --model EXPR" ${mf} plan ${plan_file} --batch 8)
+cli_exit_test(plan_bad_set 2 "--set needs HINT=VALUE" ${mf} plan ${plan_file} ${plan_args} --set 8)
+cli_exit_test(plan_memory_bound 1
+              "error: cannot plan 'gpt': .*memory_per_device.*PlanningError.*<--set>:2:3: note: 'memory_per_device' is set here"
+              ${mf} plan ${plan_file} ${plan_args} --set memory_per_device=100KB)
+cli_exit_test(plan_hint_in_file 1 "_cli.mesh:[0-9]+:[0-9]+: note: 'memory_per_device' is set here"
+              ${mf} plan ${plan_file} ${plan_args} --schedule tight)
+cli_exit_test(plan_unknown_hint 1 "unknown schedule hint 'microbatch'.*InvalidDeclaration"
+              ${mf} plan ${plan_file} ${plan_args} --set microbatch=2)
+cli_exit_test(plan_bad_model 1 "<--model>:1:1: error: unknown name 'no_such_model'"
+              ${mf} plan ${plan_file} --model no_such_model --cluster "cpu(devices = 4)" --batch 8)
+cli_exit_test(plan_not_a_schedule 1 "--schedule tiny is a model, not a schedule block"
+              ${mf} plan ${plan_file} ${plan_args} --schedule tiny)
+# p.save and p.save_trace write where `meshflow run` may: the current folder.
+add_test(NAME cli.plan_save COMMAND ${mf} run ${src}/tests/golden/planning/_save.mesh
+         WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
+set_tests_properties(cli.plan_save PROPERTIES PASS_REGULAR_EXPRESSION "true true\ntrue")

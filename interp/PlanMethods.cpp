@@ -1,0 +1,276 @@
+// The methods of a plan value: explain, timeline, save, save_trace and the
+// exports (docs/planning.md, "Planning from a script").
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <fstream>
+#include <map>
+
+#include "interp/Builtins.h"
+#include "interp/Evaluator.h"
+#include "interp/FileAccess.h"
+#include "interp/PlanObject.h"
+#include "ir/ScopeGlob.h"
+#include "runtime/sim/SimTrace.h"
+
+namespace meshflow::interp {
+namespace {
+
+// Seconds with three significant digits, as ir::planTable writes them.
+std::string seconds(double s) {
+  if (s >= 1) return fmt::format("{:.3g} s", s);
+  if (s >= 1e-3) return fmt::format("{:.3g} ms", s * 1e3);
+  if (s > 0) return fmt::format("{:.3g} us", s * 1e6);
+  return "0 s";
+}
+
+// A scope names itself and everything under it (`block3` covers
+// `block3.mlp.fc1`); a pattern with `*` is a glob over whole scopes.
+bool scopeMatches(const std::string& query, const std::string& scope) {
+  if (query.find('*') != std::string::npos) return ir::scopeMatches(query, scope);
+  return scope == query || scope.rfind(query + ".", 0) == 0;
+}
+
+std::string joined(const std::vector<std::string>& parts) {
+  std::string out;
+  for (const std::string& part : parts) out += (out.empty() ? "" : ", ") + part;
+  return out;
+}
+
+// The op, then every strategy it could use with its cost, the chosen one marked.
+void explainOp(const ir::OpStrategy& op, std::size_t stage, const ir::PlanStage& where,
+               std::string& out) {
+  // A leaf (a parameter, an input) has no inputs: its line shows its output only.
+  std::string shardings =
+      op.inputs.empty() ? joined(op.outputs) : joined(op.inputs) + " -> " + joined(op.outputs);
+  out += fmt::format("{}  {} (op {}), stage {}, mesh ({}, {}): {}\n",
+                     op.scope.empty() ? "(top level)" : op.scope, op.kind, op.op, stage,
+                     where.logicalMesh[0], where.logicalMesh[1], shardings);
+  std::vector<ir::OpAlternative> rows = op.alternatives;
+  auto chosen = std::find_if(rows.begin(), rows.end(),
+                             [&](const ir::OpAlternative& a) { return a.strategy == op.name; });
+  std::size_t chosenRow = static_cast<std::size_t>(chosen - rows.begin());
+  if (op.name.empty() || chosen == rows.end()) {
+    rows.insert(rows.begin(), {op.name.empty() ? "(chosen)" : op.name, op.cost});
+    chosenRow = 0;
+  }
+  std::size_t width = 0;
+  for (const ir::OpAlternative& row : rows) width = std::max(width, row.strategy.size());
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    out += fmt::format("  {} {:<{}}  {:>9}\n", i == chosenRow ? '*' : ' ', rows[i].strategy, width,
+                       seconds(rows[i].cost));
+}
+
+// The top-level scopes of the plan's ops, for the message when nothing matches.
+std::string topScopes(const ir::Plan& plan) {
+  std::vector<std::string> scopes;
+  for (const ir::PlanStage& stage : plan.stages)
+    for (const ir::OpStrategy& op : stage.strategies) {
+      std::string top = op.scope.substr(0, op.scope.find('.'));
+      if (!top.empty() && std::find(scopes.begin(), scopes.end(), top) == scopes.end())
+        scopes.push_back(top);
+    }
+  return scopes.empty() ? "none" : joined(scopes);
+}
+
+// ---- timeline ----
+
+constexpr int kColumns = 72;
+
+// The letter of a compute instruction: the action (lower case for odd
+// microbatches, so that neighbours stay apart) or U for the optimizer step.
+char letterOf(const ir::Instruction& in) {
+  if (in.op == ir::Opcode::kUpdate) return 'U';
+  char letter = ir::actionKindLetter(in.action);
+  return in.microbatch % 2 ? static_cast<char>(std::tolower(letter)) : letter;
+}
+
+// One row: per column the compute instruction that covers most of it, or idle
+// when less than half of the column is busy.
+std::string timelineRow(const ir::Program& program, int device,
+                        const std::vector<runtime::sim::TimedInstruction>& timeline,
+                        double makespan) {
+  if (!(makespan > 0)) return std::string(kColumns, '.');
+  const double width = makespan / kColumns;
+  std::vector<std::map<char, double>> cover(kColumns);
+  for (const runtime::sim::TimedInstruction& timed : timeline) {
+    const ir::Instruction& in = program.devices[static_cast<std::size_t>(device)].code[timed.index];
+    if (in.op != ir::Opcode::kRun && in.op != ir::Opcode::kUpdate) continue;
+    int first = std::clamp(static_cast<int>(timed.start / width), 0, kColumns - 1);
+    int last = std::clamp(static_cast<int>(timed.end / width), 0, kColumns - 1);
+    for (int c = first; c <= last; ++c) {
+      double overlap = std::min(timed.end, (c + 1) * width) - std::max(timed.start, c * width);
+      if (overlap > 0) cover[static_cast<std::size_t>(c)][letterOf(in)] += overlap;
+    }
+  }
+  std::string row;
+  for (const auto& column : cover) {
+    char best = '.';
+    double most = 0, busy = 0;
+    for (const auto& [letter, seconds] : column) {
+      busy += seconds;
+      if (seconds > most) {
+        most = seconds;
+        best = letter;
+      }
+    }
+    row += busy * 2 >= width ? best : '.';
+  }
+  return row;
+}
+
+std::string deviceRange(const std::vector<std::vector<int>>& meshes) {
+  std::vector<int> ids;
+  for (const auto& mesh : meshes) ids.insert(ids.end(), mesh.begin(), mesh.end());
+  std::sort(ids.begin(), ids.end());
+  if (ids.size() == 1) return fmt::format("device {}", ids[0]);
+  bool consecutive = ids.back() - ids.front() + 1 == static_cast<int>(ids.size());
+  if (consecutive) return fmt::format("devices {}-{}", ids.front(), ids.back());
+  return fmt::format("{} devices", ids.size());
+}
+
+// ---- methods ----
+
+const PlanObject& self(const BoundArgs& a) {
+  return static_cast<const PlanObject&>(*a[0].object());
+}
+
+std::filesystem::path writablePath(Evaluator& ev, const BoundArgs& a) {
+  const std::string& path = stringArg(a, 1, "the path");
+  try {
+    return checkWrite(ev.state().config, path);
+  } catch (ScriptError& denied) {
+    argumentError(a, 1, DiagnosticKind::AccessDenied, denied.diagnostic().message);
+  }
+}
+
+void writeFile(const BoundArgs& a, const std::filesystem::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  if (!out)
+    argumentError(a, 1, DiagnosticKind::InvalidValue,
+                  fmt::format("cannot write '{}'", path.string()));
+}
+
+Value specRows(Evaluator& ev, const std::vector<ir::SpecRow>& rows) {
+  std::vector<Value> records;
+  for (const ir::SpecRow& row : rows)
+    records.push_back(ev.makeRecord({{"stage", Value::integer(row.stage)},
+                                     {"op", Value::integer(static_cast<std::int64_t>(row.op))},
+                                     {"kind", ev.makeString(row.kind)},
+                                     {"scope", ev.makeString(row.scope)},
+                                     {"output", Value::integer(row.output)},
+                                     {"spec", ev.makeString(row.spec)},
+                                     {"note", ev.makeString(row.note)}}));
+  return ev.makeList(std::move(records));
+}
+
+template <typename Export>
+Value specExport(Evaluator& ev, const BoundArgs& a, Export exporter) {
+  try {
+    return specRows(ev, exporter(self(a).plan()));
+  } catch (const ir::ShardingParseError& error) {
+    throw ScriptError(DiagnosticKind::ExportError,
+                      fmt::format("the plan holds a malformed sharding spec: {}", error.what()));
+  }
+}
+
+Value explain(Evaluator& ev, BoundArgs& a) {
+  const std::string& scope = stringArg(a, 1, "the scope");
+  const ir::Plan& plan = self(a).plan();
+  std::string text = explainPlan(plan, scope);
+  if (text.empty())
+    argumentError(a, 1, DiagnosticKind::InvalidValue,
+                  fmt::format("no op of the plan has a scope matching '{}' (top-level scopes: {})",
+                              scope, topScopes(plan)));
+  ev.ensureRoom(text.size());
+  text.pop_back();  // print() ends the line
+  return ev.makeString(std::move(text));
+}
+
+Value timeline(Evaluator& ev, BoundArgs& a) {
+  const PlanObject& plan = self(a);
+  std::string text = planTimeline(plan.plan(), plan.simulation());
+  text.pop_back();  // print() ends the line
+  return ev.makeString(std::move(text));
+}
+
+Value save(Evaluator& ev, BoundArgs& a) {
+  auto path = writablePath(ev, a);
+  writeFile(a, path, ir::planToJson(self(a).plan()).dump(2) + "\n");
+  return Value();
+}
+
+Value saveTrace(Evaluator& ev, BoundArgs& a) {
+  auto path = writablePath(ev, a);
+  const PlanSimulation& simulation = self(a).simulation();
+  writeFile(a, path,
+            runtime::sim::simulationTrace(simulation.program, simulation.result).dump() + "\n");
+  return Value();
+}
+
+Value megatron(Evaluator& ev, BoundArgs& a) {
+  ir::PlanExport flags = ir::megatronFlags(self(a).plan());
+  if (!flags.ok())
+    throw ScriptError(DiagnosticKind::ExportError,
+                      fmt::format("Megatron-LM flags cannot express this plan: {}", flags.whyNot));
+  return ev.makeString(flags.text);
+}
+
+}  // namespace
+
+std::string explainPlan(const ir::Plan& plan, const std::string& scope) {
+  std::string out;
+  for (std::size_t s = 0; s < plan.stages.size(); ++s)
+    for (const ir::OpStrategy& op : plan.stages[s].strategies)
+      if (scopeMatches(scope, op.scope)) explainOp(op, s, plan.stages[s], out);
+  return out;
+}
+
+std::string planTimeline(const ir::Plan& plan, const PlanSimulation& simulation) {
+  const auto& result = simulation.result;
+  const auto& ranks = simulation.description.stages;
+  std::string out = fmt::format(
+      "one step, simulated: {} on {} pipeline rank{}, {}, {} microbatches; one column = {}\n",
+      seconds(result.makespan), ranks.size(), ranks.size() == 1 ? "" : "s",
+      ir::scheduleKindName(plan.schedule), plan.microbatches, seconds(result.makespan / kColumns));
+  std::vector<std::string> labels;
+  std::size_t width = 0;
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
+    labels.push_back(fmt::format("rank {} ({})", r, deviceRange(ranks[r].meshes)));
+    width = std::max(width, labels.back().size());
+  }
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
+    int device = ranks[r].meshes[0][0];
+    double busy = result.makespan > 0
+                      ? result.computeBusy[static_cast<std::size_t>(device)] / result.makespan
+                      : 0;
+    out +=
+        fmt::format("{:<{}} |{}| busy {:.0f}%\n", labels[r], width,
+                    timelineRow(simulation.program, device,
+                                result.timeline[static_cast<std::size_t>(device)], result.makespan),
+                    busy * 100);
+  }
+  out +=
+      "F forward, B backward, I input gradient, W weight gradient (odd microbatches in lower "
+      "case), U optimizer step, . idle\n";
+  for (const std::string& note : simulation.notes) out += "note: " + note + "\n";
+  return out;
+}
+
+MethodTable planMethods() {
+  return {
+      {"explain", {{{"scope", {}}}, explain}},
+      {"timeline", {{}, timeline}},
+      {"save", {{{"path", {}}}, save}},
+      {"save_trace", {{{"path", {}}}, saveTrace}},
+      {"megatron", {{}, megatron}},
+      {"jax_specs",
+       {{}, [](Evaluator& ev, BoundArgs& a) { return specExport(ev, a, ir::jaxPartitionSpecs); }}},
+      {"alpa_specs",
+       {{}, [](Evaluator& ev, BoundArgs& a) { return specExport(ev, a, ir::alpaSpecs); }}},
+  };
+}
+
+}  // namespace meshflow::interp

@@ -1,0 +1,128 @@
+#include "interp/PlanObject.h"
+
+#include <fmt/format.h>
+
+#include <numeric>
+
+#include "interp/Evaluator.h"
+#include "passes/Lowering.h"
+#include "passes/PlanPipeline.h"
+
+namespace meshflow::interp {
+namespace {
+
+constexpr Dimension kBytes{1, 0, 0};
+constexpr Dimension kSeconds{0, 1, 0};
+
+Value seconds(double value) { return Value::quantity(value, kSeconds); }
+Value bytes(double value) { return Value::quantity(value, kBytes); }
+
+Value pair(const std::array<std::int64_t, 2>& values) {
+  return Value::list({Value::integer(values[0]), Value::integer(values[1])});
+}
+
+Value stageRecord(const ir::PlanStage& stage, std::size_t index) {
+  std::vector<Value> devices;
+  for (int d : stage.devices) devices.push_back(Value::integer(d));
+  return Value::record({{"index", Value::integer(static_cast<std::int64_t>(index))},
+                        {"layers", Value::range(stage.firstLayer, stage.endLayer)},
+                        {"submesh", pair(stage.submesh)},
+                        {"mesh", pair(stage.logicalMesh)},
+                        {"devices", Value::list(std::move(devices))},
+                        {"latency", seconds(stage.latency)},
+                        {"memory", bytes(stage.peakMemoryBytes)},
+                        {"recompute", Value::string(stage.costs.recompute)}});
+}
+
+Value strings(const std::vector<std::string>& texts) {
+  std::vector<Value> values;
+  for (const std::string& text : texts) values.push_back(Value::string(text));
+  return Value::list(std::move(values));
+}
+
+const std::vector<std::string> kPlanFields = {
+    "alternatives", "chunks",    "global_batch",     "mfu",           "microbatches",
+    "model",        "notes",     "peak_memory",      "samples_per_s", "schedule",
+    "stages",       "step_time", "tflops_per_device"};
+
+}  // namespace
+
+std::string PlanObject::repr(int depth) const {
+  if (depth > 0) {
+    return fmt::format("<plan of {}: {} stages, {}, step {}>", model_, plan_.stages.size(),
+                       ir::scheduleKindName(plan_.schedule),
+                       Value::quantity(plan_.stepTime, kSeconds).repr());
+  }
+  std::string table = ir::planTable(plan_);
+  while (!table.empty() && table.back() == '\n') table.pop_back();
+  return table;
+}
+
+std::optional<Value> PlanObject::field(const std::string& name) const {
+  if (name == "step_time") return seconds(plan_.stepTime);
+  if (name == "samples_per_s") return Value::number(plan_.samplesPerSecond);
+  if (name == "tflops_per_device") return Value::number(plan_.tflopsPerDevice);
+  if (name == "mfu") return Value::number(plan_.mfu);
+  if (name == "peak_memory") return bytes(plan_.peakMemoryBytes());
+  if (name == "microbatches") return Value::integer(plan_.microbatches);
+  if (name == "chunks") return Value::integer(plan_.chunks);
+  if (name == "global_batch") return Value::integer(plan_.globalBatch);
+  if (name == "schedule") return Value::string(std::string(ir::scheduleKindName(plan_.schedule)));
+  if (name == "model") return Value::string(model_);
+  if (name == "notes") return strings(plan_.notes);
+  if (name == "stages") {
+    std::vector<Value> stages;
+    for (std::size_t i = 0; i < plan_.stages.size(); ++i)
+      stages.push_back(stageRecord(plan_.stages[i], i));
+    return Value::list(std::move(stages));
+  }
+  if (name == "alternatives") {
+    std::vector<Value> rows;
+    for (const ir::PlanAlternative& a : plan_.alternatives)
+      rows.push_back(Value::record(
+          {{"description", Value::string(a.description)}, {"step_time", seconds(a.stepTime)}}));
+    return Value::list(std::move(rows));
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> PlanObject::fieldNames() const { return kPlanFields; }
+
+const PlanSimulation& PlanObject::simulation() const {
+  if (simulation_) return *simulation_;
+  auto simulation = std::make_shared<PlanSimulation>();
+  try {
+    simulation->description = passes::describePipeline(plan_, &simulation->notes);
+    simulation->program = passes::lowerPipeline(simulation->description);
+    runtime::sim::SimulatorOptions options = passes::simulatorOptions(cluster_);
+    options.recordTimeline = true;
+    simulation->result = runtime::sim::simulate(simulation->program, options);
+  } catch (const std::runtime_error& error) {
+    throw ScriptError(DiagnosticKind::PlanningError,
+                      fmt::format("cannot simulate the plan: {}", error.what()));
+  }
+  simulation_ = std::move(simulation);
+  return *simulation_;
+}
+
+Value simulationRecord(Evaluator& ev, const PlanObject& plan) {
+  const runtime::sim::SimulationResult& r = plan.simulation().result;
+  std::vector<Value> bubbles, peaks, notes;
+  for (double fraction : r.bubbleFraction) bubbles.push_back(Value::number(fraction));
+  for (std::int64_t peak : r.peakBytes) peaks.push_back(bytes(static_cast<double>(peak)));
+  for (const std::string& note : plan.simulation().notes) notes.push_back(ev.makeString(note));
+  double overall = r.bubbleFraction.empty()
+                       ? 0
+                       : std::accumulate(r.bubbleFraction.begin(), r.bubbleFraction.end(), 0.0) /
+                             static_cast<double>(r.bubbleFraction.size());
+  return ev.makeRecord({{"step_time", seconds(r.makespan)},
+                        {"bubble_fraction", Value::number(overall)},
+                        {"bubble_per_device", ev.makeList(std::move(bubbles))},
+                        {"peak_memory", ev.makeList(std::move(peaks))},
+                        {"communication_bytes", bytes(r.intraNodeBytes + r.interNodeBytes)},
+                        {"intra_node_bytes", bytes(r.intraNodeBytes)},
+                        {"inter_node_bytes", bytes(r.interNodeBytes)},
+                        {"notes", ev.makeList(std::move(notes))}});
+}
+
+}  // namespace meshflow::interp

@@ -1,0 +1,417 @@
+#include "passes/Planner.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <thread>
+
+#include "ir/OpCost.h"
+#include "passes/Placement.h"
+#include "passes/planner/Candidate.h"
+#include "passes/planner/PlanBuilder.h"
+#include "passes/planner/ScopeLayers.h"
+#include "passes/planner/StepTime.h"
+
+namespace meshflow::passes {
+namespace {
+
+constexpr int kDefaultLayers = 16;
+constexpr std::size_t kCandidatesKept = 9;  // the plan and 8 alternatives
+// Alpa's DP runs where the cluster is at most this big (Alpa's own testbed);
+// beyond it the uniform search answers alone.
+constexpr std::int64_t kAlpaDpDevices = 64;
+
+std::string pinText(const LayerPin& pin) {
+  return fmt::format("pin(layers = {}..{}, stage = {})", pin.firstLayer, pin.endLayer, pin.stage);
+}
+std::string pinText(const OpShardingPin& pin) {
+  return fmt::format("pin(op = \"{}\", sharding = \"{}\")", pin.pattern, pin.spec);
+}
+
+// ---- the request ----
+
+void checkPositive(const std::optional<int>& value, const char* hint) {
+  if (value && *value < 1)
+    throw PlanningError(hint, fmt::format("{} must be at least 1, not {}", hint, *value));
+}
+
+void validateRequest(const PlanRequest& r, const ir::Cluster& cluster) {
+  if (r.globalBatch < 1)
+    throw PlanningError("batch", fmt::format("batch must be at least 1, not {}", r.globalBatch));
+  checkPositive(r.microbatches, "microbatches");
+  checkPositive(r.virtualStages, "virtual_stages");
+  checkPositive(r.stages, "stages");
+  checkPositive(r.maxTensorParallel, "max_tensor_parallel");
+  checkPositive(r.dataParallel, "data_parallel");
+  if (r.microbatches && r.globalBatch % *r.microbatches != 0)
+    throw PlanningError("microbatches",
+                        fmt::format("microbatches = {} does not divide the batch of {} samples",
+                                    *r.microbatches, r.globalBatch));
+  if (r.stages && cluster.deviceCount() % *r.stages != 0)
+    throw PlanningError("stages", fmt::format("stages = {} does not divide the cluster's {} devices "
+                                              "into equal submeshes",
+                                              *r.stages, cluster.deviceCount()));
+  if (r.memoryPerDevice && *r.memoryPerDevice <= 0)
+    throw PlanningError("memory_per_device", "memory_per_device must be positive");
+  if (r.recompute && *r.recompute != "none" && *r.recompute != "selective" && *r.recompute != "full")
+    throw PlanningError("recompute", fmt::format("recompute must be \"none\", \"selective\" or "
+                                                 "\"full\", not \"{}\"",
+                                                 *r.recompute));
+  if (r.virtualStages && *r.virtualStages > 1 && r.schedule &&
+      *r.schedule != ir::ScheduleKind::kInterleaved && *r.schedule != ir::ScheduleKind::kZeroBubbleV)
+    throw PlanningError("virtual_stages",
+                        fmt::format("virtual_stages = {} needs pipeline = \"interleaved\" or "
+                                    "\"zbv\", not \"{}\"",
+                                    *r.virtualStages, ir::scheduleKindName(*r.schedule)));
+}
+
+LayerClustering formLayers(const ir::Graph& forward, const PlanRequest& r) {
+  if (r.layers == 0)
+    if (auto scoped = scopeLayers(forward, 1)) return *scoped;
+  LayerClusteringOptions options;
+  options.layers = r.layers > 0 ? r.layers : kDefaultLayers;
+  std::size_t computeOps = 0;
+  for (const ir::Op& op : forward.ops())
+    if (ir::opCost(forward, &op - forward.ops().data(), 1).flops > 0) ++computeOps;
+  if (r.layers == 0) options.layers = std::max<int>(1, std::min<int>(options.layers, computeOps));
+  try {
+    return clusterLayers(forward, options);
+  } catch (const LayerClusteringError& e) {
+    throw PlanningError("layers", e.what());
+  }
+}
+
+std::vector<IntraOpPin> intraOpPins(const PlanRequest& r) {
+  std::vector<IntraOpPin> pins;
+  for (const OpShardingPin& pin : r.opPins) {
+    try {
+      pins.push_back({pin.pattern, ir::ShardingSpec::parse(pin.spec)});
+    } catch (const std::exception& e) {
+      throw PlanningError(pinText(pin), fmt::format("{}: {}", pinText(pin), e.what()));
+    }
+  }
+  return pins;
+}
+
+void checkLayerPins(const PlanRequest& r, int layers) {
+  for (const LayerPin& pin : r.layerPins) {
+    if (pin.firstLayer < 0 || pin.endLayer > layers || pin.firstLayer >= pin.endLayer)
+      throw PlanningError(pinText(pin), fmt::format("{}: the model has layers 0..{}", pinText(pin),
+                                                    layers));
+    if (pin.stage < 0 || (r.stages && pin.stage >= *r.stages))
+      throw PlanningError(pinText(pin), fmt::format("{}: no stage {}", pinText(pin), pin.stage));
+  }
+}
+
+std::vector<int> microbatchCandidates(const PlanRequest& r) {
+  if (r.microbatches) return {*r.microbatches};
+  // Every divisor of the batch, as many microbatches of as many samples.
+  std::vector<int> divisors;
+  for (std::int64_t d = 1; d <= r.globalBatch && d <= (1 << 20); ++d)
+    if (r.globalBatch % d == 0) divisors.push_back(int(d));
+  return divisors;
+}
+
+std::vector<StageVariant> variants(const PlanRequest& r) {
+  std::vector<Recompute> modes = {Recompute::kNone, Recompute::kFull};
+  if (r.recompute)
+    modes = {*r.recompute == "full"        ? Recompute::kFull
+             : *r.recompute == "selective" ? Recompute::kSelective
+                                           : Recompute::kNone};
+  std::vector<StageVariant> out;
+  std::vector<bool> zero = {false, true};
+  if (r.shardOptimizerState) zero = {*r.shardOptimizerState};
+  for (bool lean : {false, true})
+    for (bool z : zero)
+      for (Recompute m : modes) out.push_back({m, z, lean});
+  return out;
+}
+
+// ---- schedules ----
+
+struct ScheduleChoice {
+  ir::ScheduleKind kind;
+  int chunks;
+};
+
+std::vector<ScheduleChoice> scheduleCandidates(const PlanRequest& r) {
+  if (r.schedule) {
+    int chunks = 1;
+    if (*r.schedule == ir::ScheduleKind::kInterleaved || *r.schedule == ir::ScheduleKind::kZeroBubbleV)
+      chunks = r.virtualStages.value_or(2);
+    return {{*r.schedule, chunks}};
+  }
+  int v = r.virtualStages.value_or(2);
+  return {{ir::ScheduleKind::kOneFOneB, 1},
+          {ir::ScheduleKind::kZeroBubbleH1, 1},
+          {ir::ScheduleKind::kInterleaved, std::max(v, 2)},
+          {ir::ScheduleKind::kGPipe, 1}};
+}
+
+// The pipeline ranks of `stages` under a schedule with `chunks` chunks per rank:
+// each rank's layers cut into `chunks` virtual stages in Megatron's order
+// (virtual stage c·p + r is chunk c of rank r). Nothing when the stages cannot
+// be cut that way (unequal meshes, too few layers).
+std::optional<Candidate> withSchedule(const StageSearchResult& found, ScheduleChoice schedule,
+                                      int microbatches, const StageSearchInput& in) {
+  Candidate c;
+  c.microbatches = microbatches;
+  c.microbatch = in.microbatch;
+  c.schedule = schedule.kind;
+  c.chunks = schedule.chunks;
+  int p = int(found.stages.size());
+  if (schedule.chunks == 1) {
+    c.stages = found.stages;
+    for (const StageChoice& s : found.stages) c.ranks.push_back(s.estimate);
+  } else {
+    const StageChoice& first = found.stages.front();
+    for (const StageChoice& s : found.stages)
+      if (s.config != first.config || s.variant.recompute != first.variant.recompute ||
+          s.variant.zero != first.variant.zero || s.variant.lean != first.variant.lean)
+        return {};
+    int layers = found.stages.back().endLayer;
+    int virtualStages = p * schedule.chunks;
+    if (layers < virtualStages) return {};
+    if (schedule.kind == ir::ScheduleKind::kInterleaved && microbatches % p != 0) return {};
+    RangePricer pricer(*in.table, first.config, (*in.configs)[first.config], in.microbatch,
+                       1.0 / microbatches, first.variant, *in.cluster);
+    c.ranks.assign(p, StageEstimate{});
+    for (int k = 0; k < virtualStages; ++k) {
+      int a = int(std::int64_t(layers) * k / virtualStages);
+      int b = int(std::int64_t(layers) * (k + 1) / virtualStages);
+      StageEstimate e = pricer.estimate(a, b);
+      if (!e.feasible) return {};
+      c.stages.push_back({a, b, first.config, first.variant, e});
+      StageEstimate& rank = c.ranks[k % p];
+      rank.forward += e.forward;
+      rank.backward += e.backward;
+      rank.weightGrad += e.weightGrad;
+      rank.parameterSync += e.parameterSync;
+      rank.update += e.update;
+      rank.resident += e.resident;
+      rank.gradients += e.gradients;
+      rank.heldPerMicrobatch += e.heldPerMicrobatch;
+      rank.workspace = std::max(rank.workspace, e.workspace);
+      rank.feasible = true;
+    }
+  }
+  for (int r = 0; r < p; ++r) {
+    double held = heldMicrobatches(schedule.kind, schedule.chunks, p, r, microbatches);
+    if (c.ranks[r].memory(held) > in.memoryBudget) return {};
+  }
+  c.stepTime = stepSeconds(schedule.kind, schedule.chunks, microbatches, c.ranks);
+  return c;
+}
+
+// ---- the search ----
+
+class Search {
+ public:
+  Search(const ir::Graph& forward, const ir::Cluster& cluster, const PlanRequest& request)
+      : forward_(forward), cluster_(cluster), request_(request) {}
+
+  ir::Plan run() {
+    validateRequest(request_, cluster_);
+    layers_ = formLayers(forward_, request_);
+    checkLayerPins(request_, int(layers_.layers.size()));
+    budget_ = request_.memoryPerDevice.value_or(cluster_.device.memoryBytes);
+    table_.emplace(forward_, layers_, cluster_.device,
+                   LayerCostOptions{request_.optimizerCopies, intraOpPins(request_), budget_,
+                                    cluster_.deviceCount()});
+    configs_ = meshConfigs(cluster_, limits());
+    if (configs_.empty()) throw noConfigs();
+    searchAll();
+    if (candidates_.empty()) throw nothingFits();
+    return finish(candidates_.front());
+  }
+
+ private:
+  MeshConfigLimits limits() const {
+    MeshConfigLimits l;
+    l.maxTensorParallel = request_.maxTensorParallel;
+    l.dataParallel = request_.dataParallel;
+    if (request_.stages) l.stageDevices = int(cluster_.deviceCount() / *request_.stages);
+    l.uniformOnly = cluster_.deviceCount() > kAlpaDpDevices;
+    return l;
+  }
+
+  void searchAll() {
+    for (int microbatches : microbatchCandidates(request_)) {
+      StageSearchInput in;
+      in.table = &*table_;
+      in.configs = &configs_;
+      in.cluster = &cluster_;
+      in.variants = variants(request_);
+      in.microbatch = request_.globalBatch / microbatches;
+      in.microbatches = microbatches;
+      in.memoryBudget = budget_;
+      in.layerPins = request_.layerPins;
+      in.stages = request_.stages;
+      // Data-parallel rows split the microbatch's samples: a view's rows must
+      // divide it, and each row gets a power of two of them (Megatron's
+      // microbatch sizes 1, 2, 4 …), which keeps the intra-op solves few.
+      for (const MeshConfig& c : configs_) {
+        std::int64_t perRow = in.microbatch / c.view[0];
+        in.usable.push_back(in.microbatch % c.view[0] == 0 && (perRow & (perRow - 1)) == 0);
+      }
+      prefetch(in);
+      for (auto& [result, search] : stageResults(in))
+        for (ScheduleChoice schedule : scheduleCandidates(request_))
+          if (auto c = withSchedule(result, schedule, microbatches, in)) {
+            c->search = search;
+            ++searched_;
+            keep(std::move(*c));
+          }
+    }
+  }
+
+  // Keeps the best kCandidatesKept candidates by step time, distinct by their
+  // description; among equal times the first found stays first.
+  void keep(Candidate c) {
+    std::string text = c.describe(configs_);
+    for (auto it = candidates_.begin(); it != candidates_.end(); ++it) {
+      if (it->describe(configs_) != text) continue;
+      if (it->stepTime <= c.stepTime) return;
+      candidates_.erase(it);
+      break;
+    }
+    auto at = std::upper_bound(candidates_.begin(), candidates_.end(), c.stepTime,
+                               [](double t, const Candidate& k) { return t < k.stepTime; });
+    if (at - candidates_.begin() >= std::ptrdiff_t(kCandidatesKept)) return;
+    candidates_.insert(at, std::move(c));
+    if (candidates_.size() > kCandidatesKept) candidates_.pop_back();
+  }
+
+  // Solves every layer kind on every configuration the searches will price, in
+  // parallel, before they ask one at a time.
+  void prefetch(const StageSearchInput& in) {
+    std::vector<LayerCostTable::Request> requests;
+    std::int64_t devices = cluster_.deviceCount();
+    std::vector<int> firstOfKind(table_->kindCount(), -1);
+    for (int l = 0; l < table_->layerCount(); ++l)
+      if (firstOfKind[table_->kindOf(l)] < 0) firstOfKind[table_->kindOf(l)] = l;
+    for (int c = 0; c < int(configs_.size()); ++c) {
+      std::int64_t size = configs_[c].shape.devices();
+      bool priced = devices <= kAlpaDpDevices ||
+                    (devices % size == 0 && devices / size <= table_->layerCount());
+      if (!in.isUsable(c) || !priced) continue;
+      for (int layer : firstOfKind)
+        for (bool lean : {false, true})
+          requests.push_back({layer, c, &configs_[c], in.microbatch, 1.0 / in.microbatches, lean});
+    }
+    table_->prefetch(requests, std::max(1u, std::thread::hardware_concurrency()));
+  }
+
+  std::vector<std::pair<StageSearchResult, std::string>> stageResults(const StageSearchInput& in) {
+    std::vector<std::pair<StageSearchResult, std::string>> out;
+    std::string why;
+    if (cluster_.deviceCount() <= kAlpaDpDevices)
+      if (auto r = alpaStages(in, &why); r && honoursLayerPins(r->stages, in.layerPins))
+        out.push_back({std::move(*r), "alpa"});
+    for (StageSearchResult& r : uniformStages(in, &why)) out.push_back({std::move(r), "uniform"});
+    if (out.empty()) lastWhy_ = why;
+    return out;
+  }
+
+  ir::Plan finish(const Candidate& best) {
+    PlacementRequest placement;
+    for (std::size_t r = 0; r < best.ranks.size(); ++r)
+      placement.stages.push_back(configs_[best.stages[r].config].shape);
+    for (const DevicePin& pin : request_.devicePins) placement.pins.push_back({pin.stage, pin.devices});
+    Placement placed;
+    try {
+      placed = placeStages(cluster_, placement);
+    } catch (const PlacementError& e) {
+      std::string hint = request_.devicePins.empty()
+                             ? ""
+                             : fmt::format("pin(stage = {}, devices = ...)",
+                                           request_.devicePins.front().stage);
+      throw PlanningError(hint, fmt::format("placing the {} stages of the best plan: {}",
+                                            best.ranks.size(), e.what()));
+    }
+    PlanInputs in{&forward_, &cluster_, &layers_, &*table_, &configs_, request_.globalBatch,
+                  budget_};
+    ir::Plan plan = buildPlan(in, best, placed.devices);
+    plan.notes.push_back(fmt::format(
+        "searched {} candidate plans over {} meshes; {} intra-op solves of {} distinct layers",
+        searched_, configs_.size(), table_->solves(), table_->kindCount()));
+    for (std::size_t k = 1; k < candidates_.size(); ++k)
+      plan.alternatives.push_back({candidates_[k].describe(configs_), candidates_[k].stepTime});
+    return plan;
+  }
+
+  PlanningError noConfigs() const {
+    std::string hint = request_.dataParallel        ? "data_parallel"
+                       : request_.maxTensorParallel ? "max_tensor_parallel"
+                                                    : "stages";
+    return PlanningError(hint, fmt::format("no submesh of the {}x{} cluster has a logical mesh "
+                                           "that meets the hints (stages, data_parallel, "
+                                           "max_tensor_parallel)",
+                                           cluster_.nodes, cluster_.devicesPerNode));
+  }
+
+  PlanningError nothingFits() const {
+    if (!request_.opPins.empty()) {
+      PlanRequest unpinned = request_;
+      unpinned.opPins.clear();
+      if (fits(unpinned)) {
+        std::string pins;
+        for (const OpShardingPin& pin : request_.opPins)
+          pins += (pins.empty() ? "" : "; ") + pinText(pin);
+        return PlanningError(pinText(request_.opPins.front()),
+                             fmt::format("no plan honours {}: no strategy of the ops it matches "
+                                         "produces that spec on any mesh that fits (plans without "
+                                         "it exist)",
+                                         pins));
+      }
+    }
+    if (!request_.layerPins.empty()) {
+      PlanRequest unpinned = request_;
+      unpinned.layerPins.clear();
+      if (fits(unpinned)) {
+        std::string pins;
+        for (const LayerPin& pin : request_.layerPins) pins += (pins.empty() ? "" : "; ") + pinText(pin);
+        return PlanningError(pinText(request_.layerPins.front()),
+                             fmt::format("no plan honours {} (plans without it exist): {}", pins,
+                                         lastWhy_));
+      }
+    }
+    std::string limit = request_.memoryPerDevice
+                            ? fmt::format("memory_per_device <= {:.4g} GB", budget_ / 1e9)
+                            : fmt::format("the device's {:.4g} GB", budget_ / 1e9);
+    return PlanningError("memory_per_device",
+                         fmt::format("no plan fits in {} per device, even with recomputation and "
+                                     "sharded optimizer state ({} layers, batch {}): {}",
+                                     limit, layers_.layers.size(), request_.globalBatch, lastWhy_));
+  }
+
+  bool fits(const PlanRequest& request) const {
+    try {
+      Search(forward_, cluster_, request).run();
+      return true;
+    } catch (const PlanningError&) {
+      return false;
+    }
+  }
+
+  const ir::Graph& forward_;
+  const ir::Cluster& cluster_;
+  const PlanRequest& request_;
+  LayerClustering layers_;
+  double budget_ = 0;
+  std::optional<LayerCostTable> table_;
+  std::vector<MeshConfig> configs_;
+  std::vector<Candidate> candidates_;
+  std::string lastWhy_;
+  std::size_t searched_ = 0;
+};
+
+}  // namespace
+
+ir::Plan planTraining(const ir::Graph& forward, const ir::Cluster& cluster,
+                      const PlanRequest& request) {
+  return Search(forward, cluster, request).run();
+}
+
+}  // namespace meshflow::passes

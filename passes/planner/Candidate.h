@@ -1,0 +1,30 @@
+// One complete candidate plan of the planner's search: stages (pipeline ranks
+// with their chunks), microbatches and schedule, with its estimated step time.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/PipelineSchedule.h"
+#include "passes/planner/StageSearch.h"
+
+namespace meshflow::passes {
+
+struct Candidate {
+  /// The virtual stages in layer order; with chunks > 1, stage k runs on rank k mod p.
+  std::vector<StageChoice> stages;
+  /// Per pipeline rank, its chunks' estimates summed (what the closed forms take).
+  std::vector<StageEstimate> ranks;
+  int microbatches = 1;
+  std::int64_t microbatch = 1;  ///< Samples per microbatch.
+  ir::ScheduleKind schedule = ir::ScheduleKind::kOneFOneB;
+  int chunks = 1;
+  double stepTime = 0;
+  std::string search;  ///< "alpa" or "uniform": which stage search found it.
+
+  /// e.g. "1f1b, 16 microbatches, 4 stages on (1, 8) as 2x4"
+  std::string describe(const std::vector<MeshConfig>& configs) const;
+};
+
+}  // namespace meshflow::passes

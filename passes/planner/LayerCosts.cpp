@@ -1,0 +1,197 @@
+#include "passes/planner/LayerCosts.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <thread>
+
+#include "ir/OpCost.h"
+
+namespace meshflow::passes {
+namespace {
+
+// The forward share of an op's work: by FLOPs, or by bytes for ops without any.
+double forwardFraction(const ir::OpCost& c) {
+  double total = c.flops + c.backwardFlops;
+  if (total > 0) return c.flops / total;
+  double fwd = c.bytesRead + c.bytesWritten;
+  double all = fwd + c.backwardBytesRead + c.backwardBytesWritten;
+  return all > 0 ? fwd / all : 0.5;
+}
+
+bool readsParameter(const ir::Graph& g, const ir::Op& op) {
+  for (ir::ValueId v : op.inputs)
+    if (g.op(g.value(v).producer).kind == ir::OpKind::Parameter) return true;
+  return false;
+}
+
+// The s×s attention-score tensors ([b, heads, s, s]) Megatron's selective
+// recomputation drops and recomputes.
+bool isAttentionScore(const ir::Graph& g, const ir::Op& op) {
+  using K = ir::OpKind;
+  if (op.kind != K::Softmax && op.kind != K::CausalMask && op.kind != K::Scale &&
+      op.kind != K::Dropout)
+    return false;
+  const auto& shape = g.value(op.outputs[0]).type.shape;
+  return shape.size() == 4 && shape[2] == shape[3];
+}
+
+double valueBytes(const ir::Graph& g, ir::ValueId v, std::int64_t batch) {
+  const ir::TensorType& t = g.value(v).type;
+  return double(t.elements(batch)) * double(ir::dtypeBytes(t.dtype));
+}
+
+LayerCost summarise(const ir::Graph& g, const IntraOpResult& r, const MeshConfig& config,
+                    std::int64_t batch, const MemoryOptions& memory,
+                    const ir::DeviceSpec& device) {
+  LayerCost c;
+  double forwardCompute = 0, backwardCompute = 0;
+  for (const OpSharding& o : r.ops) {
+    const ir::Op& op = g.op(o.op);
+    double fraction = forwardFraction(ir::opCost(g, o.op, batch));
+    forwardCompute += o.computeTime * fraction;
+    double backward = o.computeTime * (1 - fraction);
+    backwardCompute += backward;
+    // dW is one of the two products of a weight's backward.
+    if (readsParameter(g, op)) c.weightGrad += backward / 2;
+    if (isAttentionScore(g, op)) {
+      c.attentionScoresForward += o.computeTime * fraction;
+      c.attentionScores += activationMemory(g, o.op, batch, o.outputs, config.mesh, memory);
+    }
+    if (op.kind == ir::OpKind::Input) {
+      c.inputs += activationMemory(g, o.op, batch, o.outputs, config.mesh, memory);
+      if (op.attrs.count("requires_grad")) c.boundaryBytes += valueBytes(g, op.outputs[0], batch);
+    }
+  }
+  // Tensor-parallel collectives come in forward/backward pairs (Megatron's f
+  // and g); resharding likewise goes both ways. Half each.
+  double perMicrobatch = r.communication - r.parameterSync + r.resharding;
+  c.forward = forwardCompute + perMicrobatch / 2;
+  c.backward = backwardCompute + perMicrobatch / 2;
+  c.parameterSync = r.parameterSync;
+  c.weights = r.memory.weights;
+  c.gradients = r.memory.gradients;
+  c.optimizerState = r.memory.optimizerState;
+  MemoryOptions zero = memory;
+  zero.shardOptimizerState = true;
+  for (const OpSharding& o : r.ops) {
+    if (g.op(o.op).kind != ir::OpKind::Parameter) continue;
+    const ir::TensorType& t = g.value(g.op(o.op).outputs[0]).type;
+    double bytes = double(t.elements(batch)) * double(ir::dtypeBytes(t.dtype));
+    std::int64_t sync = config.mesh.size() / o.outputs[0].shardCount(config.mesh);
+    MemoryBreakdown m = parameterMemory(bytes, o.outputs[0], sync, config.mesh, zero);
+    c.zeroGradients += m.gradients;
+    c.zeroOptimizerState += m.optimizerState;
+  }
+  c.activations = r.memory.activations;
+  // The optimizer reads weights, gradients and state and writes weights and state.
+  c.update = (2 * (c.weights + c.optimizerState) + c.gradients) / device.memoryBandwidth;
+  return c;
+}
+
+}  // namespace
+
+LayerCostTable::LayerCostTable(const ir::Graph& forward, const LayerClustering& layers,
+                               const ir::DeviceSpec& device, LayerCostOptions options)
+    : forward_(forward), device_(device), options_(std::move(options)) {
+  std::map<std::string, int> kinds;
+  for (int l = 0; l < static_cast<int>(layers.layers.size()); ++l) {
+    LayerSubgraph sub = layerSubgraph(forward, layers.layerOfOp, l, l + 1);
+    auto [it, added] = kinds.try_emplace(graphSignature(sub.graph), int(subgraphs_.size()));
+    if (added) subgraphs_.push_back(std::move(sub));
+    kindOf_.push_back(it->second);
+  }
+}
+
+const std::optional<LayerCost>& LayerCostTable::cost(int layer, int configIndex,
+                                                     const MeshConfig& config,
+                                                     std::int64_t microbatch, double syncWeight,
+                                                     bool lean) {
+  int kind = kindOf_[layer];
+  auto key = std::make_tuple(kind, configIndex, microbatch, syncWeight, lean);
+  auto it = cache_.find(key);
+  if (it != cache_.end()) return it->second;
+  std::optional<LayerCost> value;
+  if (!lean) {
+    value = solve(kind, config, microbatch, syncWeight, 0);
+  } else if (const auto& fastest = cost(layer, configIndex, config, microbatch, syncWeight)) {
+    double weight = leanWeight(layer, config, *fastest);
+    value = weight > 0 ? solve(kind, config, microbatch, syncWeight, weight) : fastest;
+  }
+  return cache_.emplace(key, std::move(value)).first->second;
+}
+
+double LayerCostTable::leanWeight(int layer, const MeshConfig& config,
+                                  const LayerCost& fastest) const {
+  (void)layer;
+  if (options_.memoryBudget <= 0) return 0;
+  std::int64_t stages = std::max<std::int64_t>(1, options_.devices / config.shape.devices());
+  double layersPerStage = std::ceil(double(layerCount()) / double(stages));
+  double share = options_.memoryBudget / layersPerStage;
+  double memory = fastest.weights + fastest.gradients + fastest.optimizerState + fastest.activations;
+  if (memory <= share) return 0;
+  return (fastest.forward + fastest.backward) / share;
+}
+
+void LayerCostTable::prefetch(const std::vector<Request>& requests, unsigned threads) {
+  struct Work {
+    std::optional<LayerCost>* slot;
+    const Request* request;
+    double memoryWeight;
+  };
+  // Lean requests need their fastest entry first: they run in a second round.
+  for (bool lean : {false, true}) {
+    std::vector<Work> work;
+    for (const Request& r : requests) {
+      auto key = std::make_tuple(kindOf_[r.layer], r.configIndex, r.microbatch, r.syncWeight, lean);
+      if (r.lean != lean || cache_.count(key)) continue;
+      double weight = 0;
+      if (lean) {
+        const auto& fastest = cost(r.layer, r.configIndex, *r.config, r.microbatch, r.syncWeight);
+        if (fastest) weight = leanWeight(r.layer, *r.config, *fastest);
+        if (weight <= 0) {  // nothing to solve: the lean entry is the fastest one
+          cost(r.layer, r.configIndex, *r.config, r.microbatch, r.syncWeight, true);
+          continue;
+        }
+      }
+      // Inserted before the workers start, so they only fill their own slots.
+      work.push_back({&cache_.try_emplace(key).first->second, &r, weight});
+    }
+    std::atomic<std::size_t> next = 0;
+    auto worker = [&] {
+      for (std::size_t i = next++; i < work.size(); i = next++) {
+        const Request& r = *work[i].request;
+        *work[i].slot =
+            solve(kindOf_[r.layer], *r.config, r.microbatch, r.syncWeight, work[i].memoryWeight);
+      }
+    };
+    std::vector<std::thread> pool;
+    unsigned count = std::max(1u, std::min<unsigned>(threads, unsigned(work.size())));
+    for (unsigned t = 1; t < count; ++t) pool.emplace_back(worker);
+    worker();
+    for (std::thread& t : pool) t.join();
+  }
+}
+
+std::optional<LayerCost> LayerCostTable::solve(int kind, const MeshConfig& config,
+                                               std::int64_t microbatch, double syncWeight,
+                                               double memoryWeight) {
+  const ir::Graph& g = subgraphs_[kind].graph;
+  IntraOpOptions o;
+  o.batch = microbatch;
+  o.memory.optimizerCopies = options_.optimizerCopies;
+  o.parameterSyncWeight = syncWeight;
+  o.pins = options_.pins;
+  o.memoryWeight = memoryWeight;
+  ++solves_;
+  try {
+    IntraOpResult r = solveIntraOp(g, config.mesh, device_, o);
+    LayerCost c = summarise(g, r, config, microbatch, o.memory, device_);
+    c.sharding = std::make_shared<const IntraOpResult>(std::move(r));
+    return c;
+  } catch (const IntraOpError&) {
+    return std::nullopt;  // a pin no strategy on this mesh meets
+  }
+}
+
+}  // namespace meshflow::passes

@@ -1,0 +1,139 @@
+#include "passes/planner/StageModel.h"
+
+#include <algorithm>
+
+namespace meshflow::passes {
+
+const char* recomputeName(Recompute r) {
+  switch (r) {
+    case Recompute::kNone: return "none";
+    case Recompute::kSelective: return "selective";
+    case Recompute::kFull: return "full";
+  }
+  return "none";
+}
+
+namespace {
+
+// One direction of an activation between stages: each node of a whole-node
+// stage (each device of a sub-node one) receives its share in parallel.
+double transferSeconds(double bytes, const MeshConfig& config, const ir::Cluster& cluster) {
+  if (bytes <= 0) return 0;
+  bool acrossNodes = config.shape.devicesPerNode == cluster.devicesPerNode;
+  if (acrossNodes && cluster.nodes > 1)
+    return cluster.interNode.latency + bytes / config.shape.nodes / cluster.interNode.bandwidth;
+  return cluster.intraNode.latency +
+         bytes / config.shape.devices() / cluster.intraNode.bandwidth;
+}
+
+void addLayer(StageEstimate& e, const LayerCost& c, Recompute recompute, bool zero) {
+  e.forward += c.forward;
+  e.backward += c.backward;
+  e.weightGrad += c.weightGrad;
+  e.parameterSync += c.parameterSync;
+  e.update += c.update;
+  double gradients = zero ? c.zeroGradients : c.gradients;
+  e.resident += c.weights + gradients + (zero ? c.zeroOptimizerState : c.optimizerState);
+  e.gradients += gradients;
+  switch (recompute) {
+    case Recompute::kNone:
+      e.heldPerMicrobatch += c.activations;
+      break;
+    case Recompute::kSelective:
+      e.heldPerMicrobatch += c.activations - c.attentionScores;
+      e.backward += c.attentionScoresForward;
+      e.workspace = std::max(e.workspace, c.attentionScores);
+      e.recomputeFlopsShare += c.attentionScoresForward;
+      break;
+    case Recompute::kFull:
+      // Each layer keeps its input and recomputes the rest during backward.
+      e.heldPerMicrobatch += c.inputs;
+      e.backward += c.forward;
+      e.workspace = std::max(e.workspace, c.activations);
+      e.recomputeFlopsShare += c.forward;
+      break;
+  }
+}
+
+}  // namespace
+
+RangePricer::RangePricer(LayerCostTable& table, int configIndex, const MeshConfig& config,
+                         std::int64_t microbatch, double syncWeight, StageVariant variant,
+                         const ir::Cluster& cluster)
+    : config_(config), variant_(variant), cluster_(cluster) {
+  int layers = table.layerCount();
+  prefix_.assign(layers + 1, StageEstimate{});
+  missing_.assign(layers + 1, 0);
+  transferIn_.assign(layers, 0);
+  recomputeWork_.assign(layers + 1, 0);
+  forwardWork_.assign(layers + 1, 0);
+  std::vector<double> workspace(layers, 0);
+  for (int l = 0; l < layers; ++l) {
+    const auto& cost = table.cost(l, configIndex, config, microbatch, syncWeight, variant.lean);
+    StageEstimate one;
+    if (cost) {
+      addLayer(one, *cost, variant.recompute, variant.zero);
+      transferIn_[l] = cost->boundaryBytes;
+      workspace[l] = one.workspace;
+      forwardWork_[l + 1] = cost->forward;
+    }
+    recomputeWork_[l + 1] = recomputeWork_[l] + one.recomputeFlopsShare;
+    forwardWork_[l + 1] += forwardWork_[l];
+    missing_[l + 1] = missing_[l] + (cost ? 0 : 1);
+    StageEstimate& sum = prefix_[l + 1];
+    const StageEstimate& before = prefix_[l];
+    sum.forward = before.forward + one.forward;
+    sum.backward = before.backward + one.backward;
+    sum.weightGrad = before.weightGrad + one.weightGrad;
+    sum.parameterSync = before.parameterSync + one.parameterSync;
+    sum.update = before.update + one.update;
+    sum.resident = before.resident + one.resident;
+    sum.gradients = before.gradients + one.gradients;
+    sum.heldPerMicrobatch = before.heldPerMicrobatch + one.heldPerMicrobatch;
+  }
+  workspaceMax_.push_back(workspace);
+  for (int width = 1; 2 * width <= layers; width *= 2) {
+    const std::vector<double>& prev = workspaceMax_.back();
+    std::vector<double> next(layers - 2 * width + 1);
+    for (std::size_t i = 0; i < next.size(); ++i) next[i] = std::max(prev[i], prev[i + width]);
+    workspaceMax_.push_back(std::move(next));
+  }
+}
+
+bool RangePricer::feasible(int first, int end) const { return missing_[end] == missing_[first]; }
+
+double RangePricer::workspace(int first, int end) const {
+  int level = 0;
+  while ((2 << level) <= end - first) ++level;
+  return std::max(workspaceMax_[level][first], workspaceMax_[level][end - (1 << level)]);
+}
+
+StageEstimate RangePricer::estimate(int first, int end) const {
+  StageEstimate e;
+  if (!feasible(first, end)) return e;
+  const StageEstimate& a = prefix_[first];
+  const StageEstimate& b = prefix_[end];
+  e.forward = b.forward - a.forward;
+  e.backward = b.backward - a.backward;
+  e.weightGrad = b.weightGrad - a.weightGrad;
+  e.parameterSync = b.parameterSync - a.parameterSync;
+  e.update = b.update - a.update;
+  e.resident = b.resident - a.resident;
+  e.gradients = b.gradients - a.gradients;
+  e.heldPerMicrobatch = b.heldPerMicrobatch - a.heldPerMicrobatch;
+  e.workspace = workspace(first, end);
+  double forwardWork = forwardWork_[end] - forwardWork_[first];
+  e.recomputeFlopsShare =
+      forwardWork > 0 ? (recomputeWork_[end] - recomputeWork_[first]) / forwardWork : 0;
+  // The activation arrives before forward; its gradient leaves after backward.
+  if (first > 0) {
+    e.transferIn = transferIn_[first];
+    double transfer = transferSeconds(e.transferIn, config_, cluster_);
+    e.forward += transfer;
+    e.backward += transfer;
+  }
+  e.feasible = true;
+  return e;
+}
+
+}  // namespace meshflow::passes

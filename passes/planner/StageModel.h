@@ -1,0 +1,75 @@
+// A candidate stage priced from its layers' costs: per-microbatch latency with
+// recomputation and the activation transfer from the previous stage, the
+// once-per-step gradient synchronisation and optimizer step, and its memory.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/Cluster.h"
+#include "passes/planner/LayerCosts.h"
+
+namespace meshflow::passes {
+
+enum class Recompute { kNone, kSelective, kFull };
+const char* recomputeName(Recompute r);
+
+/// The per-stage choices besides the mesh: recomputation and ZeRO.
+struct StageVariant {
+  Recompute recompute = Recompute::kNone;
+  bool zero = false;
+  bool lean = false;  ///< The layers' memory-lean strategies (LayerCostTable::cost).
+};
+
+struct StageEstimate {
+  bool feasible = false;      ///< Every layer has a cost (the pins allow the mesh).
+  double forward = 0;         ///< Per microbatch, the transfer in included.
+  double backward = 0;        ///< Per microbatch, recomputation included.
+  double weightGrad = 0;
+  double parameterSync = 0;   ///< Per step.
+  double update = 0;          ///< Per step.
+  double resident = 0;        ///< Weights, gradients, optimizer state.
+  double gradients = 0;       ///< The gradients' part of resident.
+  double heldPerMicrobatch = 0;  ///< Activations kept from forward to backward.
+  double workspace = 0;       ///< Live only while one microbatch's backward runs.
+  double transferIn = 0;      ///< Bytes received from the previous stage per microbatch.
+  double recomputeFlopsShare = 0;  ///< Extra forward work, as a share of the stage's forward.
+
+  double latency() const { return forward + backward; }
+  /// Peak bytes with `held` microbatches in flight.
+  double memory(double held) const { return resident + held * heldPerMicrobatch + workspace; }
+};
+
+/// Prices layer ranges on one mesh configuration with one variant, in O(1) per
+/// range after O(L log L) preparation: the layers' costs are fetched once
+/// (solving the intra-op problem of each layer kind at most once) and summed by
+/// prefix sums.
+class RangePricer {
+ public:
+  RangePricer(LayerCostTable& table, int configIndex, const MeshConfig& config,
+              std::int64_t microbatch, double syncWeight, StageVariant variant,
+              const ir::Cluster& cluster);
+
+  /// Whether every layer has a cost on this configuration (pins may forbid one).
+  bool feasible(int first, int end) const;
+  /// Layers [first, end) as one stage; infeasible when a layer has no cost.
+  StageEstimate estimate(int first, int end) const;
+  const MeshConfig& config() const { return config_; }
+  StageVariant variant() const { return variant_; }
+
+ private:
+  double workspace(int first, int end) const;
+
+  MeshConfig config_;
+  StageVariant variant_;
+  const ir::Cluster& cluster_;
+  std::vector<StageEstimate> prefix_;    // prefix_[l]: sums over layers [0, l)
+  std::vector<int> missing_;             // prefix count of layers without a cost
+  std::vector<double> transferIn_;       // per layer: bytes entering it
+  std::vector<double> recomputeWork_;    // prefix sums of recomputed forward seconds
+  std::vector<double> forwardWork_;      // prefix sums of forward seconds
+  std::vector<std::vector<double>> workspaceMax_;  // sparse table over layers
+};
+
+}  // namespace meshflow::passes
