@@ -106,19 +106,46 @@ class Lowerer {
   }
 
   ir::Program run() {
+    sizes_.assign(static_cast<size_t>(schedule_.stages), {});
     for (int replica = 0; replica < replicas_; ++replica) {
       for (int rank = 0; rank < schedule_.stages; ++rank) {
         const std::vector<int>& mesh = meshOf(rank, replica);
         for (int k = 0; k < static_cast<int>(mesh.size()); ++k) {
-          lowerDevice({replica, rank, k, mesh[static_cast<size_t>(k)]});
+          const int device = mesh[static_cast<size_t>(k)];
+          reserveLike(rank, device);
+          lowerDevice({replica, rank, k, device});
+          if (sizes_[static_cast<size_t>(rank)].instructions == 0) recordSize(rank, device);
         }
       }
+      // Every replica adds as many buffers as the first.
+      if (replica == 0) program_.buffers.reserve(program_.buffers.size() * replicas_);
     }
     return std::move(program_);
   }
 
  private:
   enum Direction { kActivation = 0, kGradient = 1 };
+
+  // How long a rank's devices' code is: every device of a rank runs the same
+  // schedule, so the first one lowered tells about how much to reserve for the
+  // others (growing millions of instructions by doubling copies them and touches
+  // twice the memory; a device that needs more still grows).
+  struct CodeSize {
+    size_t instructions = 0;
+    size_t operands = 0;
+  };
+
+  void recordSize(int rank, int device) {
+    const ir::DeviceCode& code = program_.devices[static_cast<size_t>(device)];
+    sizes_[static_cast<size_t>(rank)] = {code.code.size(), code.operands.size()};
+  }
+
+  void reserveLike(int rank, int device) {
+    const CodeSize& size = sizes_[static_cast<size_t>(rank)];
+    ir::DeviceCode& code = program_.devices[static_cast<size_t>(device)];
+    code.code.reserve(code.code.size() + size.instructions);
+    code.operands.reserve(code.operands.size() + size.operands);
+  }
 
   const std::vector<int>& meshOf(int rank, int replica) const {
     return d_.stages[static_cast<size_t>(rank)].meshes[static_cast<size_t>(replica)];
@@ -427,6 +454,7 @@ class Lowerer {
   // Per device being lowered: the stash of each (microbatch, chunk), the gradient buckets.
   std::vector<BufferId> stashes_;
   std::vector<BufferId> buckets_;
+  std::vector<CodeSize> sizes_;  // per rank
 };
 
 }  // namespace

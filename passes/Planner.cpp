@@ -323,10 +323,13 @@ class Search {
     try {
       placed = placeStages(cluster_, placement);
     } catch (const PlacementError& e) {
-      std::string hint = request_.devicePins.empty()
-                             ? ""
-                             : fmt::format("pin(stage = {}, devices = ...)",
-                                           request_.devicePins.front().stage);
+      // The hint is the first device pin the placement error names.
+      std::string hint;
+      for (const DevicePin& pin : request_.devicePins)
+        if (hint.empty() &&
+            std::string(e.what()).find(fmt::format("pin of stage {}", pin.stage)) !=
+                std::string::npos)
+          hint = fmt::format("pin(stage = {}, devices = ...)", pin.stage);
       throw PlanningError(hint, fmt::format("placing the {} stages of the best plan: {}",
                                             best.ranks.size(), e.what()));
     }

@@ -60,8 +60,9 @@ std::vector<ir::OpStrategy> strategiesOf(const PlanInputs& in, const Candidate& 
 ir::StageCosts costsOf(const StageEstimate& e, const StageEstimate* next, const MeshConfig& config,
                        const StageChoice& stage) {
   ir::StageCosts c;
-  c.forwardSeconds = e.forward;
-  c.backwardSeconds = e.backward;
+  // Lowering emits the transfers as SEND/RECV of their own.
+  c.forwardSeconds = e.forward - e.transferSeconds;
+  c.backwardSeconds = e.backward - e.transferSeconds;
   c.weightGradSeconds = e.weightGrad;
   c.updateSeconds = e.update;
   c.gradientSyncSeconds = e.parameterSync;

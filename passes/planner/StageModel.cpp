@@ -128,9 +128,9 @@ StageEstimate RangePricer::estimate(int first, int end) const {
   // The activation arrives before forward; its gradient leaves after backward.
   if (first > 0) {
     e.transferIn = transferIn_[first];
-    double transfer = transferSeconds(e.transferIn, config_, cluster_);
-    e.forward += transfer;
-    e.backward += transfer;
+    e.transferSeconds = transferSeconds(e.transferIn, config_, cluster_);
+    e.forward += e.transferSeconds;
+    e.backward += e.transferSeconds;
   }
   e.feasible = true;
   return e;

@@ -34,6 +34,7 @@ struct StageEstimate {
   double heldPerMicrobatch = 0;  ///< Activations kept from forward to backward.
   double workspace = 0;       ///< Live only while one microbatch's backward runs.
   double transferIn = 0;      ///< Bytes received from the previous stage per microbatch.
+  double transferSeconds = 0;  ///< Its time, included once in forward and once in backward.
   double recomputeFlopsShare = 0;  ///< Extra forward work, as a share of the stage's forward.
 
   double latency() const { return forward + backward; }

@@ -1,71 +1,81 @@
 #include "runtime/sim/Simulator.h"
 
-#include <fmt/format.h>
-
 #include <algorithm>
-#include <array>
-#include <cmath>
-#include <deque>
+
+#include "runtime/sim/SimErrors.h"
+#include "runtime/sim/StepMeasures.h"
+#include "runtime/sim/StreamQueues.h"
 
 namespace meshflow::runtime::sim {
 namespace {
 
-using ir::BufferId;
 using ir::Instruction;
 using ir::Opcode;
 
-constexpr int kStreams = 3;
-constexpr double kUnknown = std::numeric_limits<double>::quiet_NaN();
-// Deadlock reports name at most this many blocked devices; one is usually enough.
-constexpr size_t kMaxReported = 8;
+constexpr uint8_t kNothing = 0xff;  // StreamState::waitSource of a stream that waits for no input
 
-int streamIndex(ir::Stream stream) { return static_cast<int>(stream); }
-
-// A collective instance in progress on one group: who has arrived, and when.
-struct PendingCollective {
-  int arrived = 0;
-  double latestArrival = 0;
-  int firstDevice = -1;
-  uint32_t firstIndex = 0;
-  std::vector<std::pair<int, int>> waiting;  // (device, stream)
-};
-
-struct DeviceState {
-  std::array<uint32_t, kStreams> cursor{};  // next instruction of each stream
-  std::array<double, kStreams> free{};      // when each stream is next free
-  std::array<bool, kStreams> atCollective{};  // arrived at the collective under the cursor
-  // How many uses of the instruction under each cursor are known ready, and the
-  // latest of their ready times, so that a retry (an UPDATE waiting for hundreds
-  // of gradient buckets) does not check them again.
-  std::array<uint16_t, kStreams> readyUses{};
-  std::array<double, kStreams> readyBy{};
+struct StreamState {
+  uint32_t cursor = 0;     // the next op of the stream's queue
+  uint32_t firstWait = 0;  // its first wait in the queue's waits
+  // How many waits of the op under the cursor are known met, and the latest of their
+  // ready times, so that a retry (an UPDATE waiting for hundreds of gradient
+  // buckets) does not check them again.
+  uint32_t metWaits = 0;
+  double readyBy = 0;
+  double free = 0;  // when the stream is next free
+  // The input it sleeps on, as in Wait: op waitPosition of the device's stream
+  // waitSource, or its RECV waitPosition.
+  uint32_t waitPosition = 0;
+  uint8_t waitSource = kNothing;
+  bool atCollective = false;  // arrived at the collective under the cursor
   bool queued = false;
 };
 
+// A device's RECVs: whether each is complete, and when its data arrived.
+struct Arrivals {
+  std::vector<bool> done;
+  std::vector<double> time;
+};
+
+// A collective instance in progress on one group: who has arrived, and when.
+struct PendingCollective {
+  double latestArrival = 0;
+  std::vector<uint32_t> arrived;  // stream slots, in order of arrival
+};
+
+// Runs the stream queues as a discrete-event simulation driven by dependencies: a
+// stream runs until an op must wait, then sleeps until what it waits for happens
+// (an op of another stream of its device, a RECV, the last member's arrival at a
+// collective), so no op is looked at more than a few times. Times depend only on
+// the program, never on the order streams are woken in; the woken streams form a
+// stack, so that the run follows the data from device to device and finds each
+// device's state still in cache.
 class Engine {
  public:
-  Engine(const ir::Program& program, const SimulatorOptions& options)
+  Engine(const ir::Program& program, const SimulatorOptions& options,
+         std::vector<DeviceQueues> queues)
       : program_(program),
         options_(options),
-        devices_(static_cast<size_t>(program.deviceCount())),
-        ready_(program.buffers.size(), 0.0),
-        version_(program.buffers.size(), 0),
-        pending_(program.groups.size()),
-        volumes_(static_cast<size_t>(program.deviceCount())) {
-    expectVersions();
-    result_.computeBusy.assign(devices_.size(), 0);
-    if (options_.recordTimeline) indexReceives();
-    groupLinks_.reserve(program.groups.size());
-    for (const std::vector<int>& group : program.groups) groupLinks_.push_back(groupLink(group));
+        queues_(std::move(queues)),
+        streams_(program.devices.size() * kStreams),
+        arrivals_(program.devices.size()),
+        pending_(program.groups.size()) {
+    for (size_t d = 0; d < queues_.size(); ++d) {
+      arrivals_[d].done.assign(queues_[d].recvs.size(), false);
+      arrivals_[d].time.assign(queues_[d].recvs.size(), 0);
+    }
+    result_.computeBusy.assign(program.devices.size(), 0);
+    if (options_.recordTimeline) result_.timeline.resize(program.devices.size());
   }
 
   SimulationResult run() {
-    for (size_t d = 0; d < devices_.size(); ++d) enqueue(static_cast<int>(d));
-    while (!queue_.empty()) {
-      const int device = queue_.front();
-      queue_.pop_front();
-      devices_[static_cast<size_t>(device)].queued = false;
-      advance(device);
+    for (auto slot = static_cast<uint32_t>(streams_.size()); slot-- > 0;) enqueue(slot);
+    while (!woken_.empty()) {
+      const uint32_t slot = woken_.back();
+      woken_.pop_back();
+      streams_[slot].queued = false;
+      while (step(slot)) {
+      }
     }
     reportDeadlock();
     finish();
@@ -73,115 +83,99 @@ class Engine {
   }
 
  private:
-  const ir::DeviceCode& codeOf(int device) const {
-    return program_.devices[static_cast<size_t>(device)];
+  // A stream slot is device * kStreams + stream.
+  static uint32_t slotOf(int device, int stream) {
+    return static_cast<uint32_t>(device) * kStreams + static_cast<uint32_t>(stream);
   }
-  int nodeOf(int device) const { return device / std::max(1, options_.devicesPerNode); }
-  const Link& linkBetween(int a, int b) const {
-    return nodeOf(a) == nodeOf(b) ? options_.intraNode : options_.interNode;
+  static int deviceOf(uint32_t slot) { return static_cast<int>(slot / kStreams); }
+  static int streamOf(uint32_t slot) { return static_cast<int>(slot % kStreams); }
+
+  StreamQueue& queueOf(uint32_t slot) { return queues_[slot / kStreams].streams[slot % kStreams]; }
+  const StreamQueue& queueOf(uint32_t slot) const {
+    return queues_[slot / kStreams].streams[slot % kStreams];
   }
-  const Link& groupLink(const std::vector<int>& group) const {
-    for (int member : group) {
-      if (nodeOf(member) != nodeOf(group[0])) return options_.interNode;
-    }
-    return options_.intraNode;
+  const StreamOp& opAt(uint32_t slot) const { return queueOf(slot).ops[streams_[slot].cursor]; }
+  const Instruction& instructionAt(uint32_t slot) const {
+    return program_.devices[slot / kStreams].code[opAt(slot).index];
   }
 
-  // For every use operand, how many definitions of its buffer precede it in program
-  // order; the use waits until that many have run (see ir::checkProgram's rule on
-  // redefinition, which makes "that many" the same as "the latest").
-  void expectVersions() {
-    std::vector<uint16_t> defined(program_.buffers.size(), 0);
-    expected_.resize(devices_.size());
-    for (size_t d = 0; d < devices_.size(); ++d) {
-      const ir::DeviceCode& code = program_.devices[d];
-      std::vector<uint16_t>& expected = expected_[d];
-      expected.assign(code.operands.size(), 0);
-      for (const Instruction& in : code.code) {
-        for (uint32_t k = 0; k < in.useCount; ++k) {
-          expected[in.operandBegin + k] = defined[code.operands[in.operandBegin + k]];
-        }
-        for (BufferId def : code.defs(in)) ++defined[def];
-      }
-    }
-  }
-
-  void indexReceives() {
-    result_.timeline.resize(devices_.size());
-    recvIndex_.assign(program_.buffers.size(), 0);
-    for (const ir::DeviceCode& code : program_.devices) {
-      for (uint32_t i = 0; i < code.code.size(); ++i) {
-        if (code.code[i].op == Opcode::kRecv) recvIndex_[code.defs(code.code[i])[0]] = i;
-      }
-    }
-  }
-
-  void enqueue(int device) {
-    DeviceState& state = devices_[static_cast<size_t>(device)];
+  void enqueue(uint32_t slot) {
+    StreamState& state = streams_[slot];
     if (state.queued) return;
     state.queued = true;
-    queue_.push_back(device);
+    woken_.push_back(slot);
   }
 
-  // Runs every instruction of `device` that can run now, on all streams.
-  void advance(int device) {
-    bool progress = true;
-    while (progress) {
-      progress = false;
-      for (int stream = 0; stream < kStreams; ++stream) {
-        while (step(device, stream)) progress = true;
+  // Runs the op under `slot`'s cursor if it can run now; false when the stream is
+  // finished or must wait.
+  bool step(uint32_t slot) {
+    StreamState& state = streams_[slot];
+    const StreamQueue& queue = queueOf(slot);
+    if (state.cursor >= queue.ops.size() || state.atCollective) return false;
+    const StreamOp& op = queue.ops[state.cursor];
+    if (!waitsMet(slot, queue)) return false;
+    const double start = std::max(state.free, state.readyBy);
+    const double end = start + op.time;
+    switch (op.op) {
+      case Opcode::kRun:
+      case Opcode::kUpdate:
+        result_.computeBusy[static_cast<size_t>(deviceOf(slot))] += op.time;
+        finishOp(slot, start, end);
+        return true;
+      case Opcode::kSend: {
+        const int peer = op.peer;
+        const uint32_t delivery = op.delivery;
+        finishOp(slot, start, end);
+        deliver(peer, delivery, start, end);
+        return true;
       }
+      default:
+        return arriveAtCollective(slot, op, start);
     }
   }
 
-  // The next instruction of `stream` at or after the cursor. FREE and RECV belong to
-  // no stream: FREE takes no time, and a RECV is completed by its SEND.
-  uint32_t seek(int device, int stream) {
-    const ir::DeviceCode& code = codeOf(device);
-    uint32_t& cursor = devices_[static_cast<size_t>(device)].cursor[static_cast<size_t>(stream)];
-    while (cursor < code.code.size()) {
-      const Instruction& in = code.code[cursor];
-      if (in.op != Opcode::kFree && in.op != Opcode::kRecv && streamIndex(in.stream) == stream) {
-        break;
+  // Whether every wait of the op under the cursor is met; resumes from the waits
+  // found met on an earlier try, and on an unmet one sleeps on it.
+  bool waitsMet(uint32_t slot, const StreamQueue& queue) {
+    StreamState& state = streams_[slot];
+    const uint16_t count = queue.ops[state.cursor].waitCount;
+    for (; state.metWaits < count; ++state.metWaits) {
+      const Wait& wait = queue.waits[state.firstWait + state.metWaits];
+      double ready = 0;
+      if (!isReady(deviceOf(slot), wait, ready)) {
+        state.waitSource = wait.source;
+        state.waitPosition = wait.position;
+        return false;
       }
-      ++cursor;
-    }
-    return cursor;
-  }
-
-  // When the inputs of `in` are ready, or NaN when one is not defined yet.
-  double inputsReady(int device, const Instruction& in) const {
-    const ir::DeviceCode& code = codeOf(device);
-    const std::vector<uint16_t>& expected = expected_[static_cast<size_t>(device)];
-    double ready = 0;
-    for (uint32_t k = 0; k < in.useCount; ++k) {
-      const BufferId id = code.operands[in.operandBegin + k];
-      if (version_[id] < expected[in.operandBegin + k]) return kUnknown;
-      ready = std::max(ready, ready_[id]);
-    }
-    return ready;
-  }
-
-  // Whether every input of `in`, under `stream`'s cursor, is defined; resumes
-  // from the uses found ready on an earlier try.
-  bool inputsKnown(int device, int stream, const Instruction& in) {
-    DeviceState& state = devices_[static_cast<size_t>(device)];
-    const BufferId* operands = codeOf(device).operands.data() + in.operandBegin;
-    const uint16_t* expected = expected_[static_cast<size_t>(device)].data() + in.operandBegin;
-    uint16_t& known = state.readyUses[static_cast<size_t>(stream)];
-    double& readyBy = state.readyBy[static_cast<size_t>(stream)];
-    for (; known < in.useCount; ++known) {
-      const BufferId id = operands[known];
-      if (version_[id] < expected[known]) return false;
-      readyBy = std::max(readyBy, ready_[id]);
+      state.readyBy = std::max(state.readyBy, ready);
     }
     return true;
   }
 
-  void define(int device, const Instruction& in, double when) {
-    for (BufferId def : codeOf(device).defs(in)) {
-      ready_[def] = when;
-      ++version_[def];
+  // Whether the input of `wait` on `device` is ready, and if so since when.
+  bool isReady(int device, const Wait& wait, double& time) const {
+    if (wait.source == kRecvSource) {
+      const Arrivals& arrivals = arrivals_[static_cast<size_t>(device)];
+      time = arrivals.time[wait.position];
+      return arrivals.done[wait.position];
+    }
+    const uint32_t source = slotOf(device, wait.source);
+    if (streams_[source].cursor <= wait.position) return false;
+    time = queueOf(source).ops[wait.position].time;  // its end, once it has run
+    return true;
+  }
+
+  // Wakes the streams of `device` that sleep on input `position` of `source` (or,
+  // from a stream, on any op before `position`).
+  void wake(int device, uint8_t source, uint32_t position) {
+    for (int stream = 0; stream < kStreams; ++stream) {
+      StreamState& state = streams_[slotOf(device, stream)];
+      if (state.waitSource != source) continue;
+      if (source == kRecvSource ? state.waitPosition != position : state.waitPosition >= position) {
+        continue;
+      }
+      state.waitSource = kNothing;
+      enqueue(slotOf(device, stream));
     }
   }
 
@@ -192,274 +186,140 @@ class Engine {
     result_.makespan = std::max(result_.makespan, end);
   }
 
-  void addVolume(int from, int to, double bytes) {
-    if (bytes <= 0) return;
-    // A device talks to few peers, so a short list beats a hash map here.
-    for (auto& [peer, total] : volumes_[static_cast<size_t>(from)]) {
-      if (peer == to) {
-        total += bytes;
-        return;
-      }
-    }
-    volumes_[static_cast<size_t>(from)].emplace_back(to, bytes);
+  // The op under `slot`'s cursor ran from `start` to `end`: its outputs are ready.
+  void finishOp(uint32_t slot, double start, double end) {
+    StreamState& state = streams_[slot];
+    StreamOp& op = queueOf(slot).ops[state.cursor];
+    record(deviceOf(slot), op.index, start, end);
+    op.time = end;
+    state.free = end;
+    state.firstWait += op.waitCount;
+    state.metWaits = 0;
+    state.readyBy = 0;
+    ++state.cursor;
+    wake(deviceOf(slot), static_cast<uint8_t>(streamOf(slot)), state.cursor);
   }
 
-  bool step(int device, int stream) {
-    const uint32_t index = seek(device, stream);
-    const ir::DeviceCode& code = codeOf(device);
-    if (index >= code.code.size()) return false;
-    const Instruction& in = code.code[index];
-    DeviceState& state = devices_[static_cast<size_t>(device)];
-    if (!inputsKnown(device, stream, in)) return false;
-    const double inputs = state.readyBy[static_cast<size_t>(stream)];
-    double& free = state.free[static_cast<size_t>(stream)];
-    const double start = std::max(free, inputs);
-    switch (in.op) {
-      case Opcode::kRun:
-      case Opcode::kUpdate: {
-        const double end = start + in.cost;
-        result_.computeBusy[static_cast<size_t>(device)] += in.cost;
-        finishInstruction(device, stream, index, start, end);
-        return true;
-      }
-      case Opcode::kSend: {
-        const double end =
-            start + linkBetween(device, in.peer).transferSeconds(static_cast<double>(in.bytes));
-        addVolume(device, in.peer, static_cast<double>(in.bytes));
-        finishInstruction(device, stream, index, start, end);
-        deliver(in, start, end);
-        return true;
-      }
-      default:
-        return arriveAtCollective(device, stream, index, start);
+  // The SEND's data has crossed the link at `end`: the peer's RECV `number` is
+  // complete and the buffer it defines is ready.
+  void deliver(int peer, uint32_t number, double start, double end) {
+    Arrivals& arrivals = arrivals_[static_cast<size_t>(peer)];
+    arrivals.done[number] = true;
+    arrivals.time[number] = end;
+    wake(peer, kRecvSource, number);
+    if (options_.recordTimeline) {
+      record(peer, queues_[static_cast<size_t>(peer)].recvs[number], start, end);
     }
   }
 
-  // The SEND's data has crossed the link at `end`: the peer's RECV is complete and
-  // the buffer it defines is ready.
-  void deliver(const Instruction& send, double start, double end) {
-    ready_[send.target] = end;
-    ++version_[send.target];
-    if (options_.recordTimeline) record(send.peer, recvIndex_[send.target], start, end);
-    enqueue(send.peer);
-  }
-
-  void finishInstruction(int device, int stream, uint32_t index, double start, double end) {
-    DeviceState& state = devices_[static_cast<size_t>(device)];
-    state.free[static_cast<size_t>(stream)] = end;
-    state.readyUses[static_cast<size_t>(stream)] = 0;
-    state.readyBy[static_cast<size_t>(stream)] = 0;
-    define(device, codeOf(device).code[index], end);
-    record(device, index, start, end);
-    ++state.cursor[static_cast<size_t>(stream)];
-  }
-
-  bool arriveAtCollective(int device, int stream, uint32_t index, double start) {
-    DeviceState& state = devices_[static_cast<size_t>(device)];
-    if (state.atCollective[static_cast<size_t>(stream)]) return false;  // still waiting
-    const Instruction& in = codeOf(device).code[index];
-    PendingCollective& pending = pending_[static_cast<size_t>(in.peer)];
-    if (pending.arrived == 0) {
-      pending.firstDevice = device;
-      pending.firstIndex = index;
-    } else {
-      requireSameCollective(pending, device, index);
-    }
-    state.atCollective[static_cast<size_t>(stream)] = true;
-    ++pending.arrived;
+  bool arriveAtCollective(uint32_t slot, const StreamOp& op, double start) {
+    PendingCollective& pending = pending_[static_cast<size_t>(op.peer)];
+    if (!pending.arrived.empty()) requireSameCollective(pending.arrived.front(), slot);
+    streams_[slot].atCollective = true;
     pending.latestArrival = std::max(pending.latestArrival, start);
-    pending.waiting.emplace_back(device, stream);
-    const std::vector<int>& group = program_.groups[static_cast<size_t>(in.peer)];
-    if (pending.arrived < static_cast<int>(group.size())) return false;
-    completeCollective(in, group, pending);
+    pending.arrived.push_back(slot);
+    const std::vector<int>& group = program_.groups[static_cast<size_t>(op.peer)];
+    if (pending.arrived.size() < group.size()) return false;
+    completeCollective(pending, pending.latestArrival + op.time);
     return true;
   }
 
-  void requireSameCollective(const PendingCollective& pending, int device, uint32_t index) const {
-    const Instruction& first = codeOf(pending.firstDevice).code[pending.firstIndex];
-    const Instruction& mine = codeOf(device).code[index];
+  void requireSameCollective(uint32_t firstSlot, uint32_t slot) const {
+    const Instruction& first = instructionAt(firstSlot);
+    const Instruction& mine = instructionAt(slot);
     if (first.op == mine.op && first.bytes == mine.bytes) return;
-    throw SimulationError(fmt::format(
-        "collective mismatch on group {}: device {} instruction {} `{}` meets device {} "
-        "instruction {} `{}`",
-        mine.peer, pending.firstDevice, pending.firstIndex,
-        ir::instructionText(program_, pending.firstDevice, first), device, index,
-        ir::instructionText(program_, device, mine)));
+    throw SimulationError(collectiveMismatchMessage(program_, mine.peer, deviceOf(firstSlot),
+                                                    opAt(firstSlot).index, deviceOf(slot),
+                                                    opAt(slot).index));
   }
 
-  void completeCollective(const Instruction& in, const std::vector<int>& group,
-                          PendingCollective& pending) {
-    const Link& link = groupLinks_[static_cast<size_t>(in.peer)];
+  void completeCollective(PendingCollective& pending, double end) {
     const double start = pending.latestArrival;
-    const double end =
-        start + collectiveSeconds(in.op, static_cast<double>(in.bytes), static_cast<int>(group.size()), link);
-    addRingVolume(in, group);
-    std::vector<std::pair<int, int>> members = std::move(pending.waiting);
-    pending = PendingCollective{};
-    for (auto [member, stream] : members) {
-      DeviceState& state = devices_[static_cast<size_t>(member)];
-      state.atCollective[static_cast<size_t>(stream)] = false;
-      finishInstruction(member, stream, state.cursor[static_cast<size_t>(stream)], start, end);
+    for (uint32_t member : pending.arrived) {
+      streams_[member].atCollective = false;
+      finishOp(member, start, end);
       enqueue(member);
     }
+    pending.arrived.clear();
+    pending.latestArrival = 0;
   }
 
-  // Ring traffic: each member sends to the next member of the group this much.
-  void addRingVolume(const Instruction& in, const std::vector<int>& group) {
-    const double n = static_cast<double>(group.size());
-    if (group.size() < 2) return;
-    const double bytes = static_cast<double>(in.bytes);
-    double perMember = (n - 1) / n * bytes;
-    if (in.op == Opcode::kAllReduce) perMember *= 2;
-    for (size_t i = 0; i < group.size(); ++i) {
-      const bool lastOfChain = in.op == Opcode::kBroadcast && i + 1 == group.size();
-      if (lastOfChain) continue;
-      addVolume(group[i], group[(i + 1) % group.size()],
-                in.op == Opcode::kBroadcast ? bytes : perMember);
+  BlockedStream blockedStream(uint32_t slot) const {
+    BlockedStream blocked;
+    blocked.device = deviceOf(slot);
+    blocked.index = opAt(slot).index;
+    const Instruction& in = instructionAt(slot);
+    const StreamQueue& queue = queueOf(slot);
+    for (uint32_t k = 0; k < opAt(slot).waitCount; ++k) {
+      const Wait& wait = queue.waits[streams_[slot].firstWait + k];
+      double time = 0;
+      if (isReady(blocked.device, wait, time)) continue;
+      blocked.waitsForBuffer = true;
+      blocked.buffer = program_.devices[slot / kStreams].uses(in)[wait.operand];
+      return blocked;
     }
-  }
-
-  // The first input of `in` that is not defined yet.
-  BufferId missingInput(int device, const Instruction& in) const {
-    const ir::DeviceCode& code = codeOf(device);
-    const std::vector<uint16_t>& expected = expected_[static_cast<size_t>(device)];
-    for (uint32_t k = 0; k < in.useCount; ++k) {
-      const BufferId id = code.operands[in.operandBegin + k];
-      if (version_[id] < expected[in.operandBegin + k]) return id;
-    }
-    return 0;
-  }
-
-  std::string where(int device, size_t index) const {
-    const Instruction& in = codeOf(device).code[index];
-    return fmt::format("device {} instruction {} `{}`", device, index,
-                       ir::instructionText(program_, device, in));
-  }
-
-  // Names the instruction that should have produced `buffer` for `device`: the SEND
-  // that fills it, or the last instruction before `before` that defines it.
-  std::string producerOf(int device, size_t before, BufferId buffer) const {
-    for (int d = 0; d < program_.deviceCount(); ++d) {
-      const ir::DeviceCode& code = codeOf(d);
-      for (size_t i = 0; i < code.code.size(); ++i) {
-        const Instruction& in = code.code[i];
-        if (in.op == Opcode::kSend && in.target == buffer) return "its SEND, " + where(d, i);
-      }
-    }
-    const ir::DeviceCode& code = codeOf(device);
-    for (size_t i = before; i-- > 0;) {
-      std::span<const BufferId> defs = code.defs(code.code[i]);
-      if (std::find(defs.begin(), defs.end(), buffer) != defs.end()) return where(device, i);
-    }
-    return "no instruction";
-  }
-
-  std::string blockedReason(int device, uint32_t index) const {
-    const Instruction& in = codeOf(device).code[index];
-    if (std::isnan(inputsReady(device, in))) {
-      const BufferId buffer = missingInput(device, in);
-      return where(device, index) + fmt::format(" waits for buffer {} from {}", buffer,
-                                                producerOf(device, index, buffer));
-    }
-    const PendingCollective& pending = pending_[static_cast<size_t>(in.peer)];
-    std::string missing;
+    const std::vector<uint32_t>& arrived = pending_[static_cast<size_t>(in.peer)].arrived;
     for (int member : program_.groups[static_cast<size_t>(in.peer)]) {
-      bool arrived = false;
-      for (auto [waiting, s] : pending.waiting) arrived = arrived || waiting == member;
-      if (!arrived) missing += fmt::format("{}{}", missing.empty() ? "" : ", ", member);
+      const bool joined = std::any_of(arrived.begin(), arrived.end(),
+                                      [&](uint32_t other) { return deviceOf(other) == member; });
+      if (!joined) blocked.absentMembers.push_back(member);
     }
-    return where(device, index) +
-           fmt::format(" waits for device(s) {} to join group {}", missing, in.peer);
+    return blocked;
   }
 
-  void reportDeadlock() {
-    std::vector<std::string> reasons;
+  void reportDeadlock() const {
+    std::vector<BlockedStream> blocked;
     size_t blockedDevices = 0;
-    for (size_t d = 0; d < devices_.size(); ++d) {
-      bool blocked = false;
+    for (int device = 0; device < program_.deviceCount(); ++device) {
+      bool stuck = false;
       for (int stream = 0; stream < kStreams; ++stream) {
-        const uint32_t index = seek(static_cast<int>(d), stream);
-        if (index >= codeOf(static_cast<int>(d)).code.size()) continue;
-        blocked = true;
-        if (blockedDevices < kMaxReported) {
-          reasons.push_back(blockedReason(static_cast<int>(d), index));
-        }
+        const uint32_t slot = slotOf(device, stream);
+        if (streams_[slot].cursor >= queueOf(slot).ops.size()) continue;
+        stuck = true;
+        if (blockedDevices < kMaxReportedDevices) blocked.push_back(blockedStream(slot));
       }
-      if (blocked) ++blockedDevices;
+      if (stuck) ++blockedDevices;
     }
-    if (reasons.empty()) return;
-    std::string message = fmt::format("deadlock: {} device{} can never finish:", blockedDevices,
-                                      blockedDevices == 1 ? "" : "s");
-    for (const std::string& reason : reasons) message += "\n  " + reason;
-    if (blockedDevices > kMaxReported) message += "\n  …";
-    throw SimulationError(message);
+    if (!blocked.empty()) throw SimulationError(deadlockMessage(program_, blocked, blockedDevices));
   }
 
   void finish() {
-    const size_t count = devices_.size();
+    const size_t count = program_.devices.size();
     result_.bubbleFraction.assign(count, 0);
     for (size_t d = 0; d < count; ++d) {
       if (result_.makespan > 0) {
         result_.bubbleFraction[d] = (result_.makespan - result_.computeBusy[d]) / result_.makespan;
       }
     }
-    measureMemory();
     for (std::vector<TimedInstruction>& timeline : result_.timeline) {
-      std::sort(timeline.begin(), timeline.end(),
-                [](const TimedInstruction& a, const TimedInstruction& b) { return a.index < b.index; });
-    }
-    for (size_t from = 0; from < volumes_.size(); ++from) {
-      for (const auto& [to, bytes] : volumes_[from]) {
-        const bool inter = nodeOf(static_cast<int>(from)) != nodeOf(to);
-        result_.links.push_back({static_cast<int>(from), to, bytes, inter});
-        (inter ? result_.interNodeBytes : result_.intraNodeBytes) += bytes;
-      }
-    }
-    std::sort(result_.links.begin(), result_.links.end(),
-              [](const LinkVolume& a, const LinkVolume& b) {
-                return std::pair(a.from, a.to) < std::pair(b.from, b.to);
-              });
-  }
-
-  void measureMemory() {
-    const size_t count = devices_.size();
-    result_.residentBytes.assign(count, 0);
-    for (const ir::Buffer& buffer : program_.buffers) {
-      if (buffer.resident()) result_.residentBytes[static_cast<size_t>(buffer.device)] += buffer.bytes;
-    }
-    std::vector<bool> allocated(program_.buffers.size(), false);
-    result_.peakBytes = result_.residentBytes;
-    for (size_t d = 0; d < count; ++d) {
-      const ir::DeviceCode& code = program_.devices[d];
-      int64_t live = result_.residentBytes[d];
-      for (const Instruction& in : code.code) {
-        if (in.op == Opcode::kFree) {
-          live -= program_.buffers[code.uses(in)[0]].bytes;
-          continue;
-        }
-        for (BufferId def : code.defs(in)) {
-          if (program_.buffers[def].resident() || allocated[def]) continue;
-          allocated[def] = true;
-          live += program_.buffers[def].bytes;
-        }
-        result_.peakBytes[d] = std::max(result_.peakBytes[d], live);
-      }
+      std::sort(
+          timeline.begin(), timeline.end(),
+          [](const TimedInstruction& a, const TimedInstruction& b) { return a.index < b.index; });
     }
   }
 
   const ir::Program& program_;
   const SimulatorOptions& options_;
-  std::vector<DeviceState> devices_;
-  std::vector<std::vector<uint16_t>> expected_;  // per device, per operand
-  std::vector<double> ready_;                    // per buffer: when its latest value exists
-  std::vector<uint16_t> version_;                // per buffer: definitions run so far
-  std::vector<uint32_t> recvIndex_;  // per buffer a RECV defines: that RECV (timeline only)
-  std::vector<PendingCollective> pending_;       // per group
-  std::vector<Link> groupLinks_;                 // per group
-  std::deque<int> queue_;
-  std::vector<std::vector<std::pair<int, double>>> volumes_;  // per sender: (peer, bytes)
+  std::vector<DeviceQueues> queues_;
+  std::vector<StreamState> streams_;        // by slot
+  std::vector<Arrivals> arrivals_;          // per device
+  std::vector<PendingCollective> pending_;  // per group
+  std::vector<uint32_t> woken_;             // slots of streams that may be able to run
   SimulationResult result_;
 };
+
+// One pass over the program, device by device, builds the stream queues and takes
+// the measures that do not depend on timing while each device's code is in cache.
+// The builder's tables go before the run starts.
+std::vector<DeviceQueues> buildQueues(const ir::Program& program, const SimulatorOptions& options,
+                                      StepMeasures& measures) {
+  StreamQueueBuilder builder(program, options);
+  for (int device = 0; device < program.deviceCount(); ++device) {
+    builder.addDevice(device);
+    measures.addDevice(device);
+  }
+  return builder.finish();
+}
 
 }  // namespace
 
@@ -484,8 +344,10 @@ double collectiveSeconds(Opcode op, double bytes, int members, const Link& link)
 }
 
 SimulationResult simulate(const ir::Program& program, const SimulatorOptions& options) {
-  ir::checkMessages(program);
-  return Engine(program, options).run();
+  StepMeasures measures(program, options);
+  SimulationResult result = Engine(program, options, buildQueues(program, options, measures)).run();
+  measures.finish(result);
+  return result;
 }
 
 }  // namespace meshflow::runtime::sim

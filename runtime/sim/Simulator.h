@@ -20,10 +20,15 @@
 //
 // Instructions are evaluated as soon as what decides their start is known (a
 // dependency-driven discrete-event run), so the result does not depend on the
-// order devices are visited. A RECV without its SEND (or the reverse) is an
-// ir::ProgramError naming both ends; a program whose devices wait on each other
-// forever — a collective some member never reaches, a cycle of waits — is a
-// SimulationError naming every blocked device, instruction and what it waits for.
+// order devices are visited. One pass first deals each device's instructions out
+// to its stream queues and resolves every input to the op or RECV that produces
+// it (StreamQueues.h); the run then only follows those queues, each stream
+// sleeping until the one thing it waits for happens, so a step of thousands of
+// devices and millions of instructions takes about a second (docs/simulator.md).
+// A RECV without its SEND (or the reverse) is an ir::ProgramError naming both
+// ends; a program whose devices wait on each other forever — a collective some
+// member never reaches, a cycle of waits — is a SimulationError naming every
+// blocked device, instruction and what it waits for.
 //
 // Memory: resident buffers (parameters, optimizer state, gradients) count from
 // the start; any other buffer counts from the first instruction that defines it
@@ -90,9 +95,11 @@ class SimulationError : public std::runtime_error {
 };
 
 /// Runs one step of `program`. Throws ir::ProgramError when SENDs and RECVs do
-/// not pair up (ir::checkMessages), SimulationError on a deadlock or a collective
-/// that its members call differently. Programs from passes/Lowering are assumed
-/// to satisfy ir::checkProgram; run it first on a program from anywhere else.
+/// not pair up (ir::checkMessages's message), or when an instruction uses a buffer
+/// another device defines or a collective names no group (ir::checkProgram's);
+/// SimulationError on a deadlock or a collective that its members call
+/// differently. Programs from passes/Lowering are assumed to satisfy
+/// ir::checkProgram; run it first on a program from anywhere else.
 SimulationResult simulate(const ir::Program& program, const SimulatorOptions& options = {});
 
 /// Seconds of one collective of `bytes` (conventions as ir::Program) over `members`

@@ -16,6 +16,7 @@ endfunction()
 cli_test(run_quickstart COMMAND ${mf} run examples/quickstart.mesh EXPECT "cluster: 32 x A100")
 cli_test(run_error_exits_1 WILL_FAIL COMMAND ${mf} run tests/golden/units/add_bytes_to_seconds.mesh)
 cli_test(check_clean COMMAND ${mf} check examples/quickstart.mesh)
+cli_test(run_plan_example COMMAND ${mf} run examples/plan_gpt.mesh EXPECT "simulated step:")
 cli_test(check_error_exits_1 WILL_FAIL COMMAND ${mf} check tests/golden/syntax/several_errors.mesh)
 cli_test(no_command_is_usage WILL_FAIL COMMAND ${mf})
 cli_test(dump_mlp COMMAND ${mf} dump tests/golden/models/trace_mlp.mesh --model "classifier(hidden = 32)" --batch 4
