@@ -236,9 +236,9 @@ std::string bytes(double b) {
     ++u;
   }
   if (u == 0) return fmt::format("{:.0f} B", b);
-  // Three significant digits without switching to exponents (1023.9 KiB).
-  int decimals = b < 10 ? 2 : b < 100 ? 1 : 0;
-  return fmt::format("{:.{}f} {}", b, decimals, units[u]);
+  // Three significant digits, without an exponent for 1000-1023 (1015 KiB).
+  if (b >= 1000) return fmt::format("{:.0f} {}", b, units[u]);
+  return fmt::format("{:.3g} {}", b, units[u]);
 }
 
 // "0-7", "0-3,8-11": runs of consecutive ids.

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <thread>
 
@@ -206,6 +207,13 @@ std::optional<Candidate> withSchedule(const StageSearchResult& found, ScheduleCh
 
 // ---- the search ----
 
+std::string withoutVariantMarks(std::string text) {
+  for (const char* mark : {" zero", " lean"})
+    for (std::size_t at; (at = text.find(mark)) != std::string::npos;)
+      text.erase(at, std::strlen(mark));
+  return text;
+}
+
 class Search {
  public:
   Search(const ir::Graph& forward, const ir::Cluster& cluster, const PlanRequest& request)
@@ -268,10 +276,16 @@ class Search {
 
   // Keeps the best kCandidatesKept candidates by step time, distinct by their
   // description; among equal times the first found stays first.
+  // A variant that changes nothing (ZeRO or lean strategies where memory does
+  // not bind) ties with the plain candidate found before it: only the plain one
+  // is kept.
   void keep(Candidate c) {
     std::string text = c.describe(configs_);
+    std::string plain = withoutVariantMarks(text);
     for (auto it = candidates_.begin(); it != candidates_.end(); ++it) {
-      if (it->describe(configs_) != text) continue;
+      std::string other = it->describe(configs_);
+      if (it->stepTime == c.stepTime && withoutVariantMarks(other) == plain) return;
+      if (other != text) continue;
       if (it->stepTime <= c.stepTime) return;
       candidates_.erase(it);
       break;

@@ -5,7 +5,9 @@
 // nodes and nodes of degree two are folded into their neighbours, as dynamic
 // programming on chains and trees does); what remains goes to a bounded branch
 // and bound search, and when that does not finish, to Z3's optimiser under a time
-// budget.
+// budget. A binding memory budget is relaxed into the costs (Lagrangian
+// relaxation), which keeps the problem shrinkable; a branch and bound on the
+// relaxation's bounds closes the gap, and Z3 takes over when it cannot.
 #pragma once
 
 #include <cstdint>
@@ -36,8 +38,8 @@ struct ShardingProblem {
 };
 
 struct SolveOptions {
-  /// Wall-clock budget for Z3; when it runs out the best solution found so far is
-  /// returned with optimal = false.
+  /// Wall-clock budget for the search under a memory budget and for Z3; when it
+  /// runs out the best solution found so far is returned with optimal = false.
   double timeBudgetSeconds = 10.0;
   /// Z3's deterministic resource budget ("rlimit": counted work, not time; 0 =
   /// none). Unlike the wall-clock budget, an answer reached when it runs out is
@@ -46,18 +48,27 @@ struct SolveOptions {
   uint64_t resourceLimit = 0;
   /// Branch and bound tries the residual problem first and hands it to Z3 after
   /// this many search steps (0 sends every residual problem to Z3; tests use it).
+  /// Under a binding memory budget it also bounds each relaxed problem's search,
+  /// and the Lagrangian search as a whole may spend 100 times as many steps (a
+  /// relaxed problem costs a step per 64 strategy triples its folds look at, plus
+  /// its search's), then hands what it has not proven to Z3.
   uint64_t searchLimit = 1000000;
 };
 
 struct ShardingSolution {
   double objective = 0.0;
   std::vector<int> choice;  ///< Strategy index per node.
-  bool optimal = true;      ///< False when Z3's time budget ran out.
+  bool optimal = true;      ///< False when the search's time or step budget ran out.
+  /// A proven lower bound on the optimum: the objective itself when optimal, else
+  /// what the search proved (objective − lowerBound is the gap left open).
+  double lowerBound = 0.0;
   /// alternatives[i][k]: the objective if node i took strategy k and every other
   /// node kept its choice (+infinity when that breaks an edge or the budget). For
   /// `explain`: why node i's choice beats each alternative.
   std::vector<std::vector<double>> alternatives;
-  size_t residualNodes = 0;  ///< Nodes left after exact shrinking (for reports).
+  /// Nodes left after exact shrinking (for reports); under a binding budget, the
+  /// nodes each relaxed problem searches, or those Z3 searched if its answer won.
+  size_t residualNodes = 0;
 };
 
 /// An invalid or infeasible problem; the message names the node, edge or budget.
@@ -67,12 +78,17 @@ class ShardingError : public std::runtime_error {
 };
 
 /// Solves `problem` exactly when it can (optimal = true), deterministically: the
-/// same problem and options give the same choice. Among equal objectives the
-/// choice is canonical in that no node can switch to a lower-numbered strategy
-/// without raising the objective. Throws ShardingError when the problem is
-/// malformed or infeasible.
-/// Z3 runs with its default (fixed) random seeds: meshflow never sets Z3's global
-/// parameters, so two solvers in one process cannot disturb each other.
+/// same problem and options give the same choice. A proven-optimal answer is the
+/// lexicographically smallest choice vector among those whose objective equals
+/// the optimum (within a relative 1e-9), so it does not depend on the path that
+/// found it (nor on the order of the edges). An answer not proven optimal, or one
+/// whose lexicographic form would cost more than a fixed number of search steps
+/// (under a budget, with very many tied optima), is in local canonical form: no
+/// node can switch to a lower-numbered strategy without raising the objective.
+/// Throws ShardingError when the problem is malformed or infeasible.
+/// Z3 runs with its default (fixed) random seeds: its optimiser accepts no seed
+/// of its own, and meshflow never sets Z3's global parameters, so two solvers in
+/// one process cannot disturb each other.
 ShardingSolution solveSharding(const ShardingProblem& problem, const SolveOptions& options);
 
 }  // namespace meshflow::passes

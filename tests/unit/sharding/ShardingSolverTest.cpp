@@ -1,11 +1,10 @@
 #include <catch2/catch.hpp>
 #include <cmath>
-#include <limits>
 #include <optional>
-#include <random>
 #include <string>
 
 #include "passes/ShardingSolver.h"
+#include "tests/unit/sharding/SolverTestSupport.h"
 
 using meshflow::passes::ShardingEdge;
 using meshflow::passes::ShardingError;
@@ -14,82 +13,15 @@ using meshflow::passes::ShardingProblem;
 using meshflow::passes::ShardingSolution;
 using meshflow::passes::SolveOptions;
 using meshflow::passes::solveSharding;
+using namespace meshflow::test;
 
 namespace {
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
-
-// The objective of a full assignment, computed independently of the solver.
-double evaluate(const ShardingProblem& p, const std::vector<int>& c) {
-  double total = 0.0, memory = 0.0;
-  for (size_t i = 0; i < p.nodes.size(); ++i) {
-    total += p.nodes[i].costs[c[i]];
-    if (!p.nodes[i].memory.empty()) memory += p.nodes[i].memory[c[i]];
-  }
-  for (const ShardingEdge& e : p.edges) total += e.costs[c[e.from]][c[e.to]];
-  if (p.memoryBudget && memory > *p.memoryBudget + 1e-9) return kInf;
-  return total;
-}
-
-// Exhaustive search: the optimum, or nullopt when no assignment is feasible.
-std::optional<double> bruteForce(const ShardingProblem& p) {
-  std::vector<int> c(p.nodes.size(), 0);
-  double best = kInf;
-  while (true) {
-    best = std::min(best, evaluate(p, c));
-    size_t i = 0;
-    while (i < c.size() && ++c[i] == static_cast<int>(p.nodes[i].costs.size())) c[i++] = 0;
-    if (i == c.size()) break;
-  }
-  if (std::isinf(best)) return std::nullopt;
-  return best;
-}
-
-// Random problems of at most 8 nodes and 4 strategies, with random edges (some
-// parallel, some self-loops), some infinite entries and sometimes a memory budget.
-ShardingProblem randomProblem(unsigned seed) {
-  std::mt19937 rng(seed);
-  auto uniform = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
-  auto real = [&] { return std::uniform_real_distribution<double>(0.0, 10.0)(rng); };
-  bool integral = uniform(0, 1) == 0;  // Integer costs make ties, which test tie-breaking.
-  auto value = [&] { return integral ? double(uniform(0, 5)) : real(); };
-  ShardingProblem p;
-  int n = uniform(1, 8);
-  bool withMemory = uniform(0, 2) == 0;
-  double memoryMax = 0.0;
-  for (int i = 0; i < n; ++i) {
-    ShardingNode node{"n" + std::to_string(i), {}, {}};
-    int s = uniform(1, 4);
-    double most = 0.0;
-    for (int k = 0; k < s; ++k) {
-      node.costs.push_back(value());
-      if (withMemory) node.memory.push_back(double(uniform(0, 6)));
-      if (withMemory) most = std::max(most, node.memory.back());
-    }
-    memoryMax += most;
-    p.nodes.push_back(node);
-  }
-  int edges = uniform(0, 2 * n);
-  int infPercent = uniform(0, 25);
-  for (int e = 0; e < edges; ++e) {
-    ShardingEdge edge{uniform(0, n - 1), uniform(0, n - 1), {}};
-    for (size_t r = 0; r < p.nodes[edge.from].costs.size(); ++r) {
-      std::vector<double> row;
-      for (size_t c = 0; c < p.nodes[edge.to].costs.size(); ++c) {
-        row.push_back(uniform(0, 99) < infPercent ? kInf : value());
-      }
-      edge.costs.push_back(row);
-    }
-    p.edges.push_back(edge);
-  }
-  if (withMemory) p.memoryBudget = std::floor(memoryMax * uniform(30, 100) / 100.0);
-  return p;
-}
-
-// Solves and checks against brute force; returns whether the problem was feasible.
-bool checkAgainstBruteForce(unsigned seed, const SolveOptions& options) {
-  ShardingProblem p = randomProblem(seed);
-  std::optional<double> expected = bruteForce(p);
+// Solves and checks against brute force: the optimum, the budget, and the
+// canonical answer (the lexicographically smallest optimal choice). Returns
+// whether the problem was feasible.
+bool checkAgainstBruteForce(const ShardingProblem& p, unsigned seed, const SolveOptions& options) {
+  std::optional<BruteForce> expected = bruteForce(p);
   INFO("seed " << seed);
   if (!expected) {
     CHECK_THROWS_AS(solveSharding(p, options), ShardingError);
@@ -97,16 +29,19 @@ bool checkAgainstBruteForce(unsigned seed, const SolveOptions& options) {
   }
   ShardingSolution s = solveSharding(p, options);
   CHECK(s.optimal);
-  CHECK(s.objective == Approx(*expected).margin(1e-9));
+  CHECK(s.objective == Approx(expected->optimum).margin(1e-9));
+  CHECK(s.lowerBound == s.objective);
   CHECK(evaluate(p, s.choice) == Approx(s.objective).margin(1e-9));
-  // Canonical: no node can lower its strategy index without raising the objective.
+  if (p.memoryBudget) CHECK(memoryOf(p, s.choice) <= *p.memoryBudget);  // Exactly, no slack.
+  CHECK(s.choice == expected->smallest);
   for (size_t i = 0; i < s.choice.size(); ++i) {
-    for (int k = 0; k < s.choice[i]; ++k) {
-      CHECK(s.alternatives[i][k] > s.objective + 1e-9);
-    }
     CHECK(s.alternatives[i][s.choice[i]] == Approx(s.objective));
   }
   return true;
+}
+
+bool checkAgainstBruteForce(unsigned seed, const SolveOptions& options) {
+  return checkAgainstBruteForce(randomProblem(seed), seed, options);
 }
 
 ShardingNode node(const char* name, std::vector<double> costs, std::vector<double> memory = {}) {
@@ -128,18 +63,28 @@ TEST_CASE("solver: random problems equal brute force (shrink + Z3)", "[sharding]
   for (unsigned seed = 1000; seed < 1300; ++seed) checkAgainstBruteForce(seed, z3Only);
 }
 
-TEST_CASE("solver: the same problem gives the same answer", "[sharding][solver]") {
+TEST_CASE("solver: random problems under a memory budget equal brute force",
+          "[sharding][solver][budget]") {
+  int feasible = 0, binding = 0;
+  for (unsigned seed = 3000; seed < 3600; ++seed) {
+    ShardingProblem p = randomProblem(seed, Budget::kAlways);
+    feasible += checkAgainstBruteForce(p, seed, {});
+    // Count the problems whose budget changes the answer.
+    ShardingProblem free = p;
+    free.memoryBudget.reset();
+    std::optional<BruteForce> a = bruteForce(p), b = bruteForce(free);
+    binding += a && b && a->optimum > b->optimum + 1e-9;
+  }
+  CHECK(feasible > 300);
+  CHECK(binding > 150);  // The budget must bind often enough to test the relaxation.
+}
+
+TEST_CASE("solver: random problems under a memory budget equal brute force (Z3)",
+          "[sharding][solver][budget]") {
   SolveOptions z3Only;
-  z3Only.searchLimit = 0;
-  for (unsigned seed = 2000; seed < 2040; ++seed) {
-    ShardingProblem p = randomProblem(seed);
-    if (!bruteForce(p)) continue;
-    ShardingSolution a = solveSharding(p, z3Only);
-    ShardingSolution b = solveSharding(p, z3Only);
-    ShardingSolution c = solveSharding(p, {});
-    CHECK(a.choice == b.choice);
-    CHECK(a.objective == b.objective);
-    CHECK(a.objective == Approx(c.objective));
+  z3Only.searchLimit = 0;  // The Lagrangian search gives up at once and hands over to Z3.
+  for (unsigned seed = 4000; seed < 4200; ++seed) {
+    checkAgainstBruteForce(randomProblem(seed, Budget::kAlways), seed, z3Only);
   }
 }
 

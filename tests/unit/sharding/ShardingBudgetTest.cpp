@@ -1,0 +1,79 @@
+// The solver under a binding memory budget on problems too large for brute
+// force: 57 nodes x 8 strategies, the size at which the search by Z3 alone found
+// no answer at all in 5 s.
+#include <catch2/catch.hpp>
+#include <chrono>
+
+#include "passes/ShardingSolver.h"
+#include "tests/unit/sharding/SolverTestSupport.h"
+
+using meshflow::passes::ShardingProblem;
+using meshflow::passes::ShardingSolution;
+using meshflow::passes::SolveOptions;
+using meshflow::passes::solveSharding;
+using namespace meshflow::test;
+
+namespace {
+
+double secondsToSolve(const ShardingProblem& p, const SolveOptions& o, ShardingSolution& out) {
+  auto start = std::chrono::steady_clock::now();
+  out = solveSharding(p, o);
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+TEST_CASE("budget: 57 x 8 transformer blocks are solved optimally within the time budget",
+          "[sharding][budget]") {
+  // The optima were confirmed by an independent MIP solver (CBC, gap 0) on the
+  // same problems.
+  for (auto [fraction, optimum] : {std::pair{0.3, 29.3655411493}, {0.1, 52.5294905755}}) {
+    INFO("fraction " << fraction);
+    ShardingProblem p = transformerProblem(4, 8, 1, fraction);
+    REQUIRE(p.nodes.size() == 57);
+    SolveOptions o;
+    o.timeBudgetSeconds = 5;
+    ShardingSolution s;
+    double seconds = secondsToSolve(p, o, s);
+    CHECK(seconds < o.timeBudgetSeconds);
+    CHECK(s.optimal);
+    CHECK(s.objective == Approx(optimum).epsilon(1e-9));
+    CHECK(memoryOf(p, s.choice) <= *p.memoryBudget);
+    CHECK(evaluate(p, s.choice) == Approx(s.objective));
+    // The budget binds: without it the optimum is cheaper.
+    ShardingProblem free = p;
+    free.memoryBudget.reset();
+    CHECK(solveSharding(free, {}).objective < s.objective - 1e-6);
+  }
+}
+
+TEST_CASE("budget: when the Lagrangian search runs out, Z3 still returns a feasible answer",
+          "[sharding][budget]") {
+  ShardingProblem p = transformerProblem(4, 8, 1, 0.3);
+  SolveOptions o;
+  o.searchLimit = 10;  // 1000 steps in all: a few relaxed problems of 57 nodes.
+  o.timeBudgetSeconds = 1;
+  ShardingSolution s;
+  secondsToSolve(p, o, s);
+  CHECK(memoryOf(p, s.choice) <= *p.memoryBudget);
+  CHECK(evaluate(p, s.choice) == Approx(s.objective));
+  CHECK(s.objective >= 29.3655411493 - 1e-9);   // Never better than the optimum.
+  CHECK(s.lowerBound <= 29.3655411493 + 1e-9);  // A lower bound, not a guess.
+  if (!s.optimal) CHECK(s.lowerBound <= s.objective);
+}
+
+TEST_CASE("budget: an unmeetable budget is reported as such", "[sharding][budget]") {
+  // Each pair of the triangle needs one node on its big strategy, so two of the
+  // three must be big: 3 + 3 + 1 = 7 > 5, although each node fits on its own.
+  ShardingProblem p;
+  for (const char* name : {"a", "b", "c"}) p.nodes.push_back({name, {0, 1}, {1, 3}});
+  std::vector<std::vector<double>> oneBig{{kInf, 0}, {0, 0}};
+  p.edges = {{0, 1, oneBig}, {1, 2, oneBig}, {0, 2, oneBig}};
+  p.memoryBudget = 5;
+  CHECK_THROWS_WITH(solveSharding(p, {}),
+                    "infeasible: every choice of strategies that avoids the infinite edge costs "
+                    "needs more memory than the budget 5");
+  SolveOptions z3;
+  z3.searchLimit = 0;
+  CHECK_THROWS_WITH(solveSharding(p, z3), Catch::Contains("memory"));
+}
