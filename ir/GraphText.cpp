@@ -58,18 +58,6 @@ std::string doubleText(double v) {
   return s;
 }
 
-std::string attributeText(const Attribute& attr) {
-  struct Printer {
-    std::string operator()(std::int64_t v) const { return std::to_string(v); }
-    std::string operator()(double v) const { return doubleText(v); }
-    std::string operator()(const std::string& v) const { return quote(v); }
-    std::string operator()(const std::vector<std::int64_t>& v) const {
-      return fmt::format("[{}]", fmt::join(v, ", "));
-    }
-  };
-  return std::visit(Printer{}, attr);
-}
-
 /// Inputs and parameters are named by their `name` attribute unless the text
 /// says otherwise; other values are unnamed.
 std::string defaultName(const Op& op, std::size_t output) {
@@ -142,6 +130,18 @@ std::string opText(const Graph& graph, const Op& op, Numbering& number) {
 }
 
 }  // namespace
+
+std::string attributeText(const Attribute& attr) {
+  struct Printer {
+    std::string operator()(std::int64_t v) const { return std::to_string(v); }
+    std::string operator()(double v) const { return doubleText(v); }
+    std::string operator()(const std::string& v) const { return quote(v); }
+    std::string operator()(const std::vector<std::int64_t>& v) const {
+      return fmt::format("[{}]", fmt::join(v, ", "));
+    }
+  };
+  return std::visit(Printer{}, attr);
+}
 
 std::string printGraph(const Graph& graph) {
   Numbering number(graph);

@@ -53,6 +53,9 @@ class GraphParseError : public std::runtime_error {
 /// The canonical text of `graph`; deterministic.
 std::string printGraph(const Graph& graph);
 
+/// One attribute value as the text form writes it (`3`, `1.0`, `"s"`, `[1, 2]`).
+std::string attributeText(const Attribute& attr);
+
 /// The graph `text` describes; throws GraphParseError.
 Graph parseGraph(const std::string& text);
 

@@ -9,6 +9,7 @@
 #include <map>
 #include <tuple>
 
+#include "ir/GraphText.h"
 #include "ir/OpCost.h"
 #include "ir/ScopeGlob.h"
 #include "passes/Collectives.h"
@@ -64,17 +65,7 @@ std::string opSignature(const ir::Graph& g, const ir::Op& op, const std::vector<
   std::string s = ir::opName(op.kind);
   for (const auto& [key, value] : op.attrs) {
     if (key == "name" || key == "seed") continue;
-    s += "|" + key + "=";
-    std::visit(
-        [&](const auto& v) {
-          using T = std::decay_t<decltype(v)>;
-          if constexpr (std::is_same_v<T, std::vector<std::int64_t>>) {
-            for (auto x : v) s += fmt::format("{},", x);
-          } else {
-            s += fmt::format("{}", v);
-          }
-        },
-        value);
+    s += "|" + key + "=" + ir::attributeText(value);
   }
   for (ValueId v : op.inputs) {
     bool parameter = g.op(g.value(v).producer).kind == ir::OpKind::Parameter;

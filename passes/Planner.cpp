@@ -67,15 +67,22 @@ void validateRequest(const PlanRequest& r, const ir::Cluster& cluster) {
                                     *r.virtualStages, ir::scheduleKindName(*r.schedule)));
 }
 
+int opsWithFlops(const ir::Graph& graph) {
+  int count = 0;
+  for (ir::OpId id = 0; id < graph.ops().size(); ++id)
+    if (ir::opCost(graph, id, 1).flops > 0) ++count;
+  return count;
+}
+
+// The user's layer count, else the scope layers, else G(k, r) into at most
+// kDefaultLayers layers (every layer needs an op with FLOPs).
 LayerClustering formLayers(const ir::Graph& forward, const PlanRequest& r) {
-  if (r.layers == 0)
-    if (auto scoped = scopeLayers(forward, 1)) return *scoped;
   LayerClusteringOptions options;
-  options.layers = r.layers > 0 ? r.layers : kDefaultLayers;
-  std::size_t computeOps = 0;
-  for (const ir::Op& op : forward.ops())
-    if (ir::opCost(forward, &op - forward.ops().data(), 1).flops > 0) ++computeOps;
-  if (r.layers == 0) options.layers = std::max<int>(1, std::min<int>(options.layers, computeOps));
+  options.layers = r.layers;
+  if (r.layers == 0) {
+    if (auto scoped = scopeLayers(forward, 1)) return *scoped;
+    options.layers = std::max(1, std::min(kDefaultLayers, opsWithFlops(forward)));
+  }
   try {
     return clusterLayers(forward, options);
   } catch (const LayerClusteringError& e) {
@@ -185,15 +192,8 @@ std::optional<Candidate> withSchedule(const StageSearchResult& found, ScheduleCh
       if (!e.feasible) return {};
       c.stages.push_back({a, b, first.config, first.variant, e});
       StageEstimate& rank = c.ranks[k % p];
-      rank.forward += e.forward;
-      rank.backward += e.backward;
-      rank.weightGrad += e.weightGrad;
-      rank.parameterSync += e.parameterSync;
-      rank.update += e.update;
-      rank.resident += e.resident;
-      rank.gradients += e.gradients;
-      rank.heldPerMicrobatch += e.heldPerMicrobatch;
-      rank.workspace = std::max(rank.workspace, e.workspace);
+      rank += e;
+      rank.transferSeconds += e.transferSeconds;
       rank.feasible = true;
     }
   }

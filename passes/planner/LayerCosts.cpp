@@ -115,15 +115,13 @@ const std::optional<LayerCost>& LayerCostTable::cost(int layer, int configIndex,
   if (!lean) {
     value = solve(kind, config, microbatch, syncWeight, 0);
   } else if (const auto& fastest = cost(layer, configIndex, config, microbatch, syncWeight)) {
-    double weight = leanWeight(layer, config, *fastest);
+    double weight = leanWeight(config, *fastest);
     value = weight > 0 ? solve(kind, config, microbatch, syncWeight, weight) : fastest;
   }
   return cache_.emplace(key, std::move(value)).first->second;
 }
 
-double LayerCostTable::leanWeight(int layer, const MeshConfig& config,
-                                  const LayerCost& fastest) const {
-  (void)layer;
+double LayerCostTable::leanWeight(const MeshConfig& config, const LayerCost& fastest) const {
   if (options_.memoryBudget <= 0) return 0;
   std::int64_t stages = std::max<std::int64_t>(1, options_.devices / config.shape.devices());
   double layersPerStage = std::ceil(double(layerCount()) / double(stages));
@@ -148,7 +146,7 @@ void LayerCostTable::prefetch(const std::vector<Request>& requests, unsigned thr
       double weight = 0;
       if (lean) {
         const auto& fastest = cost(r.layer, r.configIndex, *r.config, r.microbatch, r.syncWeight);
-        if (fastest) weight = leanWeight(r.layer, *r.config, *fastest);
+        if (fastest) weight = leanWeight(*r.config, *fastest);
         if (weight <= 0) {  // nothing to solve: the lean entry is the fastest one
           cost(r.layer, r.configIndex, *r.config, r.microbatch, r.syncWeight, true);
           continue;

@@ -92,7 +92,7 @@ class LayerCostTable {
   std::optional<LayerCost> solve(int kind, const MeshConfig& config, std::int64_t microbatch,
                                  double syncWeight, double memoryWeight);
   /// The memory weight of a lean solve; 0 when the fastest strategies fit.
-  double leanWeight(int layer, const MeshConfig& config, const LayerCost& fastest) const;
+  double leanWeight(const MeshConfig& config, const LayerCost& fastest) const;
 
   const ir::Graph& forward_;
   const ir::DeviceSpec& device_;

@@ -3,8 +3,8 @@
 #include <fmt/format.h>
 
 #include <map>
-#include <type_traits>
-#include <variant>
+
+#include "ir/GraphText.h"
 
 namespace meshflow::passes {
 namespace {
@@ -61,19 +61,6 @@ class Extractor {
   std::map<ir::ValueId, ir::ValueId> local_;
 };
 
-void appendAttribute(std::string& s, const ir::Attribute& value) {
-  std::visit(
-      [&](const auto& v) {
-        using T = std::decay_t<decltype(v)>;
-        if constexpr (std::is_same_v<T, std::vector<std::int64_t>>) {
-          for (auto x : v) s += fmt::format("{},", x);
-        } else {
-          s += fmt::format("{}", v);
-        }
-      },
-      value);
-}
-
 }  // namespace
 
 LayerSubgraph layerSubgraph(const ir::Graph& graph, const std::vector<int>& layerOfOp,
@@ -87,8 +74,7 @@ std::string graphSignature(const ir::Graph& graph) {
     s += ir::opName(op.kind);
     for (const auto& [key, value] : op.attrs) {
       if (key == "name" || key == "seed") continue;
-      s += "|" + key + "=";
-      appendAttribute(s, value);
+      s += "|" + key + "=" + ir::attributeText(value);
     }
     for (ir::ValueId v : op.inputs) s += fmt::format("|%{}", v);
     for (ir::ValueId v : op.outputs) s += "|" + graph.value(v).type.text();

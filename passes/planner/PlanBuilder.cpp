@@ -85,7 +85,7 @@ void addThroughput(const PlanInputs& in, const Candidate& best, ir::Plan& plan) 
   double recomputed = 0;
   for (const StageChoice& s : best.stages)
     for (int l = s.firstLayer; l < s.endLayer; ++l)
-      recomputed += s.estimate.recomputeFlopsShare * layerForward[l];
+      recomputed += s.estimate.recomputeShare() * layerForward[l];
   double devices = double(in.cluster->deviceCount());
   plan.samplesPerSecond = double(in.globalBatch) / best.stepTime;
   plan.tflopsPerDevice = (modelFlops + recomputed) / best.stepTime / devices / 1e12;

@@ -43,19 +43,52 @@ void addLayer(StageEstimate& e, const LayerCost& c, Recompute recompute, bool ze
       e.heldPerMicrobatch += c.activations - c.attentionScores;
       e.backward += c.attentionScoresForward;
       e.workspace = std::max(e.workspace, c.attentionScores);
-      e.recomputeFlopsShare += c.attentionScoresForward;
+      e.recomputedForward += c.attentionScoresForward;
       break;
     case Recompute::kFull:
       // Each layer keeps its input and recomputes the rest during backward.
       e.heldPerMicrobatch += c.inputs;
       e.backward += c.forward;
       e.workspace = std::max(e.workspace, c.activations);
-      e.recomputeFlopsShare += c.forward;
+      e.recomputedForward += c.forward;
       break;
   }
 }
 
 }  // namespace
+
+double StageEstimate::recomputeShare() const {
+  double own = forward - transferSeconds;
+  return own > 0 ? recomputedForward / own : 0;
+}
+
+StageEstimate& StageEstimate::operator+=(const StageEstimate& o) {
+  forward += o.forward;
+  backward += o.backward;
+  weightGrad += o.weightGrad;
+  parameterSync += o.parameterSync;
+  update += o.update;
+  resident += o.resident;
+  gradients += o.gradients;
+  heldPerMicrobatch += o.heldPerMicrobatch;
+  recomputedForward += o.recomputedForward;
+  workspace = std::max(workspace, o.workspace);
+  return *this;
+}
+
+StageEstimate StageEstimate::minus(const StageEstimate& p) const {
+  StageEstimate e;
+  e.forward = forward - p.forward;
+  e.backward = backward - p.backward;
+  e.weightGrad = weightGrad - p.weightGrad;
+  e.parameterSync = parameterSync - p.parameterSync;
+  e.update = update - p.update;
+  e.resident = resident - p.resident;
+  e.gradients = gradients - p.gradients;
+  e.heldPerMicrobatch = heldPerMicrobatch - p.heldPerMicrobatch;
+  e.recomputedForward = recomputedForward - p.recomputedForward;
+  return e;
+}
 
 RangePricer::RangePricer(LayerCostTable& table, int configIndex, const MeshConfig& config,
                          std::int64_t microbatch, double syncWeight, StageVariant variant,
@@ -65,8 +98,6 @@ RangePricer::RangePricer(LayerCostTable& table, int configIndex, const MeshConfi
   prefix_.assign(layers + 1, StageEstimate{});
   missing_.assign(layers + 1, 0);
   transferIn_.assign(layers, 0);
-  recomputeWork_.assign(layers + 1, 0);
-  forwardWork_.assign(layers + 1, 0);
   std::vector<double> workspace(layers, 0);
   for (int l = 0; l < layers; ++l) {
     const auto& cost = table.cost(l, configIndex, config, microbatch, syncWeight, variant.lean);
@@ -75,21 +106,9 @@ RangePricer::RangePricer(LayerCostTable& table, int configIndex, const MeshConfi
       addLayer(one, *cost, variant.recompute, variant.zero);
       transferIn_[l] = cost->boundaryBytes;
       workspace[l] = one.workspace;
-      forwardWork_[l + 1] = cost->forward;
     }
-    recomputeWork_[l + 1] = recomputeWork_[l] + one.recomputeFlopsShare;
-    forwardWork_[l + 1] += forwardWork_[l];
     missing_[l + 1] = missing_[l] + (cost ? 0 : 1);
-    StageEstimate& sum = prefix_[l + 1];
-    const StageEstimate& before = prefix_[l];
-    sum.forward = before.forward + one.forward;
-    sum.backward = before.backward + one.backward;
-    sum.weightGrad = before.weightGrad + one.weightGrad;
-    sum.parameterSync = before.parameterSync + one.parameterSync;
-    sum.update = before.update + one.update;
-    sum.resident = before.resident + one.resident;
-    sum.gradients = before.gradients + one.gradients;
-    sum.heldPerMicrobatch = before.heldPerMicrobatch + one.heldPerMicrobatch;
+    (prefix_[l + 1] = prefix_[l]) += one;
   }
   workspaceMax_.push_back(workspace);
   for (int width = 1; 2 * width <= layers; width *= 2) {
@@ -109,22 +128,9 @@ double RangePricer::workspace(int first, int end) const {
 }
 
 StageEstimate RangePricer::estimate(int first, int end) const {
-  StageEstimate e;
-  if (!feasible(first, end)) return e;
-  const StageEstimate& a = prefix_[first];
-  const StageEstimate& b = prefix_[end];
-  e.forward = b.forward - a.forward;
-  e.backward = b.backward - a.backward;
-  e.weightGrad = b.weightGrad - a.weightGrad;
-  e.parameterSync = b.parameterSync - a.parameterSync;
-  e.update = b.update - a.update;
-  e.resident = b.resident - a.resident;
-  e.gradients = b.gradients - a.gradients;
-  e.heldPerMicrobatch = b.heldPerMicrobatch - a.heldPerMicrobatch;
+  if (!feasible(first, end)) return StageEstimate{};
+  StageEstimate e = prefix_[end].minus(prefix_[first]);
   e.workspace = workspace(first, end);
-  double forwardWork = forwardWork_[end] - forwardWork_[first];
-  e.recomputeFlopsShare =
-      forwardWork > 0 ? (recomputeWork_[end] - recomputeWork_[first]) / forwardWork : 0;
   // The activation arrives before forward; its gradient leaves after backward.
   if (first > 0) {
     e.transferIn = transferIn_[first];

@@ -35,9 +35,17 @@ struct StageEstimate {
   double workspace = 0;       ///< Live only while one microbatch's backward runs.
   double transferIn = 0;      ///< Bytes received from the previous stage per microbatch.
   double transferSeconds = 0;  ///< Its time, included once in forward and once in backward.
-  double recomputeFlopsShare = 0;  ///< Extra forward work, as a share of the stage's forward.
+  double recomputedForward = 0;  ///< Seconds of forward work done again in backward.
 
   double latency() const { return forward + backward; }
+  /// Recomputed forward work as a share of the stage's own forward work.
+  double recomputeShare() const;
+  /// Adds another stage's figures (a rank's chunks, a prefix of layers): sums,
+  /// and the larger workspace. Transfers and feasibility are left alone.
+  StageEstimate& operator+=(const StageEstimate& other);
+  /// The figures summed over layers [a, b) from prefix sums over [0, b) (this)
+  /// and [0, a) (`prefix`).
+  StageEstimate minus(const StageEstimate& prefix) const;
   /// Peak bytes with `held` microbatches in flight.
   double memory(double held) const { return resident + held * heldPerMicrobatch + workspace; }
 };
@@ -68,8 +76,6 @@ class RangePricer {
   std::vector<StageEstimate> prefix_;    // prefix_[l]: sums over layers [0, l)
   std::vector<int> missing_;             // prefix count of layers without a cost
   std::vector<double> transferIn_;       // per layer: bytes entering it
-  std::vector<double> recomputeWork_;    // prefix sums of recomputed forward seconds
-  std::vector<double> forwardWork_;      // prefix sums of forward seconds
   std::vector<std::vector<double>> workspaceMax_;  // sparse table over layers
 };
 
