@@ -1,194 +1,16 @@
 #include "passes/Placement.h"
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
-#include <z3++.h>
 
 #include <algorithm>
+#include <numeric>
+#include <optional>
 #include <set>
+
+#include "passes/PlacementEncoding.h"
 
 namespace meshflow::passes {
 namespace {
-
-// Z3's own randomness is fixed per solver, never through its global parameters,
-// so two placements in one process cannot influence each other.
-constexpr unsigned kSeed = 0;
-
-struct Hint {
-  std::string name;  // how the error message names it
-  z3::expr literal;  // the tracked assumption that switches it on
-  z3::expr constraint;
-};
-
-class PlacementModel {
- public:
-  PlacementModel(const ir::Cluster& cluster, const PlacementRequest& request)
-      : request_(request), nodes_(cluster.nodes), perNode_(cluster.devicesPerNode) {
-    makeVariables();
-  }
-
-  Placement solve() {
-    std::vector<Hint> hints = makeHints();
-    z3::solver solver(ctx_);
-    z3::params params(ctx_);
-    params.set("random_seed", kSeed);
-    solver.set(params);
-    for (const z3::expr& c : structure()) solver.add(c);
-    z3::expr_vector assumptions(ctx_);
-    for (const Hint& h : hints) {
-      solver.add(z3::implies(h.literal, h.constraint));
-      assumptions.push_back(h.literal);
-    }
-    if (solver.check(assumptions) != z3::sat) throw PlacementError(conflictMessage(solver, hints));
-    return optimize(solver, hints);
-  }
-
- private:
-  bool wholeNodes(const SubmeshShape& s) const { return s.devicesPerNode == perNode_; }
-
-  z3::expr start(std::size_t s) const { return starts_[s]; }
-  z3::expr end(std::size_t s) const {
-    return starts_[s] + ctx_.int_val(request_.stages[s].devices());
-  }
-
-  // Per stage a node and a slot within it; the stage's ids are one range from
-  // start = node·M + slot·m.
-  void makeVariables() {
-    for (std::size_t s = 0; s < request_.stages.size(); ++s) {
-      nodeOf_.push_back(ctx_.int_const(fmt::format("node{}", s).c_str()));
-      slots_.push_back(ctx_.int_const(fmt::format("slot{}", s).c_str()));
-      int m = request_.stages[s].devicesPerNode;
-      starts_.push_back(nodeOf_[s] * int(perNode_) + slots_[s] * m);
-    }
-  }
-
-  // The variables' ranges, and pairwise disjoint ranges of ids.
-  std::vector<z3::expr> structure() const {
-    std::vector<z3::expr> out;
-    const auto& stages = request_.stages;
-    for (std::size_t s = 0; s < stages.size(); ++s) {
-      bool whole = wholeNodes(stages[s]);
-      int lastNode = whole ? int(nodes_) - stages[s].nodes : int(nodes_) - 1;
-      int slots = whole ? 1 : int(perNode_) / stages[s].devicesPerNode;
-      out.push_back(nodeOf_[s] >= 0 && nodeOf_[s] <= lastNode && slots_[s] >= 0 &&
-                    slots_[s] < slots);
-    }
-    for (std::size_t a = 0; a < stages.size(); ++a)
-      for (std::size_t b = a + 1; b < stages.size(); ++b)
-        out.push_back(end(a) <= start(b) || end(b) <= start(a));
-    return out;
-  }
-
-  std::vector<Hint> makeHints() {
-    std::vector<Hint> hints;
-    for (std::size_t i = 0; i < request_.pins.size(); ++i) {
-      const PlacementPin& pin = request_.pins[i];
-      z3::expr all = ctx_.bool_val(true);
-      for (int d : pin.devices)
-        all = all && start(pin.stage) <= d && ctx_.int_val(d) < end(pin.stage);
-      hints.push_back(
-          {fmt::format("pin of stage {} on devices [{}]", pin.stage, fmt::join(pin.devices, ", ")),
-           ctx_.bool_const(fmt::format("pin{}", i).c_str()), all});
-    }
-    for (std::size_t i = 0; i < request_.excluded.size(); ++i) {
-      int device = request_.excluded[i];
-      z3::expr all = ctx_.bool_val(true);
-      for (std::size_t s = 0; s < request_.stages.size(); ++s)
-        all = all && (ctx_.int_val(device) < start(s) || end(s) <= device);
-      hints.push_back({fmt::format("exclusion of device {}", device),
-                       ctx_.bool_const(fmt::format("exclude{}", i).c_str()), all});
-    }
-    return hints;
-  }
-
-  // A minimal set of hints that cannot hold together: Z3's core, shrunk by
-  // dropping each member the others still conflict without.
-  std::string conflictMessage(z3::solver& solver, const std::vector<Hint>& hints) {
-    z3::expr_vector core = solver.unsat_core();
-    std::vector<std::size_t> members;
-    for (std::size_t i = 0; i < hints.size(); ++i)
-      for (unsigned c = 0; c < core.size(); ++c)
-        if (z3::eq(core[c], hints[i].literal)) members.push_back(i);
-    for (std::size_t k = 0; k < members.size();) {
-      z3::expr_vector rest(ctx_);
-      for (std::size_t j = 0; j < members.size(); ++j)
-        if (j != k) rest.push_back(hints[members[j]].literal);
-      if (solver.check(rest) == z3::unsat) {
-        members.erase(members.begin() + long(k));
-      } else {
-        ++k;
-      }
-    }
-    if (members.empty())
-      return fmt::format("the stage shapes cannot be packed onto the {}x{} cluster", nodes_,
-                         perNode_);
-    std::vector<std::string> names;
-    for (std::size_t i : members) names.push_back(hints[i].name);
-    if (names.size() == 1) return fmt::format("no placement honours the {}", names[0]);
-    return fmt::format("no placement honours these hints together: {}", fmt::join(names, "; "));
-  }
-
-  // Adjacent stages that do not share a node; a whole-node stage shares none.
-  z3::expr crossings() const {
-    z3::expr sum = ctx_.int_val(0);
-    const auto& stages = request_.stages;
-    for (std::size_t s = 0; s + 1 < stages.size(); ++s) {
-      if (wholeNodes(stages[s]) || wholeNodes(stages[s + 1])) {
-        sum = sum + 1;
-      } else {
-        sum = sum + z3::ite(nodeOf_[s] == nodeOf_[s + 1], ctx_.int_val(0), ctx_.int_val(1));
-      }
-    }
-    return sum;
-  }
-
-  // Fewest crossings first, then the lexicographically smallest starts, which
-  // pins down a unique answer. Each objective is minimised in turn by binary
-  // search over a bound on the solver that proved the hints satisfiable, then
-  // fixed: z3::optimize with one objective per stage took minutes at 60 stages,
-  // while these checks stay small and incremental.
-  Placement optimize(z3::solver& solver, const std::vector<Hint>& hints) {
-    for (const Hint& h : hints) solver.add(h.constraint);
-    z3::expr crossing = crossings();
-    int stages = int(request_.stages.size());
-    int fewest = minimise(solver, crossing, 0, std::max(stages - 1, 0));
-    solver.add(crossing == fewest);
-    Placement placement;
-    placement.crossNodeBoundaries = fewest;
-    int total = int(nodes_ * perNode_);
-    for (int s = 0; s < stages; ++s) {
-      int first = minimise(solver, starts_[s], 0, total - 1);
-      solver.add(starts_[s] == first);
-      std::vector<int> ids(request_.stages[s].devices());
-      for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = first + int(i);
-      placement.devices.push_back(std::move(ids));
-    }
-    return placement;
-  }
-
-  // The least value of `e` in [lo, hi] the solver's constraints allow; the
-  // caller has shown that some value in the range is allowed.
-  int minimise(z3::solver& solver, const z3::expr& e, int lo, int hi) {
-    while (lo < hi) {
-      int mid = lo + (hi - lo) / 2;
-      solver.push();
-      solver.add(e <= mid);
-      bool fits = solver.check() == z3::sat;
-      solver.pop();
-      if (fits) {
-        hi = mid;
-      } else {
-        lo = mid + 1;
-      }
-    }
-    return lo;
-  }
-
-  const PlacementRequest& request_;
-  std::int64_t nodes_, perNode_;
-  mutable z3::context ctx_;
-  std::vector<z3::expr> nodeOf_, slots_, starts_;
-};
 
 void validate(const ir::Cluster& cluster, const PlacementRequest& request) {
   const std::int64_t n = cluster.nodes, m = cluster.devicesPerNode, total = n * m;
@@ -234,11 +56,177 @@ void validate(const ir::Cluster& cluster, const PlacementRequest& request) {
         wanted, available, excluded.size()));
 }
 
+// Depth-first search over the stages in order, each trying its starts in
+// ascending order, so the first complete placement it reaches is the
+// lexicographically smallest valid one with at most `target` crossings. With
+// the lower bound as target that is the answer. A stage only takes free devices
+// that no other stage is pinned to, and a branch is cut as soon as a later
+// pinned stage has no free start left or the crossings it must reach exceed the
+// target. Most requests need no backtracking at all: without hints, whole-node
+// stages such as Megatron's 64 stages of 6 nodes are packed in order at once.
+// The search gives up after a budget of steps and leaves the request to Z3.
+class LexSearch {
+ public:
+  LexSearch(const ir::Cluster& cluster, const PlacementRequest& request)
+      : cluster_(cluster),
+        stages_(request.stages),
+        perNode_(int(cluster.devicesPerNode)),
+        target_(placement::crossingsLowerBound(cluster, request.stages)),
+        owner_(std::size_t(cluster.deviceCount()), kFree),
+        pinnedTo_(owner_.size(), kFree),
+        pins_(stages_.size()) {
+    for (int d : request.excluded) owner_[std::size_t(d)] = kExcluded;
+    for (const PlacementPin& pin : request.pins)
+      for (int d : pin.devices) {
+        pinnedTo_[std::size_t(d)] = pin.stage;
+        pins_[std::size_t(pin.stage)].push_back(d);
+      }
+    // A pinned stage only ever tries the few starts that hold its pins.
+    for (std::size_t s = 0; s < stages_.size(); ++s) {
+      std::vector<int> starts = placement::startsOf(cluster, stages_[s]);
+      std::erase_if(starts, [&](int start) {
+        return std::any_of(pins_[s].begin(), pins_[s].end(),
+                           [&](int d) { return d < start || d >= start + stages_[s].devices(); });
+      });
+      starts_.push_back(std::move(starts));
+      if (!pins_[s].empty()) pinnedStages_.push_back(s);
+    }
+  }
+
+  // The lexicographically smallest placement with the fewest crossings, trying
+  // each count from the lower bound up: a search that ends within the budget
+  // without a placement proves the count too low. Nothing when the budget runs
+  // out first or no placement exists; then `seed()` holds the least count not
+  // ruled out and, if a search without the crossing cut finds one within a
+  // second budget, some valid placement for Z3 to start from.
+  std::optional<Placement> run() {
+    int most = std::max(int(stages_.size()) - 1, 0);
+    for (; target_ <= most; ++target_) {
+      if (place(0, 0)) return result();
+      if (steps_ > kBudget) break;
+    }
+    seed_.fewestCrossings = target_;
+    if (target_ <= most) {
+      target_ = most;
+      steps_ = 0;
+      if (place(0, 0)) seed_.starts = firsts_;
+    }
+    return std::nullopt;
+  }
+
+  const placement::Seed& seed() const { return seed_; }
+
+ private:
+  static constexpr int kFree = -1, kExcluded = -2;
+  // Stage placements tried before the search leaves the request to Z3: enough
+  // for a few dead ends per stage, little next to one Z3 check.
+  static constexpr int kBudget = 4000;
+
+  Placement result() const {
+    Placement found;
+    found.crossNodeBoundaries = placement::countCrossings(cluster_, stages_, firsts_);
+    for (std::size_t s = 0; s < stages_.size(); ++s) {
+      std::vector<int> ids(std::size_t(stages_[s].devices()));
+      std::iota(ids.begin(), ids.end(), firsts_[s]);
+      found.devices.push_back(std::move(ids));
+    }
+    return found;
+  }
+
+  bool whole(std::size_t s) const { return stages_[s].devicesPerNode == perNode_; }
+
+  // Whether stage s can take its devices from `start` (one of starts_[s], which
+  // hold its pins): they are free and pinned to no other stage.
+  bool fits(std::size_t s, int start) const {
+    int end = start + stages_[s].devices();
+    for (int d = start; d < end; ++d)
+      if (owner_[std::size_t(d)] != kFree ||
+          (pinnedTo_[std::size_t(d)] != kFree && pinnedTo_[std::size_t(d)] != int(s)))
+        return false;
+    return true;
+  }
+
+  void take(std::size_t s, int start, int owner) {
+    for (int d = start; d < start + stages_[s].devices(); ++d) owner_[std::size_t(d)] = owner;
+  }
+
+  // The fewest crossings stages s + 1, … can add once stage s is placed: every
+  // pair with a whole-node stage, and per run of sub-node stages the nodes its
+  // devices need. The run that continues stage s's may also use what is left
+  // of stage s's node; any other run's first node costs no crossing.
+  int crossingsAfter(std::size_t s) const {
+    int bound = 0;
+    bool continues = !whole(s);
+    std::int64_t room = 0, devices = 0;
+    if (continues) {
+      int node = firsts_[s] / perNode_;
+      for (int d = node * perNode_; d < (node + 1) * perNode_; ++d)
+        room += owner_[std::size_t(d)] == kFree;
+    }
+    auto endRun = [&] {
+      if (devices > 0)
+        bound += continues
+                     ? int((std::max<std::int64_t>(devices - room, 0) + perNode_ - 1) / perNode_)
+                     : int((devices + perNode_ - 1) / perNode_) - 1;
+      continues = false;
+      devices = 0;
+    };
+    for (std::size_t t = s + 1; t < stages_.size(); ++t) {
+      if (whole(t - 1) || whole(t)) ++bound;
+      if (whole(t)) {
+        endRun();
+      } else {
+        devices += stages_[t].devices();
+      }
+    }
+    endRun();
+    return bound;
+  }
+
+  bool pinnedStagesCanStart(std::size_t placed) const {
+    for (std::size_t t : pinnedStages_)
+      if (t > placed && std::none_of(starts_[t].begin(), starts_[t].end(),
+                                     [&](int start) { return fits(t, start); }))
+        return false;
+    return true;
+  }
+
+  bool place(std::size_t s, int crossings) {
+    if (s == stages_.size()) return true;
+    for (int start : starts_[s]) {
+      if (!fits(s, start)) continue;
+      if (++steps_ > kBudget) return false;
+      int now = crossings;
+      if (s > 0) now += whole(s - 1) || whole(s) || firsts_[s - 1] / perNode_ != start / perNode_;
+      firsts_.push_back(start);
+      take(s, start, int(s));
+      if (now + crossingsAfter(s) <= target_ && pinnedStagesCanStart(s) && place(s + 1, now))
+        return true;
+      take(s, start, kFree);
+      firsts_.pop_back();
+      if (steps_ > kBudget) return false;
+    }
+    return false;
+  }
+
+  const ir::Cluster& cluster_;
+  const std::vector<SubmeshShape>& stages_;
+  int perNode_, target_;
+  int steps_ = 0;
+  std::vector<int> owner_, pinnedTo_;  // per device: a stage, kFree or kExcluded
+  std::vector<std::vector<int>> pins_, starts_;
+  std::vector<std::size_t> pinnedStages_;
+  std::vector<int> firsts_;
+  placement::Seed seed_;
+};
+
 }  // namespace
 
 Placement placeStages(const ir::Cluster& cluster, const PlacementRequest& request) {
   validate(cluster, request);
-  return PlacementModel(cluster, request).solve();
+  LexSearch search(cluster, request);
+  if (std::optional<Placement> found = search.run()) return *found;
+  return placement::solveExactCover(cluster, request, search.seed());
 }
 
 }  // namespace meshflow::passes

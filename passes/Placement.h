@@ -1,4 +1,6 @@
-// Placement: the stages' submesh shapes onto physical device ids, solved by Z3.
+// Placement: the stages' submesh shapes onto physical device ids, found by an
+// ordered search when it can prove its answer best, else by Z3 (an exact-cover
+// model, passes/PlacementEncoding.h).
 //
 // Devices are numbered node-major (device d sits in node d / M, as ir/Cluster.h).
 // Every stage gets one contiguous range of ids:
