@@ -1,0 +1,18 @@
+#include "runtime/Communicator.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+namespace meshflow::runtime {
+
+CommError::CommError(Kind kind, int device, std::string detail)
+    : std::runtime_error(fmt::format("device {}: {}", device, detail)),
+      kind_(kind),
+      device_(device),
+      detail_(std::move(detail)) {}
+
+std::string groupText(const std::vector<int>& group) {
+  return fmt::format("[{}]", fmt::join(group, ", "));
+}
+
+}  // namespace meshflow::runtime
