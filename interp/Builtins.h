@@ -34,4 +34,10 @@ double quantityArg(const BoundArgs& args, std::size_t i, Dimension d, const char
 [[noreturn]] void argumentError(const BoundArgs& args, std::size_t i, DiagnosticKind kind,
                                 std::string message);
 
+/// Argument `i` as a host object of type Handle (a cluster, a plan …), or null.
+template <typename Handle>
+const Handle* handleArg(const BoundArgs& a, std::size_t i) {
+  return a[i].kind() == ValueKind::Object ? dynamic_cast<const Handle*>(a[i].object().get()) : nullptr;
+}
+
 }  // namespace meshflow::interp

@@ -13,12 +13,6 @@ namespace {
 
 constexpr std::size_t kModel = 0, kCluster = 1, kBatch = 2, kSchedule = 3, kLayers = 4;
 
-template <typename Handle>
-const Handle* handleArg(const BoundArgs& a, std::size_t i) {
-  return a[i].kind() == ValueKind::Object ? dynamic_cast<const Handle*>(a[i].object().get())
-                                          : nullptr;
-}
-
 int layersArg(const BoundArgs& a) {
   if (a[kLayers].kind() == ValueKind::Auto) return 0;
   if (!a[kLayers].isInt())

@@ -13,6 +13,12 @@
 #include "passes/Autodiff.h"
 #include "runtime/data/DataSource.h"
 #include "runtime/reference/SerialExecutor.h"
+#include "interp/PlanInputs.h"
+#include "interp/PlanObject.h"
+#include "interp/TrainingLoop.h"
+#include "passes/PlanPipeline.h"
+#include "passes/Planner.h"
+#include "runtime/parallel/PlanExecution.h"
 
 namespace meshflow::interp {
 namespace {
@@ -83,24 +89,6 @@ passes::OptimizerConfig optimizerOf(const BoundArgs& a, std::size_t i) {
   return config;
 }
 
-// The serial trainer runs on one device: no cluster, or cpu(devices = 1).
-void requireOneDevice(const BoundArgs& a, std::size_t i) {
-  if (a[i].isNone()) return;
-  auto* cluster = a[i].kind() == ValueKind::Object ? dynamic_cast<ClusterObject*>(a[i].object().get())
-                                                   : nullptr;
-  if (!cluster)
-    argumentError(a, i, DiagnosticKind::TypeMismatch,
-                  fmt::format("cluster must be a cluster such as cpu(devices = 1), not {}",
-                              a[i].aTypeName()));
-  std::int64_t devices = cluster->field("nodes")->asInt() * cluster->field("devices_per_node")->asInt();
-  Value device = *cluster->field("device");
-  if (device.field("kind").str() != "cpu" || devices != 1)
-    argumentError(a, i, DiagnosticKind::InvalidValue,
-                  fmt::format("training runs on cpu(devices = 1) for now; parallel plans on {} "
-                              "devices of {} need the planner and the parallel runtime",
-                              devices, cluster->name()));
-}
-
 // Tokens per step for a language model (an input named `tokens`), else samples.
 std::pair<std::int64_t, const char*> workPerStep(const ir::Graph& graph, std::int64_t batch) {
   for (ir::ValueId input : graph.inputs())
@@ -129,25 +117,103 @@ void requireMemory(Evaluator& ev, const ir::Graph& graph, std::int64_t batch, co
            where);
 }
 
+enum TrainArg { kModel, kCluster, kBatch, kSteps, kData, kOptimizer, kSeed, kLogEvery, kPlan, kCheckpoint, kEvery, kVerify };
+
+const ClusterObject* clusterArg(const BoundArgs& a) {
+  if (a[kCluster].isNone()) return nullptr;
+  const auto* cluster = handleArg<ClusterObject>(a, kCluster);
+  if (!cluster)
+    argumentError(a, kCluster, DiagnosticKind::TypeMismatch,
+                  fmt::format("cluster must be a cluster such as cpu(devices = 4), not {}", a[kCluster].aTypeName()));
+  if (cluster->field("device")->field("kind").str() != "cpu")
+    argumentError(a, kCluster, DiagnosticKind::InvalidValue,
+                  fmt::format("training runs on cpu(...) clusters; {} needs the CUDA backend, which this "
+                              "build does not have",
+                              cluster->name()));
+  return cluster;
+}
+
+// The plan to run: the one given, or (plan = auto or none on several devices)
+// the planner's, with pipeline and data parallelism only (docs/training.md).
+ir::Plan planToRun(const BoundArgs& a, const ir::Graph& forward, const ir::Cluster& cluster, std::int64_t batch) {
+  if (const auto* given = handleArg<PlanObject>(a, kPlan)) {
+    if (given->plan().globalBatch != batch)
+      argumentError(a, kPlan, DiagnosticKind::InvalidValue,
+                    fmt::format("the plan is for batch {}, but train() has batch = {}", given->plan().globalBatch,
+                                batch));
+    return given->plan();
+  }
+  if (!a[kPlan].isNone() && a[kPlan].kind() != ValueKind::Auto)
+    argumentError(a, kPlan, DiagnosticKind::TypeMismatch,
+                  fmt::format("plan must be auto or a plan from plan(...), not {}", a[kPlan].aTypeName()));
+  passes::PlanRequest request;
+  request.globalBatch = batch;
+  request.maxTensorParallel = 1;
+  try {
+    return passes::planTraining(forward, cluster, request);
+  } catch (const std::runtime_error& error) {
+    failAt(DiagnosticKind::PlanningError, fmt::format("cannot plan training: {}", error.what()), a.callSpan);
+  }
+}
+
+std::unique_ptr<StepRunner> makeRunner(const BoundArgs& a, const ir::Graph& forward,
+                                       const passes::TrainingGraph& training, std::int64_t batch) {
+  const ClusterObject* clusterObject = clusterArg(a);
+  const auto* planObject = handleArg<PlanObject>(a, kPlan);
+  std::optional<ir::Cluster> cluster;
+  if (clusterObject) cluster = clusterOf(*clusterObject);
+  else if (planObject) cluster = planObject->cluster();
+  std::int64_t devices = cluster ? cluster->nodes * cluster->devicesPerNode : 1;
+  if (devices == 1 && a[kPlan].isNone()) return serialRunner(training, batch);
+  if (!cluster) argumentError(a, kPlan, DiagnosticKind::InvalidValue, "plan = auto needs a cluster");
+  ir::Plan plan = planToRun(a, forward, *cluster, batch);
+  try {
+    runtime::ParallelPlan parallel = runtime::parallelPlanOf(forward, plan);
+    runtime::ParallelOptions options;
+    options.batch = batch;
+    options.devices = static_cast<int>(devices);
+    std::string text = runtime::parallelPlanText(parallel, batch);
+    return parallelRunner(training, std::move(parallel), options, passes::simulatorOptions(*cluster), text);
+  } catch (const std::runtime_error& error) {
+    failAt(DiagnosticKind::TrainingError, fmt::format("cannot run the plan: {}", error.what()),
+           a[kPlan].isNone() ? a.callSpan : a.spans[kPlan]);
+  }
+}
+
+// The checkpoint directory: readable to resume from, writable to save to. A
+// resume problem (a corrupt checkpoint) is reported before a write permission.
+void checkpointArg(Evaluator& ev, const BoundArgs& a, TrainingLoop& loop) {
+  if (a[kCheckpoint].isNone()) return;
+  const std::string& dir = stringArg(a, kCheckpoint, "checkpoint");
+  try {
+    loop.checkpoint = checkRead(ev.state().config, dir);
+  } catch (ScriptError& denied) {
+    argumentError(a, kCheckpoint, DiagnosticKind::AccessDenied, denied.diagnostic().message);
+  }
+  try {
+    checkWrite(ev.state().config, dir);
+  } catch (ScriptError& denied) {
+    loop.checkpointDenied = denied.diagnostic().message;
+  }
+}
+
 Value train(Evaluator& ev, BoundArgs& a) {
-  auto model = modelOf(ev, a[0], a.spans[0]);
-  requireOneDevice(a, 1);
-  std::int64_t batch = intArg(a, 2, "batch");
-  std::int64_t steps = intArg(a, 3, "steps");
+  auto model = modelOf(ev, a[kModel], a.spans[kModel]);
+  std::int64_t batch = intArg(a, kBatch, "batch");
+  std::int64_t steps = intArg(a, kSteps, "steps");
   if (batch < 1 || batch > (1 << 20))
-    argumentError(a, 2, DiagnosticKind::InvalidValue, "batch must be between 1 and 2^20");
-  if (steps < 1) argumentError(a, 3, DiagnosticKind::InvalidValue, "steps must be >= 1");
+    argumentError(a, kBatch, DiagnosticKind::InvalidValue, "batch must be between 1 and 2^20");
+  if (steps < 1) argumentError(a, kSteps, DiagnosticKind::InvalidValue, "steps must be >= 1");
   std::shared_ptr<runtime::DataSource> data = runtime::syntheticData(0);
-  if (!a[4].isNone()) {
-    auto* object = a[4].kind() == ValueKind::Object ? dynamic_cast<DataObject*>(a[4].object().get()) : nullptr;
+  if (!a[kData].isNone()) {
+    auto* object = a[kData].kind() == ValueKind::Object ? dynamic_cast<DataObject*>(a[kData].object().get()) : nullptr;
     if (!object)
-      argumentError(a, 4, DiagnosticKind::TypeMismatch,
-                    "data must be synthetic(seed) or text(path)");
+      argumentError(a, kData, DiagnosticKind::TypeMismatch, "data must be synthetic(seed) or text(path)");
     data = object->source;
   }
-  passes::OptimizerConfig optimizer = optimizerOf(a, 5);
-  auto seed = static_cast<std::uint64_t>(intArg(a, 6, "seed"));
-  std::int64_t logEvery = intArg(a, 7, "log_every");
+  passes::OptimizerConfig optimizer = optimizerOf(a, kOptimizer);
+  std::int64_t every = intArg(a, kEvery, "every");
+  if (every < 0) argumentError(a, kEvery, DiagnosticKind::InvalidValue, "every must be >= 0 (0: at the end)");
 
   TracedModel traced = traceModel(ev, *model, a.callSpan);
   passes::TrainingGraph training;
@@ -158,37 +224,28 @@ Value train(Evaluator& ev, BoundArgs& a) {
            a.callSpan);
   }
   requireMemory(ev, training.graph, batch, a.callSpan);
-  auto [work, unit] = workPerStep(training.graph, batch);
-  std::vector<Value> losses;
-  double seconds = 0;
-  try {
-    runtime::SerialExecutor executor(training.graph, {batch, true});
-    runtime::TensorMap state;
-    runtime::initializeParameters(training.graph, seed, state);
-    for (std::int64_t step = 1; step <= steps; ++step) {
-      ev.step();
-      runtime::TensorMap inputs = data->batch(training.graph, batch, step - 1);
-      auto start = std::chrono::steady_clock::now();
-      auto outputs = executor.run(inputs, state, step);
-      double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      seconds += elapsed;
-      double loss = outputs.at(0).item();
-      losses.push_back(Value::number(loss));
-      if (logEvery > 0 && (step % logEvery == 0 || step == 1 || step == steps))
-        ev.write(fmt::format("step {:>4}/{}  loss {:.4f}  {:.0f} {}  {:.1f} ms\n", step, steps,
-                             loss, static_cast<double>(work) / elapsed, unit, elapsed * 1e3));
-    }
-  } catch (const runtime::DataError& error) {
-    failAt(DiagnosticKind::DataError, error.what(), a.spans[4]);
-  } catch (const runtime::ExecutionError& error) {
-    failAt(DiagnosticKind::TrainingError, fmt::format("training '{}' failed: {}", traced.name, error.what()),
-           a.callSpan);
-  }
-  return ev.makeRecord({{"losses", ev.makeList(std::move(losses))},
-                        {"steps", Value::integer(steps)},
-                        {"seconds", Value::quantity(seconds, Dimension{0, 1, 0})},
-                        {"throughput", Value::number(static_cast<double>(work * steps) / seconds)},
-                        {"unit", ev.makeString(unit)}});
+  std::unique_ptr<StepRunner> runner = makeRunner(a, traced.tracer->graph, training, batch);
+  std::unique_ptr<StepRunner> reference;
+  if ((a[kVerify].kind() == ValueKind::Bool && a[kVerify].asBool()) && runner->predictedSeconds()) reference = serialRunner(training, batch);
+
+  TrainingLoop loop;
+  loop.model = traced.name;
+  loop.graph = &training.graph;
+  loop.data = data.get();
+  loop.batch = batch;
+  loop.steps = steps;
+  loop.seed = static_cast<std::uint64_t>(intArg(a, kSeed, "seed"));
+  loop.optimizer = a[kOptimizer].isNone() ? "adam" : a[kOptimizer].field("kind").str();
+  loop.logEvery = intArg(a, kLogEvery, "log_every");
+  checkpointArg(ev, a, loop);
+  loop.every = every;
+  std::tie(loop.work, loop.unit) = workPerStep(training.graph, batch);
+  loop.call = a.callSpan;
+  loop.dataSpan = a.spans[kData];
+  loop.checkpointSpan = a.spans[kCheckpoint];
+  if (loop.logEvery > 0 && runner->predictedSeconds())
+    ev.write(fmt::format("training '{}' on {}\n", traced.name, runner->describe()));
+  return runTrainingLoop(ev, loop, *runner, reference.get());
 }
 
 }  // namespace
@@ -204,7 +261,11 @@ void installTrainingBuiltins(Environment& env) {
                  {"data", Value()},
                  {"optimizer", Value()},
                  {"seed", Value::integer(0)},
-                 {"log_every", Value::integer(1)}},
+                 {"log_every", Value::integer(1)},
+                 {"plan", Value()},
+                 {"checkpoint", Value()},
+                 {"every", Value::integer(0)},
+                 {"verify", Value::boolean(false)}},
                 train);
 }
 

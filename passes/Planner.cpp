@@ -74,12 +74,14 @@ int opsWithFlops(const ir::Graph& graph) {
   return count;
 }
 
+}  // namespace
+
 // The user's layer count, else the scope layers, else G(k, r) into at most
 // kDefaultLayers layers (every layer needs an op with FLOPs).
-LayerClustering formLayers(const ir::Graph& forward, const PlanRequest& r) {
+LayerClustering planLayers(const ir::Graph& forward, int layers) {
   LayerClusteringOptions options;
-  options.layers = r.layers;
-  if (r.layers == 0) {
+  options.layers = layers;
+  if (layers == 0) {
     if (auto scoped = scopeLayers(forward, 1)) return *scoped;
     options.layers = std::max(1, std::min(kDefaultLayers, opsWithFlops(forward)));
   }
@@ -89,6 +91,27 @@ LayerClustering formLayers(const ir::Graph& forward, const PlanRequest& r) {
     throw PlanningError("layers", e.what());
   }
 }
+
+std::vector<int> stageOfForwardOps(const ir::Graph& forward, const ir::Plan& plan) {
+  if (plan.stages.empty()) throw PlanningError("stages", "the plan has no stages");
+  const int count = plan.stages.back().endLayer;
+  LayerClustering layers = planLayers(forward, 0);
+  if (static_cast<int>(layers.layers.size()) != count) layers = planLayers(forward, count);
+  std::vector<int> stageOfLayer(static_cast<std::size_t>(count), -1);
+  for (std::size_t s = 0; s < plan.stages.size(); ++s)
+    for (int l = plan.stages[s].firstLayer; l < plan.stages[s].endLayer && l < count; ++l)
+      if (l >= 0) stageOfLayer[static_cast<std::size_t>(l)] = static_cast<int>(s);
+  std::vector<int> stages(forward.ops().size(), 0);
+  for (ir::OpId id = 0; id < forward.ops().size(); ++id) {
+    int stage = stageOfLayer.at(static_cast<std::size_t>(layers.layerOfOp[id]));
+    if (stage < 0)
+      throw PlanningError("stages", fmt::format("layer {} is in no stage of the plan", layers.layerOfOp[id]));
+    stages[id] = stage;
+  }
+  return stages;
+}
+
+namespace {
 
 std::vector<IntraOpPin> intraOpPins(const PlanRequest& r) {
   std::vector<IntraOpPin> pins;
@@ -221,7 +244,7 @@ class Search {
 
   ir::Plan run() {
     validateRequest(request_, cluster_);
-    layers_ = formLayers(forward_, request_);
+    layers_ = planLayers(forward_, request_.layers);
     checkLayerPins(request_, int(layers_.layers.size()));
     budget_ = request_.memoryPerDevice.value_or(cluster_.device.memoryBytes);
     table_.emplace(forward_, layers_, cluster_.device,

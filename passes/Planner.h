@@ -30,6 +30,7 @@
 #include "ir/Graph.h"
 #include "ir/PipelineSchedule.h"
 #include "ir/Plan.h"
+#include "passes/LayerClustering.h"
 
 namespace meshflow::passes {
 
@@ -97,5 +98,14 @@ class PlanningError : public std::runtime_error {
 /// `cluster`. Throws PlanningError for requests that cannot be met.
 ir::Plan planTraining(const ir::Graph& forward, const ir::Cluster& cluster,
                       const PlanRequest& request);
+
+/// The layers the planner forms from `forward`: `layers` of them by G(k, r), or
+/// with `layers` = 0 the scope layers (else G(k, r) into at most 16).
+LayerClustering planLayers(const ir::Graph& forward, int layers);
+
+/// The (virtual) stage of every op of `forward` under `plan`, which was planned
+/// for it: how a runtime maps the plan's layer ranges back to ops. Throws
+/// PlanningError when the plan's layers do not cover the graph.
+std::vector<int> stageOfForwardOps(const ir::Graph& forward, const ir::Plan& plan);
 
 }  // namespace meshflow::passes

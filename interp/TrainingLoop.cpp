@@ -1,0 +1,142 @@
+#include "interp/TrainingLoop.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+
+#include "interp/Builtins.h"
+#include "runtime/parallel/ParallelTrainer.h"
+#include "runtime/reference/SerialExecutor.h"
+
+namespace meshflow::interp {
+namespace {
+
+constexpr double kLossTolerance = 1e-4;  // relative, per step
+// Adam moves a weight by up to lr a step whatever the gradient's size, so fp32
+// rounding in a near-zero gradient shows as an absolute difference.
+constexpr double kWeightRtol = 1e-3, kWeightAtol = 1e-4;
+
+nlohmann::json checkpointInfo(const TrainingLoop& loop, const StepRunner& runner) {
+  return {{"model", loop.model}, {"seed", loop.seed},          {"batch", loop.batch},
+          {"optimizer", loop.optimizer}, {"plan", runner.describe()}};
+}
+
+// The state to start from: the latest checkpoint's, else freshly initialised.
+std::int64_t startingState(Evaluator& ev, const TrainingLoop& loop, StepRunner& runner, StepRunner* reference) {
+  runtime::TensorMap state;
+  std::int64_t first = 1;
+  std::optional<runtime::LoadedCheckpoint> loaded;
+  if (loop.checkpoint) {
+    try {
+      loaded = runtime::readLatestCheckpoint(*loop.checkpoint);
+    } catch (const runtime::CheckpointError& e) {
+      failAt(DiagnosticKind::CheckpointError, fmt::format("cannot resume: {}", e.what()), loop.checkpointSpan);
+    }
+  }
+  if (loaded) {
+    if (loaded->info.value("model", "") != loop.model)
+      failAt(DiagnosticKind::CheckpointError,
+             fmt::format("{} holds a checkpoint of '{}', not of '{}'", loaded->path.string(),
+                         loaded->info.value("model", "?"), loop.model),
+             loop.checkpointSpan);
+    state = std::move(loaded->tensors);
+    first = loaded->step + 1;
+    ev.write(fmt::format("resuming from {} (step {})\n", loaded->path.string(), loaded->step));
+  } else {
+    runtime::initializeParameters(*loop.graph, loop.seed, state);
+  }
+  try {
+    runner.setState(state);
+    if (reference) reference->setState(state);
+  } catch (const runtime::ParallelRunError& e) {
+    failAt(DiagnosticKind::CheckpointError, fmt::format("the checkpoint does not fit the model: {}", e.what()),
+           loop.checkpointSpan);
+  }
+  return first;
+}
+
+void verifyStep(const TrainingLoop& loop, std::int64_t step, double loss, double expected) {
+  if (std::abs(loss - expected) <= kLossTolerance * std::max(1.0, std::abs(expected))) return;
+  failAt(DiagnosticKind::VerifyFailed,
+         fmt::format("step {}: the plan's loss {:.6f} differs from the serial reference's {:.6f}", step,
+                     loss, expected),
+         loop.call);
+}
+
+void verifyState(const TrainingLoop& loop, const StepRunner& runner, const StepRunner& reference) {
+  runtime::TensorMap mine = runner.state(), theirs = reference.state();
+  for (const auto& [name, tensor] : theirs) {
+    auto it = mine.find(name);
+    if (it != mine.end() && runtime::allClose(it->second, tensor, kWeightRtol, kWeightAtol)) continue;
+    failAt(DiagnosticKind::VerifyFailed,
+           it == mine.end() ? fmt::format("the plan's state has no `{}`", name)
+                            : fmt::format("`{}` differs from the serial reference by up to {:.3g}", name,
+                                          runtime::maxAbsDiff(it->second, tensor)),
+           loop.call);
+  }
+}
+
+void saveCheckpoint(Evaluator& ev, const TrainingLoop& loop, const StepRunner& runner, std::int64_t step) {
+  try {
+    runtime::writeCheckpoint(*loop.checkpoint, step, checkpointInfo(loop, runner), runner.shards());
+  } catch (const std::exception& e) {
+    failAt(DiagnosticKind::CheckpointError, fmt::format("cannot write the checkpoint of step {}: {}", step, e.what()),
+           loop.checkpointSpan);
+  }
+  if (loop.logEvery > 0) ev.write(fmt::format("checkpoint: step {} in {}\n", step, loop.checkpoint->string()));
+}
+
+std::string progressLine(const TrainingLoop& loop, std::int64_t step, double loss, double seconds,
+                         std::optional<double> predicted) {
+  std::string line = fmt::format("step {:>4}/{}  loss {:.4f}  {:.0f} {}  {:.1f} ms", step, loop.steps, loss,
+                                 static_cast<double>(loop.work) / seconds, loop.unit, seconds * 1e3);
+  if (predicted) line += fmt::format(" (simulated {:.3g} ms)", *predicted * 1e3);
+  return line + "\n";
+}
+
+}  // namespace
+
+Value runTrainingLoop(Evaluator& ev, const TrainingLoop& loop, StepRunner& runner, StepRunner* reference) {
+  const std::int64_t first = startingState(ev, loop, runner, reference);
+  if (loop.checkpoint && !loop.checkpointDenied.empty())
+    failAt(DiagnosticKind::AccessDenied, loop.checkpointDenied, loop.checkpointSpan);
+  std::vector<Value> losses;
+  double seconds = 0;
+  try {
+    for (std::int64_t step = first; step <= loop.steps; ++step) {
+      ev.step();
+      runtime::TensorMap inputs = loop.data->batch(*loop.graph, loop.batch, step - 1);
+      auto start = std::chrono::steady_clock::now();
+      double loss = runner.step(inputs, step);
+      double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      seconds += elapsed;
+      losses.push_back(Value::number(loss));
+      if (reference) verifyStep(loop, step, loss, reference->step(inputs, step));
+      if (loop.logEvery > 0 && (step % loop.logEvery == 0 || step == first || step == loop.steps))
+        ev.write(progressLine(loop, step, loss, elapsed, runner.predictedSeconds()));
+      if (loop.checkpoint && ((loop.every > 0 && step % loop.every == 0) || step == loop.steps))
+        saveCheckpoint(ev, loop, runner, step);
+    }
+  } catch (const runtime::DataError& error) {
+    failAt(DiagnosticKind::DataError, error.what(), loop.dataSpan);
+  } catch (const runtime::ExecutionError& error) {
+    failAt(DiagnosticKind::TrainingError, fmt::format("training '{}' failed: {}", loop.model, error.what()),
+           loop.call);
+  } catch (const runtime::ParallelRunError& error) {
+    failAt(DiagnosticKind::TrainingError, fmt::format("training '{}' failed: {}", loop.model, error.what()),
+           loop.call);
+  }
+  if (reference) verifyState(loop, runner, *reference);
+  std::int64_t ran = static_cast<std::int64_t>(losses.size());
+  auto predicted = runner.predictedSeconds();
+  return ev.makeRecord(
+      {{"losses", ev.makeList(std::move(losses))},
+       {"steps", Value::integer(ran)},
+       {"first_step", Value::integer(first)},
+       {"seconds", Value::quantity(seconds, Dimension{0, 1, 0})},
+       {"throughput", Value::number(seconds > 0 ? static_cast<double>(loop.work * ran) / seconds : 0)},
+       {"unit", ev.makeString(loop.unit)},
+       {"predicted_step_seconds", predicted ? Value::quantity(*predicted, Dimension{0, 1, 0}) : Value()}});
+}
+
+}  // namespace meshflow::interp

@@ -1,0 +1,42 @@
+// The loop of train(): data, steps, progress lines, verification against the
+// serial reference, checkpoints and resuming (docs/training.md).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include "interp/Evaluator.h"
+#include "interp/TrainingRunners.h"
+#include "runtime/data/DataSource.h"
+
+namespace meshflow::interp {
+
+struct TrainingLoop {
+  std::string model;  ///< Its name, recorded in checkpoints.
+  const ir::Graph* graph = nullptr;  ///< The training graph (for the data).
+  const runtime::DataSource* data = nullptr;
+  std::int64_t batch = 1;
+  std::int64_t steps = 1;
+  std::uint64_t seed = 0;
+  std::string optimizer;  ///< "adam", recorded in checkpoints
+  std::int64_t logEvery = 1;
+  std::optional<std::filesystem::path> checkpoint;  ///< Directory, checked readable.
+  std::string checkpointDenied;  ///< Why it may not be written, when it may not.
+  std::int64_t every = 0;  ///< Checkpoint every this many steps (0: at the end only).
+  /// Work per step for the throughput figure ("tokens/s" or "samples/s").
+  std::int64_t work = 1;
+  std::string unit = "samples/s";
+  /// Where errors point: the call, the data argument, the checkpoint argument.
+  SourceSpan call, dataSpan, checkpointSpan;
+};
+
+/// Runs the loop on `runner`; with `reference`, the serial reference steps
+/// alongside and any difference beyond fp32 tolerance is a VerifyFailed error.
+/// Resumes from the latest checkpoint in `loop.checkpoint` when there is one.
+/// Returns train()'s record: losses (of the steps this call ran), steps,
+/// seconds, throughput, unit, first_step and predicted_step_seconds.
+Value runTrainingLoop(Evaluator& ev, const TrainingLoop& loop, StepRunner& runner, StepRunner* reference);
+
+}  // namespace meshflow::interp

@@ -1,0 +1,68 @@
+#include "interp/TrainingRunners.h"
+
+#include "runtime/reference/SerialExecutor.h"
+
+namespace meshflow::interp {
+namespace {
+
+class SerialRunner final : public StepRunner {
+ public:
+  SerialRunner(const passes::TrainingGraph& training, std::int64_t batch)
+      : executor_(training.graph, {batch, true}) {}
+
+  double step(const runtime::TensorMap& batch, std::int64_t step) override {
+    return executor_.run(batch, state_, step).at(0).item();
+  }
+  runtime::TensorMap state() const override { return state_; }
+  void setState(const runtime::TensorMap& state) override { state_ = state; }
+  std::vector<runtime::DeviceShard> shards() const override {
+    runtime::DeviceShard shard;
+    for (const auto& [name, tensor] : state_)
+      shard.pieces.push_back({name, tensor.shape(), std::vector<std::int64_t>(tensor.rank(), 0), tensor});
+    return {shard};
+  }
+  std::string describe() const override { return "the serial reference on 1 device"; }
+
+ private:
+  runtime::SerialExecutor executor_;
+  runtime::TensorMap state_;
+};
+
+class ParallelRunner final : public StepRunner {
+ public:
+  ParallelRunner(const passes::TrainingGraph& training, runtime::ParallelPlan plan,
+                 runtime::ParallelOptions options, std::optional<runtime::sim::SimulatorOptions> simulator,
+                 std::string description)
+      : trainer_(training, std::move(plan), options), description_(std::move(description)) {
+    if (simulator) predicted_ = runtime::sim::simulate(trainer_.program(), *simulator).makespan;
+  }
+
+  double step(const runtime::TensorMap& batch, std::int64_t step) override {
+    return trainer_.step(batch, step).loss;
+  }
+  runtime::TensorMap state() const override { return trainer_.state(); }
+  void setState(const runtime::TensorMap& state) override { trainer_.setState(state); }
+  std::vector<runtime::DeviceShard> shards() const override { return trainer_.shards(); }
+  std::optional<double> predictedSeconds() const override { return predicted_; }
+  std::string describe() const override { return description_; }
+
+ private:
+  runtime::ParallelTrainer trainer_;
+  std::optional<double> predicted_;
+  std::string description_;
+};
+
+}  // namespace
+
+std::unique_ptr<StepRunner> serialRunner(const passes::TrainingGraph& training, std::int64_t batch) {
+  return std::make_unique<SerialRunner>(training, batch);
+}
+
+std::unique_ptr<StepRunner> parallelRunner(const passes::TrainingGraph& training, runtime::ParallelPlan plan,
+                                           runtime::ParallelOptions options,
+                                           std::optional<runtime::sim::SimulatorOptions> simulator,
+                                           std::string description) {
+  return std::make_unique<ParallelRunner>(training, std::move(plan), options, simulator, std::move(description));
+}
+
+}  // namespace meshflow::interp

@@ -1,0 +1,41 @@
+// What train() steps: the serial reference on one device, or a plan on the cpu
+// backend's virtual cluster — one interface, so the loop around them (data,
+// progress, verification, checkpoints) is written once (interp/TrainingLoop.h).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "passes/Autodiff.h"
+#include "runtime/checkpoint/Checkpoint.h"
+#include "runtime/parallel/ParallelTrainer.h"
+#include "runtime/sim/Simulator.h"
+
+namespace meshflow::interp {
+
+class StepRunner {
+ public:
+  virtual ~StepRunner() = default;
+  /// Runs training step `step` (1-based) on the whole batch; returns the loss.
+  virtual double step(const runtime::TensorMap& batch, std::int64_t step) = 0;
+  virtual runtime::TensorMap state() const = 0;
+  virtual void setState(const runtime::TensorMap& state) = 0;
+  virtual std::vector<runtime::DeviceShard> shards() const = 0;
+  /// Seconds the simulator predicts for a step, when there is a plan.
+  virtual std::optional<double> predictedSeconds() const { return std::nullopt; }
+  /// One line: "serial reference on 1 device" or the plan's shape.
+  virtual std::string describe() const = 0;
+};
+
+std::unique_ptr<StepRunner> serialRunner(const passes::TrainingGraph& training, std::int64_t batch);
+
+/// A plan on the cpu backend; with `simulator`, its Program is also simulated
+/// once so progress lines can show the predicted step time.
+std::unique_ptr<StepRunner> parallelRunner(const passes::TrainingGraph& training, runtime::ParallelPlan plan,
+                                           runtime::ParallelOptions options,
+                                           std::optional<runtime::sim::SimulatorOptions> simulator,
+                                           std::string description);
+
+}  // namespace meshflow::interp

@@ -1,0 +1,310 @@
+#include "runtime/parallel/DeviceExecutor.h"
+
+#include "runtime/cpu/Kernels.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cmath>
+#include <set>
+#include <utility>
+
+namespace meshflow::runtime {
+namespace {
+
+using ir::BufferId;
+using ir::BufferRole;
+using ir::Instruction;
+
+using Clock = std::chrono::steady_clock;
+
+double secondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+/// The values `ids` of `values`, moved out (or copied) into a table of their own.
+ValueTable pick(ValueTable& values, const std::vector<ir::ValueId>& ids, bool copy) {
+  ValueTable picked;
+  for (ir::ValueId v : ids) {
+    auto it = values.find(v);
+    if (it == values.end()) throw std::logic_error(fmt::format("value {} was not computed", v));
+    picked.emplace(v, copy ? it->second : std::move(it->second));
+  }
+  return picked;
+}
+
+void mergeInto(ValueTable& into, ValueTable&& from) {
+  for (auto& [v, t] : from) into.insert_or_assign(v, std::move(t));
+}
+
+/// A message: an i32 tensor of the value ids, then the tensors in id order.
+std::vector<Tensor> encode(ValueTable&& table) {
+  std::vector<std::int32_t> ids;
+  std::vector<Tensor> message(1);
+  for (auto& [v, t] : table) {
+    ids.push_back(static_cast<std::int32_t>(v));
+    message.push_back(std::move(t));
+  }
+  const auto count = static_cast<std::int64_t>(ids.size());
+  message[0] = Tensor::fromI32({count}, std::move(ids));
+  return message;
+}
+
+ValueTable decode(std::vector<Tensor>&& message) {
+  if (message.empty() || message[0].dtype() != ir::DType::I32 ||
+      message[0].elements() + 1 != static_cast<std::int64_t>(message.size()))
+    throw std::runtime_error("a malformed message arrived");
+  ValueTable table;
+  auto ids = message[0].i32();
+  for (std::size_t i = 0; i < ids.size(); ++i)
+    table.emplace(static_cast<ir::ValueId>(ids[i]), std::move(message[i + 1]));
+  return table;
+}
+
+void addInto(Tensor& sum, const Tensor& x) {
+  auto s = sum.f32();
+  auto a = x.f32();
+  if (s.size() != a.size()) throw std::logic_error("gradients of different shapes");
+  for (std::size_t i = 0; i < s.size(); ++i) s[i] += a[i];
+}
+
+// Output j of an optimizer update replaces its input 0 (w), 3 or 4 (state).
+std::size_t updatedInput(std::size_t output) { return output == 0 ? 0 : output + 2; }
+
+class DeviceRun {
+ public:
+  explicit DeviceRun(const DeviceStep& s)
+      : s_(s), code_(s.program->devices.at(static_cast<std::size_t>(s.device))) {}
+
+  DeviceResult run() {
+    auto start = Clock::now();
+    for (std::size_t i = 0; i < code_.code.size(); ++i) {
+      const Instruction& in = code_.code[i];
+      try {
+        if (s_.fault && s_.fault->device == s_.device && s_.fault->step == s_.step &&
+            s_.fault->instruction == i)
+          throw std::runtime_error("injected fault");
+        execute(in);
+      } catch (const CommError& e) {
+        // A consequence of another device's failure: that one is the error to report.
+        if (e.kind() == CommError::Kind::Aborted) throw;
+        throw failure(i, e.detail());
+      } catch (const std::exception& e) {
+        throw failure(i, e.what());
+      }
+    }
+    result_.times.totalSeconds = secondsSince(start);
+    return result_;
+  }
+
+ private:
+  DeviceExecutionError failure(std::size_t i, const std::string& cause) const {
+    return DeviceExecutionError(fmt::format("device {}, step {}, instruction {} ({}): {}", s_.device, s_.step, i,
+                                            ir::instructionText(*s_.program, s_.device, code_.code[i]), cause));
+  }
+
+  const passes::StagePiece& piece(int vs) const {
+    return s_.partition->stages.at(static_cast<std::size_t>(vs));
+  }
+  BufferRole role(BufferId id) const { return s_.program->buffers.at(id).role; }
+
+  void execute(const Instruction& in) {
+    auto uses = code_.uses(in);
+    auto defs = code_.defs(in);
+    switch (in.op) {
+      case ir::Opcode::kRun:
+        runStage(in, uses, defs);
+        return;
+      case ir::Opcode::kSend: {
+        auto start = Clock::now();
+        s_.comm->send(in.peer, in.target, encode(std::move(buffers_[uses[0]])));
+        result_.times.commSeconds += secondsSince(start);
+        return;
+      }
+      case ir::Opcode::kRecv: {
+        auto start = Clock::now();
+        buffers_[defs[0]] = decode(s_.comm->recv(in.peer, defs[0]));
+        result_.times.commSeconds += secondsSince(start);
+        return;
+      }
+      case ir::Opcode::kAllReduce: {
+        std::vector<Tensor*> tensors;
+        for (auto& [v, t] : buffers_[uses[0]]) tensors.push_back(&t);
+        auto start = Clock::now();
+        s_.comm->allReduce(s_.program->groups.at(static_cast<std::size_t>(in.peer)), tensors);
+        result_.times.commSeconds += secondsSince(start);
+        return;
+      }
+      case ir::Opcode::kFree:
+        buffers_.erase(uses[0]);
+        return;
+      case ir::Opcode::kUpdate:
+        update(uses);
+        return;
+      default:
+        throw std::runtime_error(
+            fmt::format("the cpu runtime cannot run {} instructions yet", ir::opcodeName(in.op)));
+    }
+  }
+
+  void runStage(const Instruction& in, std::span<const BufferId> uses, std::span<const BufferId> defs) {
+    stages_.insert(in.stage);
+    if (in.action == ir::ActionKind::kForward) {
+      forward(in, uses, defs);
+      return;
+    }
+    if (in.part == 0) backward(in, uses);
+    for (BufferId d : defs) {
+      if (role(d) == BufferRole::kGradOut) buffers_[d] = std::move(pendingOut_);
+      if (role(d) == BufferRole::kGradient) buffers_[d] = bucket(in.stage, in.part, in.parts);
+    }
+  }
+
+  void runOps(const std::vector<ir::OpId>& ops, ValueTable& values, const TensorMap& inputs) {
+    auto start = Clock::now();
+    s_.runner->run(ops, values, *s_.state, inputs, s_.step);
+    result_.times.kernelSeconds += secondsSince(start);
+  }
+
+  const TensorMap& inputsOf(const Instruction& in) const {
+    return s_.microbatches->at(static_cast<std::size_t>(in.microbatch));
+  }
+
+  void forward(const Instruction& in, std::span<const BufferId> uses, std::span<const BufferId> defs) {
+    const passes::StagePiece& p = piece(in.stage);
+    ValueTable values;
+    for (BufferId u : uses) mergeInto(values, std::move(buffers_[u]));
+    runOps(p.forward, values, inputsOf(in));
+    if (in.stage == s_.partition->lossStage) {
+      result_.lossSum += values.at(s_.partition->loss).item();
+      ++result_.losses;
+    }
+    for (BufferId d : defs) {
+      if (role(d) == BufferRole::kStash) buffers_[d] = pick(values, p.stash, true);
+      if (role(d) == BufferRole::kActivationOut) buffers_[d] = pick(values, p.forwardCarry, false);
+    }
+  }
+
+  // B, I or W of one microbatch: runs its ops, accumulates the weight gradients it
+  // makes, and keeps the backward carry for the instruction's grad-out buffer.
+  void backward(const Instruction& in, std::span<const BufferId> uses) {
+    const passes::StagePiece& p = piece(in.stage);
+    const bool inputGrad = in.action == ir::ActionKind::kInputGrad;
+    ValueTable values;
+    BufferId stash = 0;
+    for (BufferId u : uses) {
+      if (role(u) == BufferRole::kStash) {
+        stash = u;
+        if (inputGrad) {
+          values = buffers_[u];  // I keeps the stash for W
+        } else {
+          mergeInto(values, std::move(buffers_[u]));
+        }
+      } else {
+        mergeInto(values, std::move(buffers_[u]));
+      }
+    }
+    const auto& ops = in.action == ir::ActionKind::kBackward ? p.backward
+                      : inputGrad                            ? p.inputGrad
+                                                             : p.weightGrad;
+    runOps(ops, values, inputsOf(in));
+    accumulate(in.stage, ops, values);
+    if (inputGrad) mergeInto(buffers_[stash], pick(values, p.inputGradOutputs, true));
+    if (in.action != ir::ActionKind::kWeightGrad) pendingOut_ = pick(values, p.backwardCarry, false);
+  }
+
+  void accumulate(int vs, const std::vector<ir::OpId>& ops, ValueTable& values) {
+    const passes::StagePiece& p = piece(vs);
+    std::set<ir::OpId> ran(ops.begin(), ops.end());
+    auto& sums = accumulated_[vs];
+    sums.resize(p.gradients.size());
+    for (std::size_t i = 0; i < p.gradients.size(); ++i) {
+      ir::ValueId g = p.gradients[i];
+      if (!ran.count(s_.runner->graph().value(g).producer)) continue;
+      Tensor& made = values.at(g);
+      if (sums[i].allocated()) {
+        addInto(sums[i], made);
+      } else {
+        sums[i] = made;
+      }
+    }
+  }
+
+  // Bucket `part` of `parts` of stage `vs`: a contiguous group of its gradients in
+  // the order backward finishes them.
+  ValueTable bucket(int vs, int part, int parts) {
+    const passes::StagePiece& p = piece(vs);
+    auto& sums = accumulated_[vs];
+    sums.resize(p.gradients.size());
+    std::size_t n = p.gradients.size();
+    ValueTable table;
+    for (std::size_t i = n * part / parts; i < n * (part + 1) / parts; ++i)
+      table.emplace(p.gradients[i], std::exchange(sums[i], Tensor()));
+    return table;
+  }
+
+  void update(std::span<const BufferId> uses) {
+    ValueTable values;
+    for (BufferId u : uses)
+      if (role(u) == BufferRole::kGradient) mergeInto(values, std::move(buffers_[u]));
+    for (int vs : stages_) {
+      const passes::StagePiece& p = piece(vs);
+      auto& sums = accumulated_[vs];
+      for (std::size_t i = 0; i < sums.size(); ++i)
+        if (sums[i].allocated()) values.insert_or_assign(p.gradients[i], std::exchange(sums[i], Tensor()));
+      for (ir::ValueId g : p.gradients) {
+        auto it = values.find(g);
+        if (it == values.end() || !it->second.allocated())
+          throw std::logic_error(fmt::format("the gradient value {} of stage {} is missing", g, vs));
+        for (float& x : it->second.f32()) x *= s_.gradientScale;
+      }
+    }
+    if (s_.partition->clip) clipScale(values);
+    for (int vs : stages_) applyUpdate(piece(vs), values);
+  }
+
+  // The global gradient norm over every stage of this replica, and the clip
+  // scale the updates read.
+  void clipScale(ValueTable& values) {
+    double squares = 0;
+    for (int vs : stages_)
+      for (ir::ValueId g : piece(vs).gradients)
+        for (float x : values.at(g).f32()) squares += static_cast<double>(x) * x;
+    Tensor total = Tensor::scalar(static_cast<float>(squares));
+    auto start = Clock::now();
+    s_.comm->allReduce(*s_.pipelineGroup, {&total});
+    result_.times.commSeconds += secondsSince(start);
+    Tensor norm = Tensor::scalar(std::sqrt(total.item()));
+    const ir::Op& op = s_.runner->graph().op(s_.partition->clip->clipScale);
+    Tensor& scale = values[op.outputs.at(0)];
+    std::vector<const Tensor*> in{&norm};
+    std::vector<Tensor*> out{&scale};
+    cpu::runKernel(op, in, out, cpu::KernelContext{s_.step, s_.partition->clip->clipScale});
+  }
+
+  void applyUpdate(const passes::StagePiece& p, ValueTable& values) {
+    static const TensorMap kNoInputs;
+    runOps(p.update, values, kNoInputs);
+    const ir::Graph& graph = s_.runner->graph();
+    for (ir::OpId id : p.update) {
+      const ir::Op& op = graph.op(id);
+      if (op.kind != ir::OpKind::SgdUpdate && op.kind != ir::OpKind::AdamUpdate) continue;
+      for (std::size_t j = 0; j < op.outputs.size(); ++j)
+        (*s_.state)[bindingName(graph, op.inputs.at(updatedInput(j)))] = std::move(values.at(op.outputs[j]));
+    }
+  }
+
+  const DeviceStep& s_;
+  const ir::DeviceCode& code_;
+  std::map<BufferId, ValueTable> buffers_;
+  std::map<int, std::vector<Tensor>> accumulated_;  // per virtual stage, per gradient
+  ValueTable pendingOut_;
+  std::set<int> stages_;
+  DeviceResult result_;
+};
+
+}  // namespace
+
+DeviceResult executeDevice(const DeviceStep& step) { return DeviceRun(step).run(); }
+
+}  // namespace meshflow::runtime

@@ -1,0 +1,76 @@
+// The executor of one virtual device: runs that device's instruction stream of
+// an ir::Program — RUN, SEND, RECV, ALL_REDUCE, FREE, UPDATE — against real
+// tensors (docs/runtime.md, "The executor").
+//
+// A RUN executes the local kernels of its stage's forward, backward (B, or I and
+// W) for one microbatch; buffers hold bundles of tensors keyed by value id (an
+// activation buffer holds the stage's forward carry, a stash what its backward
+// reads, a gradient bucket a group of accumulated weight gradients). A backward
+// split into pieces for bucketed gradient synchronisation computes the whole
+// backward at its first piece; each piece then hands its bucket over.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <vector>
+
+#include "ir/Program.h"
+#include "passes/StagePartition.h"
+#include "runtime/Communicator.h"
+#include "runtime/parallel/OpRunner.h"
+
+namespace meshflow::runtime {
+
+/// A test hook: throw on `device` at `step` just before instruction `instruction`.
+struct InjectedFault {
+  int device = 0;
+  std::int64_t step = 1;
+  std::size_t instruction = 0;
+};
+
+/// Where a device spent one step.
+struct DeviceTimes {
+  double kernelSeconds = 0;  ///< Inside the stage kernels (RUN, UPDATE).
+  double commSeconds = 0;    ///< Inside send, recv and collectives, waiting included.
+  double totalSeconds = 0;   ///< The whole instruction stream.
+};
+
+/// What one device needs to run its stream for one step.
+struct DeviceStep {
+  int device = 0;
+  std::int64_t step = 1;
+  const ir::Program* program = nullptr;
+  const passes::StagePartition* partition = nullptr;
+  const OpRunner* runner = nullptr;
+  Communicator* comm = nullptr;
+  /// Parameters and optimizer state of the stages this device runs; updated in place.
+  TensorMap* state = nullptr;
+  /// The graph inputs of each microbatch this device's replica runs.
+  const std::vector<TensorMap>* microbatches = nullptr;
+  /// Accumulated gradients are multiplied by this before the update (1 / samples' share).
+  float gradientScale = 1;
+  /// This device's replica of the pipeline: one device per rank, in rank order.
+  /// Gradient clipping all-reduces the squared gradient norm over it.
+  const std::vector<int>* pipelineGroup = nullptr;
+  std::optional<InjectedFault> fault;
+};
+
+struct DeviceResult {
+  double lossSum = 0;  ///< Sum of the losses of the microbatches whose loss this device made.
+  int losses = 0;
+  DeviceTimes times;
+};
+
+/// A device failed: what() names the device, the step, the instruction index and
+/// its text, then the cause.
+class DeviceExecutionError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Runs `step.device`'s instruction stream once.
+DeviceResult executeDevice(const DeviceStep& step);
+
+}  // namespace meshflow::runtime

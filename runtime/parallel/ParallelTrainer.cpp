@@ -1,0 +1,217 @@
+#include "runtime/parallel/ParallelTrainer.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "passes/Lowering.h"
+#include "runtime/cpu/LocalCluster.h"
+
+namespace meshflow::runtime {
+namespace {
+
+std::int64_t valueBytes(const OpRunner& runner, const std::vector<ir::ValueId>& values) {
+  std::int64_t bytes = 0;
+  for (ir::ValueId v : values) bytes += shapeElements(runner.shape(v)) * 4;
+  return bytes;
+}
+
+/// Rows [first, first + count) of `t` along dimension 0.
+Tensor rows(const Tensor& t, std::int64_t first, std::int64_t count) {
+  Shape shape = t.shape();
+  std::int64_t row = t.elements() / shape.at(0);
+  shape[0] = count;
+  Tensor out(t.dtype(), shape);
+  std::size_t bytes = static_cast<std::size_t>(row * count) * 4;
+  const void* from = t.dtype() == ir::DType::F32 ? static_cast<const void*>(t.f32().data() + first * row)
+                                                 : static_cast<const void*>(t.i32().data() + first * row);
+  void* to = t.dtype() == ir::DType::F32 ? static_cast<void*>(out.f32().data())
+                                         : static_cast<void*>(out.i32().data());
+  std::memcpy(to, from, bytes);
+  return out;
+}
+
+}  // namespace
+
+ParallelTrainer::ParallelTrainer(const passes::TrainingGraph& training, ParallelPlan plan,
+                                 ParallelOptions options)
+    : training_(training), plan_(std::move(plan)), options_(options) {
+  const int ranks = static_cast<int>(plan_.rankDevices.size());
+  if (ranks < 1 || plan_.virtualStages % ranks != 0)
+    throw ParallelRunError(fmt::format("{} virtual stages cannot be spread over {} pipeline ranks",
+                                       plan_.virtualStages, ranks));
+  const int replicas = static_cast<int>(plan_.rankDevices[0].size());
+  for (const auto& devices : plan_.rankDevices)
+    if (static_cast<int>(devices.size()) != replicas || replicas < 1)
+      throw ParallelRunError("every pipeline rank needs the same number of data-parallel replicas");
+  const std::int64_t shares = std::int64_t{plan_.microbatches} * replicas;
+  if (plan_.microbatches < 1 || options_.batch % shares != 0)
+    throw ParallelRunError(fmt::format("batch {} does not split into {} microbatches × {} replicas",
+                                       options_.batch, plan_.microbatches, replicas));
+  microbatchSize_ = options_.batch / shares;
+  for (ir::ValueId input : training_.graph.inputs()) {
+    const auto& shape = training_.graph.value(input).type.shape;
+    for (std::size_t d = 1; d < shape.size(); ++d)
+      if (shape[d].perBatch)
+        throw ParallelRunError(fmt::format("input `{}` has its batch in dimension {}; the runtime "
+                                           "splits batches along dimension 0",
+                                           training_.graph.value(input).name, d));
+  }
+
+  partition_ = passes::partitionStages(training_, plan_.stageOfForwardOp, plan_.virtualStages);
+  runner_ = std::make_unique<OpRunner>(training_.graph, microbatchSize_);
+  program_ = passes::lowerPipeline(describe());
+  ir::checkProgram(program_);
+
+  int devices = std::max(options_.devices, program_.deviceCount());
+  replicaOf_.assign(static_cast<std::size_t>(devices), -1);
+  for (const auto& rank : plan_.rankDevices)
+    for (int i = 0; i < replicas; ++i) replicaOf_.at(static_cast<std::size_t>(rank[i])) = i;
+  stagesOf_.resize(static_cast<std::size_t>(devices));
+  for (int d = 0; d < program_.deviceCount(); ++d)
+    for (const ir::Instruction& in : program_.devices[static_cast<std::size_t>(d)].code)
+      if (in.op == ir::Opcode::kRun) {
+        auto& stages = stagesOf_[static_cast<std::size_t>(d)];
+        if (std::find(stages.begin(), stages.end(), in.stage) == stages.end()) stages.push_back(in.stage);
+      }
+  deviceState_.resize(static_cast<std::size_t>(devices));
+  pipelines_.assign(static_cast<std::size_t>(replicas), {});
+  for (int i = 0; i < replicas; ++i)
+    for (const auto& rank : plan_.rankDevices) pipelines_[static_cast<std::size_t>(i)].push_back(rank[i]);
+  cluster_ = std::make_unique<cpu::LocalCluster>(cpu::LocalClusterOptions{devices, options_.timeout});
+}
+
+ParallelTrainer::~ParallelTrainer() = default;
+
+int ParallelTrainer::replicas() const { return static_cast<int>(plan_.rankDevices[0].size()); }
+
+passes::PipelineDescription ParallelTrainer::describe() const {
+  const int ranks = static_cast<int>(plan_.rankDevices.size());
+  passes::PipelineDescription d;
+  d.schedule = plan_.schedule;
+  d.microbatches = plan_.microbatches;
+  d.chunks = plan_.virtualStages / ranks;
+  d.groupSize = plan_.groupSize;
+  d.bucketBytes = options_.bucketBytes;
+  d.deviceCount = options_.devices;
+  for (int r = 0; r < ranks; ++r) {
+    passes::StageDescription stage;
+    if (static_cast<std::size_t>(r) < plan_.costs.size()) stage = plan_.costs[static_cast<std::size_t>(r)];
+    stage.meshes.clear();
+    for (int device : plan_.rankDevices[static_cast<std::size_t>(r)]) stage.meshes.push_back({device});
+    // Real sizes where the program's buffers mirror them; the gradient bytes also
+    // decide the buckets, and every chunk with gradients needs one.
+    std::int64_t activation = 0, gradients = 0;
+    for (int vs = r; vs < plan_.virtualStages; vs += ranks) {
+      const auto& piece = partition_.stages[static_cast<std::size_t>(vs)];
+      activation = std::max(activation, valueBytes(*runner_, piece.forwardCarry));
+      gradients += valueBytes(*runner_, piece.gradients);
+    }
+    stage.activationBytes = activation;
+    stage.gradientBytes = std::max<std::int64_t>(gradients, 1024);
+    d.stages.push_back(stage);
+  }
+  return d;
+}
+
+void ParallelTrainer::setState(const TensorMap& state) {
+  const ir::Graph& graph = training_.graph;
+  for (std::size_t d = 0; d < deviceState_.size(); ++d) {
+    TensorMap& mine = deviceState_[d];
+    mine.clear();
+    for (int vs : stagesOf_[d])
+      for (ir::ValueId v : partition_.stages[static_cast<std::size_t>(vs)].state) {
+        std::string name = bindingName(graph, v);
+        auto it = state.find(name);
+        if (it == state.end()) throw ParallelRunError(fmt::format("the state has no `{}`", name));
+        mine[name] = it->second;
+      }
+  }
+}
+
+TensorMap ParallelTrainer::state() const {
+  TensorMap all;
+  for (const auto& rank : plan_.rankDevices)
+    for (const auto& [name, tensor] : deviceState_.at(static_cast<std::size_t>(rank[0])))
+      all.emplace(name, tensor);
+  return all;
+}
+
+std::vector<DeviceShard> ParallelTrainer::shards() const {
+  std::vector<DeviceShard> shards;
+  for (std::size_t d = 0; d < deviceState_.size(); ++d) {
+    if (deviceState_[d].empty()) continue;
+    DeviceShard shard{static_cast<int>(d), {}};
+    for (const auto& [name, tensor] : deviceState_[d])
+      shard.pieces.push_back({name, tensor.shape(), std::vector<std::int64_t>(tensor.rank(), 0), tensor});
+    shards.push_back(std::move(shard));
+  }
+  return shards;
+}
+
+std::vector<TensorMap> ParallelTrainer::microbatchesOf(const TensorMap& batch, int replica) const {
+  std::vector<TensorMap> result(static_cast<std::size_t>(plan_.microbatches));
+  const ir::Graph& graph = training_.graph;
+  for (ir::ValueId input : graph.inputs()) {
+    std::string name = bindingName(graph, input);
+    auto it = batch.find(name);
+    if (it == batch.end()) throw ParallelRunError(fmt::format("no tensor was given for input `{}`", name));
+    const auto& type = graph.value(input).type;
+    bool split = !type.shape.empty() && type.shape[0].perBatch;
+    for (int k = 0; k < plan_.microbatches; ++k) {
+      std::int64_t share = std::int64_t{replica} * plan_.microbatches + k;
+      std::int64_t perSample = split ? type.shape[0].value : 0;
+      result[static_cast<std::size_t>(k)][name] =
+          split ? rows(it->second, share * microbatchSize_ * perSample, microbatchSize_ * perSample)
+                : it->second;
+    }
+  }
+  return result;
+}
+
+ParallelStepResult ParallelTrainer::step(const TensorMap& batch, std::int64_t step) {
+  const std::size_t devices = deviceState_.size();
+  std::vector<std::vector<TensorMap>> inputs;
+  for (int i = 0; i < replicas(); ++i) inputs.push_back(microbatchesOf(batch, i));
+  std::vector<DeviceResult> results(devices);
+  const float scale = 1.0f / static_cast<float>(std::int64_t{plan_.microbatches} * replicas());
+  auto start = std::chrono::steady_clock::now();
+  try {
+    cluster_->run([&](int device) {
+      auto d = static_cast<std::size_t>(device);
+      if (replicaOf_[d] < 0) return;
+      DeviceStep s;
+      s.device = device;
+      s.step = step;
+      s.program = &program_;
+      s.partition = &partition_;
+      s.runner = runner_.get();
+      s.comm = &cluster_->communicator(device);
+      s.state = &deviceState_[d];
+      s.microbatches = &inputs[static_cast<std::size_t>(replicaOf_[d])];
+      s.gradientScale = scale;
+      s.pipelineGroup = &pipelines_[static_cast<std::size_t>(replicaOf_[d])];
+      s.fault = options_.fault;
+      results[d] = executeDevice(s);
+    });
+  } catch (const cpu::DeviceFailure& failure) {
+    // The executor's messages already name the device, step and instruction.
+    const std::string& detail = failure.detail();
+    throw ParallelRunError(detail.rfind("device ", 0) == 0 ? detail : failure.what());
+  }
+  ParallelStepResult result;
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  double sum = 0;
+  int count = 0;
+  for (const DeviceResult& r : results) {
+    sum += r.lossSum;
+    count += r.losses;
+    result.devices.push_back(r.times);
+  }
+  result.loss = count ? sum / count : 0;
+  return result;
+}
+
+}  // namespace meshflow::runtime

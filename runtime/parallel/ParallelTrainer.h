@@ -1,0 +1,114 @@
+// The parallel trainer: one training step of a pipelined, data-parallel plan on
+// the cpu backend's virtual devices — the training graph cut into stages
+// (passes/StagePartition.h), the plan lowered to per-device instruction streams
+// (passes/Lowering.h) and every device's stream run on its own thread
+// (DeviceExecutor.h) with the in-process communicator (cpu/LocalCluster.h).
+//
+// What it computes equals the serial reference (SerialExecutor.h) up to fp32
+// rounding, provided the loss is a mean over the batch (every loss of the
+// stdlib is): each microbatch's gradients are of its own mean loss, so their
+// sum over microbatches and replicas is scaled by 1 / (microbatches × replicas).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "ir/Program.h"
+#include "passes/Autodiff.h"
+#include "passes/PipelineDescription.h"
+#include "passes/StagePartition.h"
+#include "runtime/checkpoint/Checkpoint.h"
+#include "runtime/parallel/DeviceExecutor.h"
+
+namespace meshflow::runtime {
+
+namespace cpu {
+class LocalCluster;
+}
+
+/// What the runtime executes: stages, devices and the schedule.
+struct ParallelPlan {
+  /// The virtual stage of each op of the forward graph (leaves are ignored).
+  std::vector<int> stageOfForwardOp;
+  int virtualStages = 1;
+  /// rankDevices[r][i]: the device that runs pipeline rank r in data-parallel
+  /// replica i. Every rank has the same number of replicas; with v chunks per
+  /// rank, rank r runs the virtual stages the schedule gives it.
+  std::vector<std::vector<int>> rankDevices{{0}};
+  std::string schedule = "1f1b";
+  int microbatches = 1;
+  int groupSize = 0;  ///< Interleaved: microbatches per group (0: ranks).
+  /// Seconds per rank as the cost model predicts them (forward, backward, weight
+  /// gradient, update); they only time the Program for the simulator. Empty:
+  /// 1, 2, 1 and 0 seconds.
+  std::vector<passes::StageDescription> costs;
+};
+
+struct ParallelOptions {
+  std::int64_t batch = 1;  ///< Samples per step, over all replicas and microbatches.
+  int devices = 0;         ///< Virtual devices; 0: as many as the plan uses.
+  std::chrono::milliseconds timeout{60000};  ///< Longest wait for a message or collective.
+  std::int64_t bucketBytes = std::int64_t{25} << 20;  ///< Gradient buckets, as PyTorch DDP.
+  std::optional<InjectedFault> fault;                 ///< Tests only.
+};
+
+/// A plan the runtime cannot run, or a step that failed on a device (the message
+/// names the device, step and instruction).
+class ParallelRunError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct ParallelStepResult {
+  double loss = 0;     ///< Mean over the step's microbatches and replicas.
+  double seconds = 0;  ///< Wall time of the step.
+  std::vector<DeviceTimes> devices;
+};
+
+class ParallelTrainer {
+ public:
+  /// Partitions and lowers; throws ParallelRunError (or StagePartitionError,
+  /// LoweringError, ScheduleError) for a plan that does not fit the graph.
+  ParallelTrainer(const passes::TrainingGraph& training, ParallelPlan plan, ParallelOptions options);
+  ~ParallelTrainer();
+
+  /// Hands every device the parameters and optimizer state of its stages.
+  void setState(const TensorMap& state);
+  /// The whole state, gathered from the first replica of every rank.
+  TensorMap state() const;
+  /// What each device holds, for a checkpoint (whole tensors; replicas repeat them).
+  std::vector<DeviceShard> shards() const;
+
+  /// Runs training step `step` (1-based) on `batch`, the graph inputs of the
+  /// whole step. After a failure the devices' state is inconsistent: resume
+  /// from a checkpoint.
+  ParallelStepResult step(const TensorMap& batch, std::int64_t step);
+
+  const ir::Program& program() const { return program_; }
+  const passes::StagePartition& partition() const { return partition_; }
+  int replicas() const;
+
+ private:
+  std::vector<TensorMap> microbatchesOf(const TensorMap& batch, int replica) const;
+  passes::PipelineDescription describe() const;
+
+  passes::TrainingGraph training_;
+  ParallelPlan plan_;
+  ParallelOptions options_;
+  passes::StagePartition partition_;
+  std::int64_t microbatchSize_ = 1;
+  ir::Program program_;
+  std::unique_ptr<OpRunner> runner_;
+  std::unique_ptr<cpu::LocalCluster> cluster_;
+  std::vector<TensorMap> deviceState_;
+  std::vector<int> replicaOf_;               // per device; -1 if unused
+  std::vector<std::vector<int>> stagesOf_;   // per device: its virtual stages
+  std::vector<std::vector<int>> pipelines_;  // per replica: its device of every rank
+};
+
+}  // namespace meshflow::runtime

@@ -1,0 +1,112 @@
+// Models and plans for the parallel runtime's tests: small .mesh models traced
+// through the interpreter, random stage cuts and schedules, and the check that a
+// parallel run equals the serial reference.
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <fmt/format.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "interp/Tracing.h"
+#include "meshflow/meshflow.h"
+#include "passes/Autodiff.h"
+#include "runtime/data/DataSource.h"
+#include "runtime/parallel/ParallelTrainer.h"
+#include "runtime/reference/SerialExecutor.h"
+
+namespace meshflow::parallel_test {
+
+/// The forward graph of a model expression, e.g. "gpt(layers = 2, hidden = 16, …)".
+inline ir::Graph traceModel(const std::string& prelude, const std::string& model) {
+  Interpreter interpreter;
+  auto status = interpreter.eval("import std.models\n" + prelude + "\ntrace(" + model + ")", "test.mesh");
+  INFO(renderAll(status.diagnostics));
+  REQUIRE(status.ok);
+  auto* graph = dynamic_cast<interp::GraphObject*>(status.value->object().get());
+  REQUIRE(graph != nullptr);
+  return graph->graph();
+}
+
+/// Compute ops of the forward graph (the ones a plan places), in order.
+inline std::vector<ir::OpId> computeOps(const ir::Graph& forward) {
+  std::vector<ir::OpId> ops;
+  for (ir::OpId id = 0; id < forward.ops().size(); ++id) {
+    ir::OpKind kind = forward.op(id).kind;
+    if (kind != ir::OpKind::Input && kind != ir::OpKind::Parameter && kind != ir::OpKind::Constant)
+      ops.push_back(id);
+  }
+  return ops;
+}
+
+/// Stage of each forward op when the compute ops are cut at `cuts` (ascending
+/// positions in computeOps order, each starting a new stage).
+inline std::vector<int> stagesAt(const ir::Graph& forward, const std::vector<std::size_t>& cuts) {
+  std::vector<int> stages(forward.ops().size(), 0);
+  auto ops = computeOps(forward);
+  for (std::size_t i = 0, s = 0; i < ops.size(); ++i) {
+    while (s < cuts.size() && i >= cuts[s]) ++s;
+    stages[ops[i]] = static_cast<int>(s);
+  }
+  return stages;
+}
+
+/// `stages` stages with cuts spread evenly over the compute ops.
+inline std::vector<int> evenStages(const ir::Graph& forward, int stages) {
+  std::vector<std::size_t> cuts;
+  std::size_t n = computeOps(forward).size();
+  for (int s = 1; s < stages; ++s) cuts.push_back(n * static_cast<std::size_t>(s) / static_cast<std::size_t>(stages));
+  return stagesAt(forward, cuts);
+}
+
+struct RunResult {
+  std::vector<double> losses;
+  runtime::TensorMap state;
+};
+
+/// `steps` steps of the serial reference.
+inline RunResult runSerial(const passes::TrainingGraph& training, std::int64_t batch, int steps,
+                           std::uint64_t seed) {
+  RunResult r;
+  runtime::SerialExecutor executor(training.graph, {batch, true});
+  runtime::initializeParameters(training.graph, seed, r.state);
+  auto data = runtime::syntheticData(seed);
+  for (int step = 1; step <= steps; ++step)
+    r.losses.push_back(executor.run(data->batch(training.graph, batch, step - 1), r.state, step).at(0).item());
+  return r;
+}
+
+/// `steps` steps of the parallel runtime on `plan`.
+inline RunResult runParallel(const passes::TrainingGraph& training, const runtime::ParallelPlan& plan,
+                             runtime::ParallelOptions options, int steps, std::uint64_t seed) {
+  RunResult r;
+  runtime::ParallelTrainer trainer(training, plan, options);
+  runtime::TensorMap state;
+  runtime::initializeParameters(training.graph, seed, state);
+  trainer.setState(state);
+  auto data = runtime::syntheticData(seed);
+  for (int step = 1; step <= steps; ++step)
+    r.losses.push_back(trainer.step(data->batch(training.graph, options.batch, step - 1), step).loss);
+  r.state = trainer.state();
+  return r;
+}
+
+/// Losses and every parameter and optimizer-state tensor agree within fp32 tolerance.
+inline void requireSameRun(const RunResult& parallel, const RunResult& serial, double rtol = 2e-4,
+                           double atol = 2e-5) {
+  REQUIRE(parallel.losses.size() == serial.losses.size());
+  for (std::size_t i = 0; i < serial.losses.size(); ++i) {
+    INFO("step " << i + 1);
+    REQUIRE(parallel.losses[i] == Approx(serial.losses[i]).epsilon(rtol).margin(atol));
+  }
+  REQUIRE(parallel.state.size() == serial.state.size());
+  for (const auto& [name, tensor] : serial.state) {
+    INFO(name << ": max |diff| " << runtime::maxAbsDiff(parallel.state.at(name), tensor));
+    REQUIRE(runtime::allClose(parallel.state.at(name), tensor, rtol, atol));
+  }
+}
+
+}  // namespace meshflow::parallel_test

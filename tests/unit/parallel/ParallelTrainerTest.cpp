@@ -1,0 +1,80 @@
+// The parallel runtime on hand-picked plans: each equals the serial reference.
+#include "ParallelModels.h"
+
+using namespace meshflow;
+using namespace meshflow::parallel_test;
+
+namespace {
+
+const char* kMlp = R"(
+model mlp3(width = 8) {
+  let x = input("x", f32[batch, 6])
+  let y = input("y", f32[batch, 3])
+  var h = relu(linear(x, width, name = "fc1"))
+  h = h + tanh(linear(h, width, name = "fc2"))
+  let out = linear(h, 3, name = "fc3")
+  return mean((out - y) * (out - y))
+}
+)";
+
+runtime::ParallelPlan pipeline(const ir::Graph& forward, int ranks, int replicas, const std::string& schedule,
+                               int microbatches, int chunks = 1) {
+  runtime::ParallelPlan plan;
+  plan.virtualStages = ranks * chunks;
+  plan.stageOfForwardOp = evenStages(forward, plan.virtualStages);
+  plan.rankDevices.assign(static_cast<std::size_t>(ranks), {});
+  for (int r = 0; r < ranks; ++r)
+    for (int i = 0; i < replicas; ++i) plan.rankDevices[static_cast<std::size_t>(r)].push_back(i * ranks + r);
+  plan.schedule = schedule;
+  plan.microbatches = microbatches;
+  return plan;
+}
+
+}  // namespace
+
+TEST_CASE("one stage on one device equals the serial reference", "[parallel]") {
+  ir::Graph forward = traceModel(kMlp, "mlp3()");
+  auto training = passes::buildTrainingGraph(forward, passes::OptimizerConfig::adam());
+  auto serial = runSerial(training, 8, 3, 1);
+  auto parallel = runParallel(training, pipeline(forward, 1, 1, "1f1b", 1), {8}, 3, 1);
+  requireSameRun(parallel, serial);
+}
+
+TEST_CASE("pipelines and replicas equal the serial reference", "[parallel]") {
+  ir::Graph forward = traceModel(kMlp, "mlp3()");
+  auto training = passes::buildTrainingGraph(forward, passes::OptimizerConfig::adam());
+  auto serial = runSerial(training, 8, 3, 2);
+  for (const char* schedule : {"gpipe", "1f1b", "zb-h1"}) {
+    for (int ranks : {2, 3}) {
+      for (int replicas : {1, 2}) {
+        INFO(schedule << " ranks " << ranks << " replicas " << replicas);
+        runtime::ParallelOptions options{8};
+        options.bucketBytes = 64;  // several buckets per stage
+        auto parallel = runParallel(training, pipeline(forward, ranks, replicas, schedule, 4 / replicas), options, 3, 2);
+        requireSameRun(parallel, serial);
+      }
+    }
+  }
+}
+
+TEST_CASE("a failing device stops every device with an error naming it", "[parallel]") {
+  ir::Graph forward = traceModel(kMlp, "mlp3()");
+  auto training = passes::buildTrainingGraph(forward, passes::OptimizerConfig::adam());
+  runtime::ParallelOptions options{8};
+  options.fault = runtime::InjectedFault{1, 2, 3};
+  runtime::ParallelTrainer trainer(training, pipeline(forward, 2, 1, "1f1b", 4), options);
+  runtime::TensorMap state;
+  runtime::initializeParameters(training.graph, 0, state);
+  trainer.setState(state);
+  auto data = runtime::syntheticData(0);
+  trainer.step(data->batch(training.graph, 8, 0), 1);
+  try {
+    trainer.step(data->batch(training.graph, 8, 1), 2);
+    FAIL("the injected fault did not stop the step");
+  } catch (const runtime::ParallelRunError& e) {
+    std::string message = e.what();
+    INFO(message);
+    CHECK(message.find("device 1, step 2, instruction 3") != std::string::npos);
+    CHECK(message.find("injected fault") != std::string::npos);
+  }
+}
