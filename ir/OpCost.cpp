@@ -72,6 +72,7 @@ class Sizes {
     return total;
   }
   const Op& op() const { return op_; }
+  std::int64_t batch() const { return batch_; }
 
  private:
   static bool isFloat(DType d) { return d == DType::F32 || d == DType::F16 || d == DType::BF16; }
@@ -116,7 +117,8 @@ OpCost movement(const Sizes& s, double read, double written) {
 }
 
 OpCost matmulCost(const Sizes& s, const Graph& g) {
-  double k = double(g.value(s.op().inputs.at(0)).type.shape.back().value);
+  // k is the batch itself in a weight gradient (Aᵀ·dY contracts over the samples).
+  double k = double(g.value(s.op().inputs.at(0)).type.shape.back().resolve(s.batch()));
   double flops = 2 * s.outElems(0) * k;
   OpCost c{flops, s.allIn(), s.allOut()};
   // dA = dY·Bᵀ and dB = Aᵀ·dY: each reads dY and the other operand.

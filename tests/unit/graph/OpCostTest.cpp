@@ -37,6 +37,14 @@ TEST_CASE("matmul costs 2·m·k·n and twice that backward", "[cost]") {
   CHECK(t.bytesWritten == 2.0 * 2 * 256);  // bf16
 }
 
+TEST_CASE("a weight-gradient matmul contracts over the batch", "[cost]") {
+  meshflow::test::GraphBuilder b;
+  auto xt = b.input("xt", "f32[128, batch]");  // Aᵀ of a [batch, 128] activation
+  auto dy = b.input("dy", "f32[batch, 256]");
+  b.op(OpKind::MatMul, {xt, dy});
+  CHECK(costOfLast(b.graph, 8).flops == 2.0 * 128 * 8 * 256);
+}
+
 TEST_CASE("elementwise, data movement, leaves and update costs", "[cost]") {
   meshflow::test::GraphBuilder b;
   auto x = b.input("x", "f32[batch, 8]");
