@@ -112,7 +112,8 @@ Value pin(Evaluator& ev, BoundArgs& a) {
 
 // cpu(devices = 8, mesh = [2, 4]): a virtual cluster of CPU threads, 2 "nodes"
 // of 4 devices. Its device figures are nominal (one core's fp32 rate and a
-// share of memory bandwidth) until a measured calibration replaces them.
+// share of memory bandwidth) unless `peak` and `memory_bandwidth` give measured
+// ones (bench/bench_runtime prints this machine's).
 Value cpu(Evaluator& ev, BoundArgs& a) {
   std::int64_t devices = intArg(a, 0, "devices");
   if (devices < 1) argumentError(a, 0, DiagnosticKind::InvalidValue, "devices must be >= 1");
@@ -129,11 +130,14 @@ Value cpu(Evaluator& ev, BoundArgs& a) {
                     fmt::format("mesh [{}, {}] has {} devices, not {}", nodes, perNode,
                                 nodes * perNode, devices));
   }
+  if (!a[2].isNone()) positiveQuantity(a, 2, kFlopPerSecond, "peak");
+  if (!a[3].isNone()) positiveQuantity(a, 3, kBytesPerSecond, "memory_bandwidth");
   Value device = ev.makeRecord({{"kind", ev.makeString("cpu")},
                                 {"name", ev.makeString("cpu-thread")},
                                 {"memory", Value::quantity(4.0 * (1 << 30), kBytes)},
-                                {"peak", Value::quantity(50e9, kFlopPerSecond)},
-                                {"memory_bandwidth", Value::quantity(10e9, kBytesPerSecond)}});
+                                {"peak", a[2].isNone() ? Value::quantity(50e9, kFlopPerSecond) : a[2]},
+                                {"memory_bandwidth",
+                                 a[3].isNone() ? Value::quantity(10e9, kBytesPerSecond) : a[3]}});
   Value link = ev.makeRecord({{"kind", ev.makeString("link")},
                               {"bandwidth", Value::quantity(10e9, kBytesPerSecond)},
                               {"latency", Value::quantity(1e-6, kSeconds)}});
@@ -152,7 +156,9 @@ Value cpu(Evaluator& ev, BoundArgs& a) {
 void installDeclarationBuiltins(Environment& env) {
   defineBuiltin(env, "gpu", {{"name", {}}, {"memory", {}}, {"peak", {}}, {"memory_bandwidth", {}}},
                 gpu);
-  defineBuiltin(env, "cpu", {{"devices", Value::integer(1)}, {"mesh", Value()}}, cpu);
+  defineBuiltin(env, "cpu",
+                {{"devices", Value::integer(1)}, {"mesh", Value()}, {"peak", Value()}, {"memory_bandwidth", Value()}},
+                cpu);
   defineBuiltin(env, "link", {{"bandwidth", {}}, {"latency", Value::quantity(0, kSeconds)}}, link);
   defineOptimizer(env, "adam",
                   {{"lr", Value::number(1e-3)}, {"beta1", Value::number(0.9)},
