@@ -4,7 +4,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
+#include <iterator>
 #include <cmath>
 #include <set>
 #include <utility>
@@ -22,15 +24,24 @@ double secondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-/// The values `ids` of `values`, moved out (or copied) into a table of their own.
-ValueTable pick(ValueTable& values, const std::vector<ir::ValueId>& ids, bool copy) {
+/// The values `ids` of `values` in a table of their own: copied when `alsoKept`
+/// (sorted) holds them too, moved out otherwise.
+ValueTable take(ValueTable& values, const std::vector<ir::ValueId>& ids,
+                const std::vector<ir::ValueId>& alsoKept = {}) {
   ValueTable picked;
   for (ir::ValueId v : ids) {
     auto it = values.find(v);
     if (it == values.end()) throw std::logic_error(fmt::format("value {} was not computed", v));
+    bool copy = std::binary_search(alsoKept.begin(), alsoKept.end(), v);
     picked.emplace(v, copy ? it->second : std::move(it->second));
   }
   return picked;
+}
+
+std::vector<ir::ValueId> keysOf(const ValueTable& table) {
+  std::vector<ir::ValueId> keys;
+  for (const auto& [v, t] : table) keys.push_back(v);
+  return keys;
 }
 
 void mergeInto(ValueTable& into, ValueTable&& from) {
@@ -179,10 +190,11 @@ class DeviceRun {
       result_.lossSum += values.at(s_.partition->loss).item();
       ++result_.losses;
     }
-    for (BufferId d : defs) {
-      if (role(d) == BufferRole::kStash) buffers_[d] = pick(values, p.stash, true);
-      if (role(d) == BufferRole::kActivationOut) buffers_[d] = pick(values, p.forwardCarry, false);
-    }
+    // The activation first: it copies what the stash keeps too, then the stash moves.
+    for (BufferId d : defs)
+      if (role(d) == BufferRole::kActivationOut) buffers_[d] = take(values, p.forwardCarry, p.stash);
+    for (BufferId d : defs)
+      if (role(d) == BufferRole::kStash) buffers_[d] = take(values, p.stash);
   }
 
   // B, I or W of one microbatch: runs its ops, accumulates the weight gradients it
@@ -192,25 +204,29 @@ class DeviceRun {
     const bool inputGrad = in.action == ir::ActionKind::kInputGrad;
     ValueTable values;
     BufferId stash = 0;
+    std::vector<ir::ValueId> stashed;
     for (BufferId u : uses) {
       if (role(u) == BufferRole::kStash) {
         stash = u;
-        if (inputGrad) {
-          values = buffers_[u];  // I keeps the stash for W
-        } else {
-          mergeInto(values, std::move(buffers_[u]));
-        }
-      } else {
-        mergeInto(values, std::move(buffers_[u]));
+        stashed = keysOf(buffers_[u]);
       }
+      mergeInto(values, std::move(buffers_[u]));
     }
     const auto& ops = in.action == ir::ActionKind::kBackward ? p.backward
                       : inputGrad                            ? p.inputGrad
                                                              : p.weightGrad;
     runOps(ops, values, inputsOf(in));
     accumulate(in.stage, ops, values);
-    if (inputGrad) mergeInto(buffers_[stash], pick(values, p.inputGradOutputs, true));
-    if (in.action != ir::ActionKind::kWeightGrad) pendingOut_ = pick(values, p.backwardCarry, false);
+    if (!inputGrad) {
+      if (in.action == ir::ActionKind::kBackward) pendingOut_ = take(values, p.backwardCarry);
+      return;
+    }
+    // I hands the stash, and what W needs of its own results, back to the stash buffer.
+    std::vector<ir::ValueId> kept;
+    std::set_union(stashed.begin(), stashed.end(), p.inputGradOutputs.begin(), p.inputGradOutputs.end(),
+                   std::back_inserter(kept));
+    pendingOut_ = take(values, p.backwardCarry, kept);
+    buffers_[stash] = take(values, kept);
   }
 
   void accumulate(int vs, const std::vector<ir::OpId>& ops, ValueTable& values) {
