@@ -74,12 +74,6 @@ ir::Graph trace(const std::string& model) {
   return dynamic_cast<interp::GraphObject*>(status.value->object().get())->graph();
 }
 
-runtime::Shape shapeOf(const ir::TensorType& type, std::int64_t batch) {
-  runtime::Shape shape;
-  for (const ir::Dim& d : type.shape) shape.push_back(d.resolve(batch));
-  return shape;
-}
-
 // Runs `op` on `inputs` until `seconds` have passed; returns seconds per run.
 double timeKernel(const ir::Op& op, const std::vector<runtime::Tensor>& inputs, double seconds) {
   std::vector<const runtime::Tensor*> in;
@@ -96,15 +90,6 @@ double timeKernel(const ir::Op& op, const std::vector<runtime::Tensor>& inputs, 
     elapsed = secondsSince(start);
   } while (elapsed < seconds);
   return elapsed / static_cast<double>(runs);
-}
-
-// 2·m·n·k per matrix product, from the operands' concrete shapes. (ir::opCost
-// takes k from the operand's static dimension, without the batch, so it
-// undercounts the weight-gradient MatMuls, whose k is batch × sequence.)
-double matmulFlops(const runtime::Shape& a, const runtime::Shape& b, bool transposeB) {
-  double rows = static_cast<double>(runtime::shapeElements(a) / a.back());
-  double n = static_cast<double>(transposeB ? b[b.size() - 2] : b.back());
-  return 2 * rows * n * static_cast<double>(a.back());
 }
 
 struct GemmRate {
@@ -126,15 +111,16 @@ GemmRate measureGemmRate(const ir::Graph& training, std::int64_t batch, double s
     ++rate.matmuls;
     auto it = op.attrs.find("transpose_b");
     std::int64_t transposeB = it == op.attrs.end() ? 0 : std::get<std::int64_t>(it->second);
-    Key key{shapeOf(training.value(op.inputs[0]).type, batch), shapeOf(training.value(op.inputs[1]).type, batch),
+    Key key{runtime::boundShape(training.value(op.inputs[0]).type, batch),
+            runtime::boundShape(training.value(op.inputs[1]).type, batch),
             transposeB};
     ++shapes.try_emplace(key, id, 0).first->second.second;
   }
   double flops = 0, seconds = 0;
   for (const auto& [key, use] : shapes) {
-    const auto& [a, b, transposeB] = key;
-    std::vector<runtime::Tensor> inputs = {runtime::randomNormal(a, 1), runtime::randomNormal(b, 2)};
-    flops += use.second * matmulFlops(a, b, transposeB != 0);
+    std::vector<runtime::Tensor> inputs = {runtime::randomNormal(std::get<0>(key), 1),
+                                           runtime::randomNormal(std::get<1>(key), 2)};
+    flops += use.second * ir::opCost(training, use.first, batch).flops;
     seconds += use.second * timeKernel(training.op(use.first), inputs, secondsPerShape);
   }
   rate.shapes = static_cast<int>(shapes.size());
@@ -170,22 +156,11 @@ double forwardFlops(const ir::Graph& forward, std::int64_t batch) {
   return flops;
 }
 
-// The forward and backward ops of the training graph: ir::opCost, with MatMuls
-// counted from their concrete shapes (see matmulFlops).
+// The forward and backward ops of the training graph, by ir::opCost.
 double trainingFlops(const ir::Graph& training, std::int64_t batch) {
   double flops = 0;
-  for (ir::OpId id = 0; id < training.ops().size(); ++id) {
-    const ir::Op& op = training.op(id);
-    if (op.phase == ir::Phase::Update) continue;
-    if (op.kind != ir::OpKind::MatMul) {
-      flops += ir::opCost(training, id, batch).flops;
-      continue;
-    }
-    auto it = op.attrs.find("transpose_b");
-    bool transposeB = it != op.attrs.end() && std::get<std::int64_t>(it->second) != 0;
-    flops += matmulFlops(shapeOf(training.value(op.inputs[0]).type, batch),
-                         shapeOf(training.value(op.inputs[1]).type, batch), transposeB);
-  }
+  for (ir::OpId id = 0; id < training.ops().size(); ++id)
+    if (training.op(id).phase != ir::Phase::Update) flops += ir::opCost(training, id, batch).flops;
   return flops;
 }
 

@@ -52,6 +52,13 @@ const std::string& stringArg(const BoundArgs& args, std::size_t i, const char* w
   return args[i].asString();
 }
 
+bool boolArg(const BoundArgs& args, std::size_t i, const char* what) {
+  if (!args[i].isBool())
+    argumentError(args, i, DiagnosticKind::TypeMismatch,
+                  fmt::format("{} must be true or false, not {}", what, args[i].aTypeName()));
+  return args[i].asBool();
+}
+
 double quantityArg(const BoundArgs& args, std::size_t i, Dimension d, const char* what) {
   const Value& v = args[i];
   if (v.kind() != ValueKind::Quantity || v.dimension() != d)

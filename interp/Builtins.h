@@ -29,6 +29,7 @@ void defineBuiltin(Environment& env, const std::string& name, std::vector<ParamS
 std::int64_t intArg(const BoundArgs& args, std::size_t i, const char* what);
 double numberArg(const BoundArgs& args, std::size_t i, const char* what);
 const std::string& stringArg(const BoundArgs& args, std::size_t i, const char* what);
+bool boolArg(const BoundArgs& args, std::size_t i, const char* what);
 /// A quantity of dimension `d` (UnitMismatch otherwise), in base units.
 double quantityArg(const BoundArgs& args, std::size_t i, Dimension d, const char* what);
 [[noreturn]] void argumentError(const BoundArgs& args, std::size_t i, DiagnosticKind kind,

@@ -226,7 +226,8 @@ Value train(Evaluator& ev, BoundArgs& a) {
   requireMemory(ev, training.graph, batch, a.callSpan);
   std::unique_ptr<StepRunner> runner = makeRunner(a, traced.tracer->graph, training, batch);
   std::unique_ptr<StepRunner> reference;
-  if ((a[kVerify].kind() == ValueKind::Bool && a[kVerify].asBool()) && runner->predictedSeconds()) reference = serialRunner(training, batch);
+  // The serial reference has nothing to be verified against.
+  if (boolArg(a, kVerify, "verify") && runner->parallel()) reference = serialRunner(training, batch);
 
   TrainingLoop loop;
   loop.model = traced.name;
@@ -235,7 +236,7 @@ Value train(Evaluator& ev, BoundArgs& a) {
   loop.batch = batch;
   loop.steps = steps;
   loop.seed = static_cast<std::uint64_t>(intArg(a, kSeed, "seed"));
-  loop.optimizer = a[kOptimizer].isNone() ? "adam" : a[kOptimizer].field("kind").str();
+  loop.optimizer = passes::optimizerKindName(optimizer.kind);
   loop.logEvery = intArg(a, kLogEvery, "log_every");
   checkpointArg(ev, a, loop);
   loop.every = every;
@@ -243,7 +244,7 @@ Value train(Evaluator& ev, BoundArgs& a) {
   loop.call = a.callSpan;
   loop.dataSpan = a.spans[kData];
   loop.checkpointSpan = a.spans[kCheckpoint];
-  if (loop.logEvery > 0 && runner->predictedSeconds())
+  if (loop.logEvery > 0 && runner->parallel())
     ev.write(fmt::format("training '{}' on {}\n", traced.name, runner->describe()));
   return runTrainingLoop(ev, loop, *runner, reference.get());
 }

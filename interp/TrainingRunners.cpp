@@ -15,12 +15,8 @@ class SerialRunner final : public StepRunner {
   }
   runtime::TensorMap state() const override { return state_; }
   void setState(const runtime::TensorMap& state) override { state_ = state; }
-  std::vector<runtime::DeviceShard> shards() const override {
-    runtime::DeviceShard shard;
-    for (const auto& [name, tensor] : state_)
-      shard.pieces.push_back({name, tensor.shape(), std::vector<std::int64_t>(tensor.rank(), 0), tensor});
-    return {shard};
-  }
+  std::vector<runtime::DeviceShard> shards() const override { return {runtime::wholeTensorShard(0, state_)}; }
+  bool parallel() const override { return false; }
   std::string describe() const override { return "the serial reference on 1 device"; }
 
  private:
@@ -43,6 +39,7 @@ class ParallelRunner final : public StepRunner {
   runtime::TensorMap state() const override { return trainer_.state(); }
   void setState(const runtime::TensorMap& state) override { trainer_.setState(state); }
   std::vector<runtime::DeviceShard> shards() const override { return trainer_.shards(); }
+  bool parallel() const override { return true; }
   std::optional<double> predictedSeconds() const override { return predicted_; }
   std::string describe() const override { return description_; }
 

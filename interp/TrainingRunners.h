@@ -23,6 +23,8 @@ class StepRunner {
   virtual runtime::TensorMap state() const = 0;
   virtual void setState(const runtime::TensorMap& state) = 0;
   virtual std::vector<runtime::DeviceShard> shards() const = 0;
+  /// True for a plan on the parallel runtime, false for the serial reference.
+  virtual bool parallel() const = 0;
   /// Seconds the simulator predicts for a step, when there is a plan.
   virtual std::optional<double> predictedSeconds() const { return std::nullopt; }
   /// One line: "serial reference on 1 device" or the plan's shape.

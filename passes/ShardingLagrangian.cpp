@@ -94,13 +94,7 @@ std::optional<LagrangianSearch::Point> LagrangianSearch::relaxed(const Costs& co
   for (size_t i = 0; i < c.size(); ++i) {
     for (size_t k = 0; k < c[i].size(); ++k) c[i][k] += lambda * memory_.memory[i][k];
   }
-  ExactOutcome r = solveExactly(plan_, graph_, std::move(c), std::min(perSearch_, steps_->left()));
-  steps_->spend(plan_.foldSteps + r.visits, r.complete);
-  exact_ = exact_ && r.complete;
-  if (!r.choice) return std::nullopt;
-  Point p{*r.choice, graph_.objective(*r.choice), memory_.total(*r.choice)};
-  p.fits = p.memory <= memory_.budget;
-  return p;
+  return solve(graph_, std::move(c));
 }
 
 // The least memory any allowed choice needs (λ → ∞), edges kept only as what
@@ -112,8 +106,13 @@ std::optional<LagrangianSearch::Point> LagrangianSearch::leastMemory(const Costs
       if (std::isfinite(c[i][k])) c[i][k] = memory_.memory[i][k];
     }
   }
-  ExactOutcome r =
-      solveExactly(plan_, memoryGraph_, std::move(c), std::min(perSearch_, steps_->left()));
+  return solve(memoryGraph_, std::move(c));
+}
+
+// Solves `cost` on `graph` exactly within the step budget; the point is the
+// choice with its objective on the real graph and its memory.
+std::optional<LagrangianSearch::Point> LagrangianSearch::solve(const CostGraph& graph, Costs cost) {
+  ExactOutcome r = solveExactly(plan_, graph, std::move(cost), std::min(perSearch_, steps_->left()));
   steps_->spend(plan_.foldSteps + r.visits, r.complete);
   exact_ = exact_ && r.complete;
   if (!r.choice) return std::nullopt;

@@ -72,6 +72,7 @@ class LagrangianSearch {
 
   std::optional<Point> relaxed(const Costs& cost, double lambda);
   std::optional<Point> leastMemory(const Costs& cost);
+  std::optional<Point> solve(const CostGraph& graph, Costs cost);
   Dual dual(const Costs& cost, double hint);
   void branch(Costs cost, double hint);
   bool ruleOut(Costs& cost, double lambda);

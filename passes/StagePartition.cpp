@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 namespace meshflow::passes {
@@ -79,22 +80,25 @@ class Partitioner {
   // A model parameter lives on the stage of its forward readers; one read by two
   // stages (tied weights) would need its gradients summed across stages.
   void assignParameters() {
+    std::map<OpId, std::set<int>> readers;  // forward Parameter op -> stages of its forward readers
+    for (OpId c = 0; c < graph_.ops().size(); ++c) {
+      const ir::Op& consumer = graph_.op(c);
+      if (consumer.phase != Phase::Forward || isLeaf(consumer.kind)) continue;
+      for (ValueId v : consumer.inputs) {
+        OpId producer = graph_.value(v).producer;
+        if (graph_.op(producer).kind == OpKind::Parameter) readers[producer].insert(stageOf(c));
+      }
+    }
     for (OpId id = 0; id < graph_.ops().size(); ++id) {
       const ir::Op& op = graph_.op(id);
       if (op.phase != Phase::Forward || op.kind != OpKind::Parameter) continue;
-      std::set<int> readers;
-      for (OpId c = 0; c < graph_.ops().size(); ++c) {
-        const ir::Op& consumer = graph_.op(c);
-        if (consumer.phase != Phase::Forward || isLeaf(consumer.kind)) continue;
-        if (std::count(consumer.inputs.begin(), consumer.inputs.end(), op.outputs[0]))
-          readers.insert(stageOf(c));
-      }
-      if (readers.size() > 1)
+      const std::set<int>& stages = readers[id];
+      if (stages.size() > 1)
         throw StagePartitionError(fmt::format(
             "parameter '{}' is read by stages {} and {}: parameters shared across pipeline stages "
             "(tied weights) are not supported yet; keep the layers that share it in one stage",
-            graph_.value(op.outputs[0]).name, *readers.begin(), *readers.rbegin()));
-      stageOf(id) = readers.empty() ? 0 : *readers.begin();
+            graph_.value(op.outputs[0]).name, *stages.begin(), *stages.rbegin()));
+      stageOf(id) = stages.empty() ? 0 : *stages.begin();
     }
   }
 
@@ -183,6 +187,7 @@ class Partitioner {
     piece.backwardCarry = sorted(backwardCarry_[static_cast<size_t>(s)]);
     splitBackward(piece);
     collectGradients(piece);
+    markInputGradGradients(piece);
     piece.forward = withConstants(piece.forward);
     piece.backward = withConstants(piece.backward);
     piece.inputGrad = withConstants(piece.inputGrad);
@@ -222,6 +227,13 @@ class Partitioner {
         if (!isLeaf(producer) && !madeByWeightGrad.count(v) && !stash.count(v)) kept.insert(v);
       }
     piece.inputGradOutputs = sorted(kept);
+  }
+
+  // Whether each gradient is made by I (the rest by W), so an executor knows which
+  // step finishes it.
+  void markInputGradGradients(StagePiece& piece) const {
+    std::set<OpId> inputGrad(piece.inputGrad.begin(), piece.inputGrad.end());
+    for (ValueId g : piece.gradients) piece.gradientFromInputGrad.push_back(inputGrad.count(graph_.value(g).producer) > 0);
   }
 
   void collectGradients(StagePiece& piece) {

@@ -57,6 +57,8 @@ struct StagePiece {
   /// (the last layer's first), with the parameter value each belongs to.
   std::vector<ir::ValueId> gradients;
   std::vector<ir::ValueId> gradientParameters;
+  /// Per gradient: made by the I part of the backward (else by W).
+  std::vector<bool> gradientFromInputGrad;
 };
 
 /// Gradient clipping (clip_norm): GlobalNorm reads the gradients of every stage,

@@ -82,6 +82,10 @@ struct DeviceShard {
   std::vector<ShardPiece> pieces;
 };
 
+/// The shard of a device that holds whole tensors (unsharded or replicated
+/// state): one piece per tensor, at offset zero.
+DeviceShard wholeTensorShard(int device, const TensorMap& tensors);
+
 struct CheckpointWriteOptions {
   /// How many checkpoints to keep: the new one and the keep - 1 newest older ones.
   int keep = 2;

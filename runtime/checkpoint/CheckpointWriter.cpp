@@ -182,6 +182,13 @@ void prune(const fs::path& dir, std::int64_t step, int keep) {
 
 }  // namespace
 
+DeviceShard wholeTensorShard(int device, const TensorMap& tensors) {
+  DeviceShard shard{device, {}};
+  for (const auto& [name, tensor] : tensors)
+    shard.pieces.push_back({name, tensor.shape(), std::vector<std::int64_t>(tensor.rank(), 0), tensor});
+  return shard;
+}
+
 void writeCheckpoint(const fs::path& dir, std::int64_t step, const nlohmann::json& info,
                      const std::vector<DeviceShard>& shards,
                      const CheckpointWriteOptions& options) {

@@ -216,7 +216,7 @@ class DeviceRun {
                       : inputGrad                            ? p.inputGrad
                                                              : p.weightGrad;
     runOps(ops, values, inputsOf(in));
-    accumulate(in.stage, ops, values);
+    accumulate(in.stage, in.action, values);
     if (!inputGrad) {
       if (in.action == ir::ActionKind::kBackward) pendingOut_ = take(values, p.backwardCarry);
       return;
@@ -229,15 +229,15 @@ class DeviceRun {
     buffers_[stash] = take(values, kept);
   }
 
-  void accumulate(int vs, const std::vector<ir::OpId>& ops, ValueTable& values) {
+  // Adds the weight gradients this B, I or W step finished to the step's sums.
+  void accumulate(int vs, ir::ActionKind action, ValueTable& values) {
     const passes::StagePiece& p = piece(vs);
-    std::set<ir::OpId> ran(ops.begin(), ops.end());
     auto& sums = accumulated_[vs];
     sums.resize(p.gradients.size());
     for (std::size_t i = 0; i < p.gradients.size(); ++i) {
-      ir::ValueId g = p.gradients[i];
-      if (!ran.count(s_.runner->graph().value(g).producer)) continue;
-      Tensor& made = values.at(g);
+      if (action == ir::ActionKind::kInputGrad && !p.gradientFromInputGrad[i]) continue;
+      if (action == ir::ActionKind::kWeightGrad && p.gradientFromInputGrad[i]) continue;
+      const Tensor& made = values.at(p.gradients[i]);
       if (sums[i].allocated()) {
         addInto(sums[i], made);
       } else {

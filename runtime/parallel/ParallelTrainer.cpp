@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "passes/Lowering.h"
+#include "passes/schedules/Schedules.h"
 #include "runtime/cpu/LocalCluster.h"
 
 namespace meshflow::runtime {
@@ -62,20 +63,25 @@ ParallelTrainer::ParallelTrainer(const passes::TrainingGraph& training, Parallel
 
   partition_ = passes::partitionStages(training_, plan_.stageOfForwardOp, plan_.virtualStages);
   runner_ = std::make_unique<OpRunner>(training_.graph, microbatchSize_);
+  // Where the schedule puts each virtual stage (chunk c of rank r: c·p + r, or ZB-V's V).
+  const int chunks = plan_.virtualStages / ranks;
+  const ir::PipelineSchedule layout =
+      passes::buildSchedule({plan_.schedule, ranks, plan_.microbatches, chunks, plan_.groupSize});
+  stagesOfRank_.resize(static_cast<std::size_t>(ranks));
+  for (int r = 0; r < ranks; ++r)
+    for (int c = 0; c < chunks; ++c) stagesOfRank_[static_cast<std::size_t>(r)].push_back(layout.virtualStage(r, c));
   program_ = passes::lowerPipeline(describe());
   ir::checkProgram(program_);
 
   int devices = std::max(options_.devices, program_.deviceCount());
   replicaOf_.assign(static_cast<std::size_t>(devices), -1);
-  for (const auto& rank : plan_.rankDevices)
-    for (int i = 0; i < replicas; ++i) replicaOf_.at(static_cast<std::size_t>(rank[i])) = i;
-  stagesOf_.resize(static_cast<std::size_t>(devices));
-  for (int d = 0; d < program_.deviceCount(); ++d)
-    for (const ir::Instruction& in : program_.devices[static_cast<std::size_t>(d)].code)
-      if (in.op == ir::Opcode::kRun) {
-        auto& stages = stagesOf_[static_cast<std::size_t>(d)];
-        if (std::find(stages.begin(), stages.end(), in.stage) == stages.end()) stages.push_back(in.stage);
-      }
+  rankOf_.assign(static_cast<std::size_t>(devices), -1);
+  for (int r = 0; r < ranks; ++r)
+    for (int i = 0; i < replicas; ++i) {
+      auto device = static_cast<std::size_t>(plan_.rankDevices[static_cast<std::size_t>(r)][static_cast<std::size_t>(i)]);
+      replicaOf_.at(device) = i;
+      rankOf_.at(device) = r;
+    }
   deviceState_.resize(static_cast<std::size_t>(devices));
   pipelines_.assign(static_cast<std::size_t>(replicas), {});
   for (int i = 0; i < replicas; ++i)
@@ -104,7 +110,7 @@ passes::PipelineDescription ParallelTrainer::describe() const {
     // Real sizes where the program's buffers mirror them; the gradient bytes also
     // decide the buckets, and every chunk with gradients needs one.
     std::int64_t activation = 0, gradients = 0;
-    for (int vs = r; vs < plan_.virtualStages; vs += ranks) {
+    for (int vs : stagesOfRank_[static_cast<std::size_t>(r)]) {
       const auto& piece = partition_.stages[static_cast<std::size_t>(vs)];
       activation = std::max(activation, valueBytes(*runner_, piece.forwardCarry));
       gradients += valueBytes(*runner_, piece.gradients);
@@ -121,7 +127,8 @@ void ParallelTrainer::setState(const TensorMap& state) {
   for (std::size_t d = 0; d < deviceState_.size(); ++d) {
     TensorMap& mine = deviceState_[d];
     mine.clear();
-    for (int vs : stagesOf_[d])
+    if (rankOf_[d] < 0) continue;
+    for (int vs : stagesOfRank_[static_cast<std::size_t>(rankOf_[d])])
       for (ir::ValueId v : partition_.stages[static_cast<std::size_t>(vs)].state) {
         std::string name = bindingName(graph, v);
         auto it = state.find(name);
@@ -142,11 +149,7 @@ TensorMap ParallelTrainer::state() const {
 std::vector<DeviceShard> ParallelTrainer::shards() const {
   std::vector<DeviceShard> shards;
   for (std::size_t d = 0; d < deviceState_.size(); ++d) {
-    if (deviceState_[d].empty()) continue;
-    DeviceShard shard{static_cast<int>(d), {}};
-    for (const auto& [name, tensor] : deviceState_[d])
-      shard.pieces.push_back({name, tensor.shape(), std::vector<std::int64_t>(tensor.rank(), 0), tensor});
-    shards.push_back(std::move(shard));
+    if (!deviceState_[d].empty()) shards.push_back(wholeTensorShard(static_cast<int>(d), deviceState_[d]));
   }
   return shards;
 }

@@ -106,8 +106,8 @@ class ParallelTrainer {
   std::unique_ptr<OpRunner> runner_;
   std::unique_ptr<cpu::LocalCluster> cluster_;
   std::vector<TensorMap> deviceState_;
-  std::vector<int> replicaOf_;               // per device; -1 if unused
-  std::vector<std::vector<int>> stagesOf_;   // per device: its virtual stages
+  std::vector<std::vector<int>> stagesOfRank_;  // per pipeline rank: its virtual stages
+  std::vector<int> replicaOf_, rankOf_;          // per device; -1 if unused
   std::vector<std::vector<int>> pipelines_;  // per replica: its device of every rank
 };
 

@@ -62,6 +62,13 @@ inline std::vector<int> evenStages(const ir::Graph& forward, int stages) {
   return stagesAt(forward, cuts);
 }
 
+/// Options for a step of `batch` samples, everything else by default.
+inline runtime::ParallelOptions optionsFor(std::int64_t batch) {
+  runtime::ParallelOptions options;
+  options.batch = batch;
+  return options;
+}
+
 struct RunResult {
   std::vector<double> losses;
   runtime::TensorMap state;

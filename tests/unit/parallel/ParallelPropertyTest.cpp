@@ -101,7 +101,7 @@ TEST_CASE("random models x random plans equal the serial reference", "[parallel]
         auto seed = static_cast<std::uint64_t>(trial);
         INFO(model.expression << (adam ? " adam " : " sgd ") << (clip ? "clip_norm 0.05 " : "") << r.text
                               << " seed " << seed);
-        runtime::ParallelOptions options{r.batch};
+        runtime::ParallelOptions options = optionsFor(r.batch);
         options.bucketBytes = std::int64_t{1} << std::uniform_int_distribution<int>(6, 20)(rng);
         const auto& graph = clip ? trainingClipped : training;
         auto serial = runSerial(graph, r.batch, 2, seed);

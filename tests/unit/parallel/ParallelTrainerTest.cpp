@@ -36,7 +36,7 @@ TEST_CASE("one stage on one device equals the serial reference", "[parallel]") {
   ir::Graph forward = traceModel(kMlp, "mlp3()");
   auto training = passes::buildTrainingGraph(forward, passes::OptimizerConfig::adam());
   auto serial = runSerial(training, 8, 3, 1);
-  auto parallel = runParallel(training, pipeline(forward, 1, 1, "1f1b", 1), {8}, 3, 1);
+  auto parallel = runParallel(training, pipeline(forward, 1, 1, "1f1b", 1), optionsFor(8), 3, 1);
   requireSameRun(parallel, serial);
 }
 
@@ -48,7 +48,7 @@ TEST_CASE("pipelines and replicas equal the serial reference", "[parallel]") {
     for (int ranks : {2, 3}) {
       for (int replicas : {1, 2}) {
         INFO(schedule << " ranks " << ranks << " replicas " << replicas);
-        runtime::ParallelOptions options{8};
+        runtime::ParallelOptions options = optionsFor(8);
         options.bucketBytes = 64;  // several buckets per stage
         auto parallel = runParallel(training, pipeline(forward, ranks, replicas, schedule, 4 / replicas), options, 3, 2);
         requireSameRun(parallel, serial);
@@ -60,7 +60,7 @@ TEST_CASE("pipelines and replicas equal the serial reference", "[parallel]") {
 TEST_CASE("a failing device stops every device with an error naming it", "[parallel]") {
   ir::Graph forward = traceModel(kMlp, "mlp3()");
   auto training = passes::buildTrainingGraph(forward, passes::OptimizerConfig::adam());
-  runtime::ParallelOptions options{8};
+  runtime::ParallelOptions options = optionsFor(8);
   options.fault = runtime::InjectedFault{1, 2, 3};
   runtime::ParallelTrainer trainer(training, pipeline(forward, 2, 1, "1f1b", 4), options);
   runtime::TensorMap state;

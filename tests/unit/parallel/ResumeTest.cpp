@@ -38,7 +38,7 @@ struct TempDir {
 // Steps [first, last] of `plan` from `state`; returns the losses and leaves the state.
 std::vector<double> steps(const passes::TrainingGraph& training, const runtime::ParallelPlan& plan,
                           runtime::TensorMap& state, int first, int last, const std::filesystem::path* dir) {
-  runtime::ParallelTrainer trainer(training, plan, {8});
+  runtime::ParallelTrainer trainer(training, plan, optionsFor(8));
   trainer.setState(state);
   auto data = runtime::syntheticData(3);
   std::vector<double> losses;
@@ -50,60 +50,60 @@ std::vector<double> steps(const passes::TrainingGraph& training, const runtime::
   return losses;
 }
 
+// A run of `total` steps on `twoByTwo`, against one that checkpoints after
+// `stopAt` steps and resumes from the checkpoint on `resumeOn`.
+struct Comparison {
+  std::vector<double> straightLosses, resumedLosses;
+  runtime::TensorMap straight, resumed;
+};
+
+Comparison stopAndResume(const ir::Graph& forward, std::uint64_t seed, int stopAt, int total,
+                         const runtime::ParallelPlan& resumeOn) {
+  auto training = passes::buildTrainingGraph(forward, passes::OptimizerConfig::adam());
+  runtime::TensorMap initial;
+  runtime::initializeParameters(training.graph, seed, initial);
+  Comparison c;
+  c.straight = initial;
+  c.straightLosses = steps(training, twoByTwo(forward), c.straight, 1, total, nullptr);
+
+  TempDir dir;
+  runtime::TensorMap first = initial;
+  steps(training, twoByTwo(forward), first, 1, stopAt, &dir.path);
+  auto loaded = runtime::readLatestCheckpoint(dir.path);
+  REQUIRE(loaded);
+  REQUIRE(loaded->step == stopAt);
+  c.resumed = loaded->tensors;
+  c.resumedLosses = steps(training, resumeOn, c.resumed, stopAt + 1, total, nullptr);
+  REQUIRE(c.resumedLosses.size() == static_cast<std::size_t>(total - stopAt));
+  return c;
+}
+
 }  // namespace
 
 TEST_CASE("resuming from a checkpoint is bit-identical to running on", "[parallel][checkpoint]") {
   ir::Graph forward = traceModel(kModel, "small()");
-  auto training = passes::buildTrainingGraph(forward, passes::OptimizerConfig::adam());
-  runtime::TensorMap initial;
-  runtime::initializeParameters(training.graph, 5, initial);
-
-  runtime::TensorMap straight = initial;
-  auto all = steps(training, twoByTwo(forward), straight, 1, 5, nullptr);
-
-  TempDir dir;
-  runtime::TensorMap first = initial;
-  steps(training, twoByTwo(forward), first, 1, 3, &dir.path);
-  auto loaded = runtime::readLatestCheckpoint(dir.path);
-  REQUIRE(loaded);
-  REQUIRE(loaded->step == 3);
-  runtime::TensorMap resumed = loaded->tensors;
-  auto rest = steps(training, twoByTwo(forward), resumed, 4, 5, nullptr);
-
-  REQUIRE(rest.size() == 2);
-  CHECK(rest[0] == all[3]);
-  CHECK(rest[1] == all[4]);
-  for (const auto& [name, tensor] : straight) {
+  Comparison c = stopAndResume(forward, 5, 3, 5, twoByTwo(forward));
+  CHECK(c.resumedLosses[0] == c.straightLosses[3]);
+  CHECK(c.resumedLosses[1] == c.straightLosses[4]);
+  for (const auto& [name, tensor] : c.straight) {
     INFO(name);
-    CHECK(resumed.at(name).bitEqual(tensor));
+    CHECK(c.resumed.at(name).bitEqual(tensor));
   }
 }
 
 TEST_CASE("a checkpoint resumes on another plan and device count", "[parallel][checkpoint]") {
   ir::Graph forward = traceModel(kModel, "small()");
-  auto training = passes::buildTrainingGraph(forward, passes::OptimizerConfig::adam());
-  runtime::TensorMap initial;
-  runtime::initializeParameters(training.graph, 6, initial);
-  runtime::TensorMap straight = initial;
-  auto all = steps(training, twoByTwo(forward), straight, 1, 4, nullptr);
-
-  TempDir dir;
-  runtime::TensorMap first = initial;
-  steps(training, twoByTwo(forward), first, 1, 2, &dir.path);
-  auto loaded = runtime::readLatestCheckpoint(dir.path);
-  REQUIRE(loaded);
   runtime::ParallelPlan three;  // 3 stages, one replica, gpipe
   three.virtualStages = 3;
   three.stageOfForwardOp = evenStages(forward, 3);
   three.rankDevices = {{0}, {1}, {2}};
   three.schedule = "gpipe";
   three.microbatches = 4;
-  runtime::TensorMap resumed = loaded->tensors;
-  auto rest = steps(training, three, resumed, 3, 4, nullptr);
-  CHECK(rest[0] == Approx(all[2]).epsilon(1e-4));
-  CHECK(rest[1] == Approx(all[3]).epsilon(1e-4));
-  for (const auto& [name, tensor] : straight) {
+  Comparison c = stopAndResume(forward, 6, 2, 4, three);
+  CHECK(c.resumedLosses[0] == Approx(c.straightLosses[2]).epsilon(1e-4));
+  CHECK(c.resumedLosses[1] == Approx(c.straightLosses[3]).epsilon(1e-4));
+  for (const auto& [name, tensor] : c.straight) {
     INFO(name);
-    CHECK(runtime::allClose(resumed.at(name), tensor, 1e-3, 1e-4));
+    CHECK(runtime::allClose(c.resumed.at(name), tensor, 1e-3, 1e-4));
   }
 }
