@@ -6,6 +6,7 @@
 #include <cmath>
 #include <numbers>
 
+#include "runtime/cpu/FastMath.h"
 #include "runtime/cpu/KernelSupport.h"
 
 namespace meshflow::runtime::cpu {
@@ -21,10 +22,10 @@ float sigmoidOf(float x) {
   return e / (1.0f + e);
 }
 
-float geluOf(float x) { return 0.5f * x * (1.0f + std::tanh(kGeluC * (x + kGeluA * x * x * x))); }
+float geluOf(float x) { return 0.5f * x * (1.0f + fastTanh(kGeluC * (x + kGeluA * x * x * x))); }
 
 float geluDerivative(float x) {
-  float t = std::tanh(kGeluC * (x + kGeluA * x * x * x));
+  float t = fastTanh(kGeluC * (x + kGeluA * x * x * x));
   return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * kGeluC * (1.0f + 3.0f * kGeluA * x * x);
 }
 
@@ -142,7 +143,7 @@ void unary(const KernelArgs& args) {
     case ir::OpKind::Gelu:
       return mapUnary(args, geluOf);
     case ir::OpKind::Tanh:
-      return mapUnary(args, [](float x) { return std::tanh(x); });
+      return mapUnary(args, fastTanh);
     case ir::OpKind::Sigmoid:
       return mapUnary(args, sigmoidOf);
     case ir::OpKind::Exp:

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "runtime/cpu/FastMath.h"
 #include "runtime/cpu/KernelSupport.h"
 
 namespace meshflow::runtime::cpu {
@@ -57,10 +58,11 @@ void softmax(const KernelArgs& args) {
     float* out = y.f32().data() + r * rows.width;
     float max = -std::numeric_limits<float>::infinity();
     for (std::int64_t j = 0; j < rows.width; ++j) max = std::max(max, in[j]);
-    double sum = 0;
-    for (std::int64_t j = 0; j < rows.width; ++j) sum += std::exp(static_cast<double>(in[j]) - max);
-    for (std::int64_t j = 0; j < rows.width; ++j)
-      out[j] = static_cast<float>(std::exp(static_cast<double>(in[j]) - max) / sum);
+    for (std::int64_t j = 0; j < rows.width; ++j) out[j] = expNonPositive(in[j] - max);
+    double sum = 0;  // in order: the same rounding on every device
+    for (std::int64_t j = 0; j < rows.width; ++j) sum += out[j];
+    auto inverse = static_cast<float>(1.0 / sum);
+    for (std::int64_t j = 0; j < rows.width; ++j) out[j] *= inverse;
   }
 }
 
