@@ -72,6 +72,18 @@ ValueTable decode(std::vector<Tensor>&& message) {
   return table;
 }
 
+std::vector<ir::ValueId> sortedUnion(const std::vector<ir::ValueId>& a, const std::vector<ir::ValueId>& b) {
+  std::vector<ir::ValueId> out;
+  std::set_union(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(out));
+  return out;
+}
+
+std::vector<ir::ValueId> sortedGradients(const passes::StagePiece& p) {
+  std::vector<ir::ValueId> g = p.gradients;
+  std::sort(g.begin(), g.end());
+  return g;
+}
+
 void addInto(Tensor& sum, const Tensor& x) {
   auto s = sum.f32();
   auto a = x.f32();
@@ -177,6 +189,25 @@ class DeviceRun {
     result_.times.kernelSeconds += secondsSince(start);
   }
 
+  // A RUN's ops; with tensor parallelism SPMD on the device's group, after which
+  // the values in `kept` (sorted; those that outlive the RUN) are made whole.
+  // Every member makes the same values whole in the same order.
+  void runStageOps(const std::vector<ir::OpId>& ops, ValueTable& values, const TensorMap& inputs,
+                   const std::vector<ir::ValueId>& kept) {
+    if (!s_.spmd) return runOps(ops, values, inputs);
+    auto start = Clock::now();
+    ShardedValues sharded;
+    for (auto& [v, t] : values) {
+      std::size_t rank = t.rank();
+      sharded.emplace(v, ShardedValue{std::move(t), ir::ShardingSpec::replicated(rank)});
+    }
+    values.clear();
+    s_.spmd->run(ops, sharded, *s_.state, inputs, s_.step, s_.tensorGroup, *s_.comm);
+    for (ir::ValueId v : kept)
+      if (sharded.count(v)) values.emplace(v, s_.spmd->whole(v, sharded, s_.tensorGroup, *s_.comm));
+    result_.times.kernelSeconds += secondsSince(start);
+  }
+
   const TensorMap& inputsOf(const Instruction& in) const {
     return s_.microbatches->at(static_cast<std::size_t>(in.microbatch));
   }
@@ -185,8 +216,10 @@ class DeviceRun {
     const passes::StagePiece& p = piece(in.stage);
     ValueTable values;
     for (BufferId u : uses) mergeInto(values, std::move(buffers_[u]));
-    runOps(p.forward, values, inputsOf(in));
-    if (in.stage == s_.partition->lossStage) {
+    std::vector<ir::ValueId> outlive = sortedUnion(p.forwardCarry, p.stash);
+    if (in.stage == s_.partition->lossStage) outlive = sortedUnion(outlive, {s_.partition->loss});
+    runStageOps(p.forward, values, inputsOf(in), outlive);
+    if (in.stage == s_.partition->lossStage && s_.tensorGroup.index == 0) {
       result_.lossSum += values.at(s_.partition->loss).item();
       ++result_.losses;
     }
@@ -215,7 +248,9 @@ class DeviceRun {
     const auto& ops = in.action == ir::ActionKind::kBackward ? p.backward
                       : inputGrad                            ? p.inputGrad
                                                              : p.weightGrad;
-    runOps(ops, values, inputsOf(in));
+    std::vector<ir::ValueId> outlive = sortedUnion(sortedUnion(p.backwardCarry, p.stash),
+                                                   sortedUnion(p.inputGradOutputs, sortedGradients(p)));
+    runStageOps(ops, values, inputsOf(in), outlive);
     accumulate(in.stage, in.action, values);
     if (!inputGrad) {
       if (in.action == ir::ActionKind::kBackward) pendingOut_ = take(values, p.backwardCarry);

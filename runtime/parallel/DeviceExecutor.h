@@ -20,6 +20,7 @@
 #include "passes/StagePartition.h"
 #include "runtime/Communicator.h"
 #include "runtime/parallel/OpRunner.h"
+#include "runtime/parallel/SpmdRunner.h"
 
 namespace meshflow::runtime {
 
@@ -44,6 +45,10 @@ struct DeviceStep {
   const ir::Program* program = nullptr;
   const passes::StagePartition* partition = nullptr;
   const OpRunner* runner = nullptr;
+  /// With tensor parallelism: RUNs run their ops SPMD on `tensorGroup`;
+  /// values that outlive a RUN (carries, stash, gradients) are kept whole.
+  const SpmdRunner* spmd = nullptr;
+  MeshPlace tensorGroup;
   Communicator* comm = nullptr;
   /// Parameters and optimizer state of the stages this device runs; updated in place.
   TensorMap* state = nullptr;
@@ -51,8 +56,9 @@ struct DeviceStep {
   const std::vector<TensorMap>* microbatches = nullptr;
   /// Accumulated gradients are multiplied by this before the update (1 / samples' share).
   float gradientScale = 1;
-  /// This device's replica of the pipeline: one device per rank, in rank order.
-  /// Gradient clipping all-reduces the squared gradient norm over it.
+  /// This device's replica of the pipeline: one device per rank, in rank order
+  /// (the same tensor-parallel member on each). Gradient clipping all-reduces
+  /// the squared gradient norm over it.
   const std::vector<int>* pipelineGroup = nullptr;
   std::optional<InjectedFault> fault;
 };

@@ -43,10 +43,15 @@ ParallelTrainer::ParallelTrainer(const passes::TrainingGraph& training, Parallel
   if (ranks < 1 || plan_.virtualStages % ranks != 0)
     throw ParallelRunError(fmt::format("{} virtual stages cannot be spread over {} pipeline ranks",
                                        plan_.virtualStages, ranks));
-  const int replicas = static_cast<int>(plan_.rankDevices[0].size());
+  const int t = plan_.tensorParallel;
+  if (t < 1 || plan_.rankDevices[0].empty() || static_cast<int>(plan_.rankDevices[0].size()) % t != 0)
+    throw ParallelRunError(fmt::format("rank 0's {} devices do not form tensor-parallel groups of {}",
+                                       plan_.rankDevices[0].size(), t));
+  const int replicas = static_cast<int>(plan_.rankDevices[0].size()) / t;
   for (const auto& devices : plan_.rankDevices)
-    if (static_cast<int>(devices.size()) != replicas || replicas < 1)
-      throw ParallelRunError("every pipeline rank needs the same number of data-parallel replicas");
+    if (devices.size() != plan_.rankDevices[0].size())
+      throw ParallelRunError("every pipeline rank needs the same number of data-parallel replicas and "
+                             "tensor-parallel devices");
   const std::int64_t shares = std::int64_t{plan_.microbatches} * replicas;
   if (plan_.microbatches < 1 || options_.batch % shares != 0)
     throw ParallelRunError(fmt::format("batch {} does not split into {} microbatches × {} replicas",
@@ -63,6 +68,9 @@ ParallelTrainer::ParallelTrainer(const passes::TrainingGraph& training, Parallel
 
   partition_ = passes::partitionStages(training_, plan_.stageOfForwardOp, plan_.virtualStages);
   runner_ = std::make_unique<OpRunner>(training_.graph, microbatchSize_);
+  if (t > 1)
+    spmd_ = std::make_unique<SpmdRunner>(training_.graph, microbatchSize_, std::array<std::int64_t, 2>{1, t},
+                                         plan_.strategies);
   // Where the schedule puts each virtual stage (chunk c of rank r: c·p + r, or ZB-V's V).
   const int chunks = plan_.virtualStages / ranks;
   const ir::PipelineSchedule layout =
@@ -76,22 +84,30 @@ ParallelTrainer::ParallelTrainer(const passes::TrainingGraph& training, Parallel
   int devices = std::max(options_.devices, program_.deviceCount());
   replicaOf_.assign(static_cast<std::size_t>(devices), -1);
   rankOf_.assign(static_cast<std::size_t>(devices), -1);
-  for (int r = 0; r < ranks; ++r)
-    for (int i = 0; i < replicas; ++i) {
-      auto device = static_cast<std::size_t>(plan_.rankDevices[static_cast<std::size_t>(r)][static_cast<std::size_t>(i)]);
-      replicaOf_.at(device) = i;
+  memberOf_.assign(static_cast<std::size_t>(devices), -1);
+  groupOf_.assign(static_cast<std::size_t>(devices), {});
+  pipelines_.assign(plan_.rankDevices[0].size(), {});
+  for (int r = 0; r < ranks; ++r) {
+    const auto& rank = plan_.rankDevices[static_cast<std::size_t>(r)];
+    for (std::size_t k = 0; k < rank.size(); ++k) {
+      auto device = static_cast<std::size_t>(rank[k]);
+      replicaOf_.at(device) = static_cast<int>(k) / t;
+      memberOf_.at(device) = static_cast<int>(k) % t;
       rankOf_.at(device) = r;
+      groupOf_[device].assign(rank.begin() + std::ptrdiff_t(k - k % std::size_t(t)),
+                              rank.begin() + std::ptrdiff_t(k - k % std::size_t(t) + std::size_t(t)));
+      pipelines_[k].push_back(rank[k]);
     }
+  }
   deviceState_.resize(static_cast<std::size_t>(devices));
-  pipelines_.assign(static_cast<std::size_t>(replicas), {});
-  for (int i = 0; i < replicas; ++i)
-    for (const auto& rank : plan_.rankDevices) pipelines_[static_cast<std::size_t>(i)].push_back(rank[i]);
   cluster_ = std::make_unique<cpu::LocalCluster>(cpu::LocalClusterOptions{devices, options_.timeout});
 }
 
 ParallelTrainer::~ParallelTrainer() = default;
 
-int ParallelTrainer::replicas() const { return static_cast<int>(plan_.rankDevices[0].size()); }
+int ParallelTrainer::replicas() const {
+  return static_cast<int>(plan_.rankDevices[0].size()) / plan_.tensorParallel;
+}
 
 passes::PipelineDescription ParallelTrainer::describe() const {
   const int ranks = static_cast<int>(plan_.rankDevices.size());
@@ -106,7 +122,10 @@ passes::PipelineDescription ParallelTrainer::describe() const {
     passes::StageDescription stage;
     if (static_cast<std::size_t>(r) < plan_.costs.size()) stage = plan_.costs[static_cast<std::size_t>(r)];
     stage.meshes.clear();
-    for (int device : plan_.rankDevices[static_cast<std::size_t>(r)]) stage.meshes.push_back({device});
+    const auto& devices = plan_.rankDevices[static_cast<std::size_t>(r)];
+    for (std::size_t k = 0; k < devices.size(); k += std::size_t(plan_.tensorParallel))
+      stage.meshes.emplace_back(devices.begin() + std::ptrdiff_t(k),
+                                devices.begin() + std::ptrdiff_t(k) + plan_.tensorParallel);
     // Real sizes where the program's buffers mirror them; the gradient bytes also
     // decide the buckets, and every chunk with gradients needs one.
     std::int64_t activation = 0, gradients = 0;
@@ -191,11 +210,18 @@ ParallelStepResult ParallelTrainer::step(const TensorMap& batch, std::int64_t st
       s.program = &program_;
       s.partition = &partition_;
       s.runner = runner_.get();
+      if (spmd_) {
+        s.spmd = spmd_.get();
+        s.tensorGroup.shape = {1, plan_.tensorParallel};
+        s.tensorGroup.devices = groupOf_[d];
+        s.tensorGroup.index = memberOf_[d];
+      }
       s.comm = &cluster_->communicator(device);
       s.state = &deviceState_[d];
       s.microbatches = &inputs[static_cast<std::size_t>(replicaOf_[d])];
       s.gradientScale = scale;
-      s.pipelineGroup = &pipelines_[static_cast<std::size_t>(replicaOf_[d])];
+      s.pipelineGroup =
+          &pipelines_[static_cast<std::size_t>(replicaOf_[d] * plan_.tensorParallel + memberOf_[d])];
       s.fault = options_.fault;
       results[d] = executeDevice(s);
     });

@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -24,6 +25,7 @@
 #include "passes/StagePartition.h"
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/parallel/DeviceExecutor.h"
+#include "runtime/parallel/SpmdRunner.h"
 
 namespace meshflow::runtime {
 
@@ -36,10 +38,16 @@ struct ParallelPlan {
   /// The virtual stage of each op of the forward graph (leaves are ignored).
   std::vector<int> stageOfForwardOp;
   int virtualStages = 1;
-  /// rankDevices[r][i]: the device that runs pipeline rank r in data-parallel
-  /// replica i. Every rank has the same number of replicas; with v chunks per
-  /// rank, rank r runs the virtual stages the schedule gives it.
+  /// rankDevices[r]: the devices of pipeline rank r, replica-major: with t =
+  /// tensorParallel, device i·t + j is member j of the tensor-parallel group of
+  /// data-parallel replica i. Every rank has the same replicas and t; with v
+  /// chunks per rank, rank r runs the virtual stages the schedule gives it.
   std::vector<std::vector<int>> rankDevices{{0}};
+  /// Devices that run each stage's ops SPMD on a (1, t) mesh (1: whole ops).
+  int tensorParallel = 1;
+  /// The strategy of each forward op on that (1, t) mesh; ops without one (and
+  /// every op when it is empty) take their layout from the SPMD rules.
+  std::map<ir::OpId, PlannedSpecs> strategies;
   std::string schedule = "1f1b";
   int microbatches = 1;
   int groupSize = 0;  ///< Interleaved: microbatches per group (0: ranks).
@@ -104,11 +112,14 @@ class ParallelTrainer {
   std::int64_t microbatchSize_ = 1;
   ir::Program program_;
   std::unique_ptr<OpRunner> runner_;
+  std::unique_ptr<SpmdRunner> spmd_;  // when tensorParallel > 1
   std::unique_ptr<cpu::LocalCluster> cluster_;
   std::vector<TensorMap> deviceState_;
   std::vector<std::vector<int>> stagesOfRank_;  // per pipeline rank: its virtual stages
-  std::vector<int> replicaOf_, rankOf_;          // per device; -1 if unused
-  std::vector<std::vector<int>> pipelines_;  // per replica: its device of every rank
+  std::vector<int> replicaOf_, rankOf_, memberOf_;  // per device; -1 if unused
+  std::vector<std::vector<int>> groupOf_;           // per device: its tensor-parallel group
+  // Per (replica, member) i·t + j: that member's device of every rank.
+  std::vector<std::vector<int>> pipelines_;
 };
 
 }  // namespace meshflow::runtime

@@ -11,12 +11,18 @@ namespace meshflow::runtime {
 /// every op from the plan's layer ranges, pipeline rank r on the devices of
 /// stage r, the schedule and the cost model's seconds per rank.
 ///
-/// The cpu runtime executes pipeline and data parallelism: every stage's logical
-/// mesh must be (a, 1), the same a for every stage, each of its a devices a
-/// data-parallel replica that runs the whole stage. Intra-operator sharding
-/// (tensor parallelism, mesh dimension 1 > 1) is refused with ParallelRunError;
-/// plan with max_tensor_parallel = 1.
+/// Every stage's logical mesh must be the same (a, b): row i (b devices) is
+/// data-parallel replica i, and runs the stage's ops SPMD as a (1, b)
+/// tensor-parallel group with the plan's strategies projected onto mesh
+/// dimension 1 (a split or partial sum over dimension 0 is the replicas'
+/// business: each row gets its own share of the batch). Other plans are
+/// refused with ParallelRunError naming the stage.
 ParallelPlan parallelPlanOf(const ir::Graph& forward, const ir::Plan& plan);
+
+/// The plan's strategies seen from one data-parallel row: each spec with mesh
+/// dimension 0 dropped (S01 becomes S1). Throws ParallelRunError when a
+/// strategy names an op the model does not have.
+std::map<ir::OpId, PlannedSpecs> tensorParallelStrategies(const ir::Graph& forward, const ir::Plan& plan);
 
 /// "2 stages × 2 replicas, 1f1b, 4 microbatches of 2, 4 devices".
 std::string parallelPlanText(const ParallelPlan& plan, std::int64_t batch);

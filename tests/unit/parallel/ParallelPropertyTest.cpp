@@ -2,6 +2,7 @@
 // small models × random valid plans, training steps on the cpu backend give the
 // serial reference's losses, weights and optimizer state within fp32 tolerance.
 #include "ParallelModels.h"
+#include "passes/strategies/Strategy.h"
 
 using namespace meshflow;
 using namespace meshflow::parallel_test;
@@ -42,7 +43,24 @@ struct RandomPlan {
 
 // A valid random plan: schedule, ranks, chunks, replicas, microbatches, stage cuts
 // (anywhere between compute ops), device numbering.
-RandomPlan randomPlan(const ir::Graph& forward, std::mt19937& rng) {
+// A random strategy for every forward op on the (1, t) tensor-parallel mesh,
+// from the planner's strategy families.
+std::map<ir::OpId, runtime::PlannedSpecs> randomStrategies(const ir::Graph& forward, std::int64_t microbatch,
+                                                           int t, std::mt19937& rng) {
+  ir::LogicalMesh mesh;
+  mesh.shape = {1, t};
+  std::map<ir::OpId, runtime::PlannedSpecs> planned;
+  for (ir::OpId id = 0; id < forward.ops().size(); ++id) {
+    if (forward.op(id).kind == ir::OpKind::Constant) continue;
+    passes::OpContext ctx{forward, id, microbatch, mesh, std::vector<bool>(forward.op(id).inputs.size(), true), {}};
+    auto options = passes::strategiesFor(ctx);
+    const passes::Strategy& s = options[rng() % options.size()];
+    planned[id] = {s.inputs, s.outputs};
+  }
+  return planned;
+}
+
+RandomPlan randomPlan(const ir::Graph& forward, std::mt19937& rng, int tensorParallel = 1) {
   auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   static const char* kSchedules[] = {"gpipe", "1f1b", "interleaved", "zb-h1", "zbv"};
   RandomPlan r;
@@ -64,7 +82,8 @@ RandomPlan randomPlan(const ir::Graph& forward, std::mt19937& rng) {
     if (std::find(cuts.begin(), cuts.end(), cut) == cuts.end()) cuts.push_back(cut);
   }
   std::sort(cuts.begin(), cuts.end());
-  std::vector<int> devices(static_cast<std::size_t>(ranks * replicas));
+  const int t = tensorParallel;
+  std::vector<int> devices(static_cast<std::size_t>(ranks * replicas * t));
   for (std::size_t i = 0; i < devices.size(); ++i) devices[i] = static_cast<int>(i);
   std::shuffle(devices.begin(), devices.end(), rng);
 
@@ -74,10 +93,12 @@ RandomPlan randomPlan(const ir::Graph& forward, std::mt19937& rng) {
   r.plan.microbatches = microbatches;
   r.plan.rankDevices.assign(static_cast<std::size_t>(ranks), {});
   for (int rank = 0; rank < ranks; ++rank)
-    for (int i = 0; i < replicas; ++i)
-      r.plan.rankDevices[static_cast<std::size_t>(rank)].push_back(devices[static_cast<std::size_t>(i * ranks + rank)]);
-  r.text = fmt::format("{} ranks={} chunks={} replicas={} microbatches={} batch={} cuts=[{}]", schedule, ranks,
-                       chunks, replicas, microbatches, r.batch, fmt::join(cuts, ","));
+    for (int k = 0; k < replicas * t; ++k)
+      r.plan.rankDevices[static_cast<std::size_t>(rank)].push_back(devices[static_cast<std::size_t>(k * ranks + rank)]);
+  r.plan.tensorParallel = t;
+  if (t > 1) r.plan.strategies = randomStrategies(forward, perShare, t, rng);
+  r.text = fmt::format("{} ranks={} chunks={} replicas={} tp={} microbatches={} batch={} cuts=[{}]", schedule,
+                       ranks, chunks, replicas, t, microbatches, r.batch, fmt::join(cuts, ","));
   return r;
 }
 
@@ -112,4 +133,29 @@ TEST_CASE("random models x random plans equal the serial reference", "[parallel]
     }
   }
   CHECK(cases == 240);
+}
+
+TEST_CASE("random plans with tensor parallelism equal the serial reference", "[parallel][property][spmd]") {
+  // Each stage's ops run SPMD on (1, t) tensor-parallel groups with random
+  // strategies, inside pipelines and data-parallel replicas.
+  std::mt19937 rng(4242);
+  int cases = 0;
+  for (const ModelCase& model : models()) {
+    ir::Graph forward = traceModel(kModels, model.expression);
+    passes::OptimizerConfig optimizer = passes::OptimizerConfig::adam();
+    passes::OptimizerConfig clipped = optimizer;
+    clipped.clipNorm = 0.05;
+    auto training = passes::buildTrainingGraph(forward, optimizer);
+    auto trainingClipped = passes::buildTrainingGraph(forward, clipped);
+    for (int trial = 0; trial < 12; ++trial) {
+      bool clip = trial % 4 == 3;
+      RandomPlan r = randomPlan(forward, rng, trial % 3 == 2 ? 4 : 2);
+      auto seed = static_cast<std::uint64_t>(trial);
+      INFO(model.expression << (clip ? " clip_norm 0.05 " : " ") << r.text << " seed " << seed);
+      const auto& graph = clip ? trainingClipped : training;
+      requireSameRun(runParallel(graph, r.plan, optionsFor(r.batch), 2, seed), runSerial(graph, r.batch, 2, seed));
+      ++cases;
+    }
+  }
+  CHECK(cases == 60);
 }

@@ -1,0 +1,225 @@
+#include "runtime/parallel/Resharding.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <type_traits>
+
+namespace meshflow::runtime {
+namespace {
+
+using ir::MeshAxes;
+using ir::ShardingSpec;
+
+std::int64_t pieces(const std::array<std::int64_t, 2>& shape, MeshAxes axes) {
+  return (ir::hasAxis(axes, 0) ? shape[0] : 1) * (ir::hasAxis(axes, 1) ? shape[1] : 1);
+}
+
+void check(const ShardingSpec& spec, std::span<const std::int64_t> global, const MeshPlace& place) {
+  if (place.shape[0] < 1 || place.shape[1] < 1 ||
+      std::int64_t(place.devices.size()) != place.shape[0] * place.shape[1] || place.index < 0 ||
+      place.index >= std::int64_t(place.devices.size()))
+    throw ReshardError(fmt::format("device position {} on a ({}, {}) mesh of {} devices", place.index,
+                                   place.shape[0], place.shape[1], place.devices.size()));
+  if (auto why = spec.validate(global, place.logical()))
+    throw ReshardError(*why);
+}
+
+// Where this device's box under `spec` starts, per dimension.
+Shape boxOffset(const ShardingSpec& spec, std::span<const std::int64_t> global, const MeshPlace& place) {
+  Shape offset(global.size(), 0);
+  for (std::size_t d = 0; d < global.size(); ++d)
+    offset[d] = place.pieceIndex(spec.dim(d)) * (global[d] / pieces(place.shape, spec.dim(d)));
+  return offset;
+}
+
+// Calls f(smallAt, largeAt, run) for each innermost run of a box of shape
+// `box` at `offset` inside a tensor of shape `large` (row-major, elements).
+template <class F>
+void forEachRun(const Shape& box, const Shape& large, const Shape& offset, F f) {
+  std::size_t rank = box.size();
+  std::int64_t run = rank == 0 ? 1 : box[rank - 1];
+  std::int64_t runs = run == 0 ? 0 : shapeElements(box) / run;
+  Shape index(rank, 0);
+  for (std::int64_t r = 0; r < runs; ++r) {
+    std::int64_t at = 0;
+    for (std::size_t d = 0; d < rank; ++d) at = at * large[d] + index[d] + offset[d];
+    f(r * run, at, run);
+    for (std::size_t d = rank - 1; rank > 1 && d-- > 0;) {  // odometer over all but the last dim
+      if (++index[d] < box[d]) break;
+      index[d] = 0;
+    }
+  }
+}
+
+template <class T>
+std::span<T> elements(Tensor& t) {
+  if constexpr (std::is_same_v<T, std::int32_t>) return t.i32();
+  else return t.f32();
+}
+template <class T>
+std::span<const T> elements(const Tensor& t) {
+  if constexpr (std::is_same_v<T, std::int32_t>) return t.i32();
+  else return t.f32();
+}
+
+// `box` (all of it) written into `large` at `offset`, or read from it.
+template <class T>
+void copyBox(const Tensor& from, Tensor& to, const Shape& offset, bool intoLarge) {
+  const Shape& box = intoLarge ? from.shape() : to.shape();
+  const Shape& large = intoLarge ? to.shape() : from.shape();
+  auto src = elements<T>(from);
+  auto dst = elements<T>(to);
+  forEachRun(box, large, offset, [&](std::int64_t boxAt, std::int64_t largeAt, std::int64_t run) {
+    std::int64_t s = intoLarge ? boxAt : largeAt, d = intoLarge ? largeAt : boxAt;
+    std::copy_n(src.begin() + s, run, dst.begin() + d);
+  });
+}
+
+void insertBox(const Tensor& box, Tensor& large, const Shape& offset) {
+  if (box.dtype() == ir::DType::I32) copyBox<std::int32_t>(box, large, offset, true);
+  else copyBox<float>(box, large, offset, true);
+}
+
+void extractBox(const Tensor& large, Tensor& box, const Shape& offset) {
+  if (box.dtype() == ir::DType::I32) copyBox<std::int32_t>(large, box, offset, false);
+  else copyBox<float>(large, box, offset, false);
+}
+
+Tensor like(const Tensor& t, Shape shape) { return Tensor(t.dtype(), std::move(shape)); }
+
+Tensor flattenedRow(const Tensor& t) {
+  Shape row{1, t.elements()};
+  if (t.dtype() == ir::DType::I32) return Tensor::fromI32(row, {t.i32().begin(), t.i32().end()});
+  return Tensor::fromF32(row, {t.f32().begin(), t.f32().end()});
+}
+
+// Step 2: the dimensions `from` splits and `to` does not split the same way,
+// gathered from the group of their mesh dimensions. Returns the box under
+// `from` with those dimensions whole.
+Tensor gatherChanged(const Tensor& local, std::span<const std::int64_t> global, const ShardingSpec& from,
+                     const ShardingSpec& to, const MeshPlace& place, Communicator& comm,
+                     ShardingSpec& mid) {
+  std::vector<MeshAxes> dims = from.dims();
+  MeshAxes gathered = MeshAxes::kNone;
+  for (std::size_t d = 0; d < dims.size(); ++d)
+    if (dims[d] != to.dim(d) && dims[d] != MeshAxes::kNone) {
+      gathered = gathered | dims[d];
+      dims[d] = MeshAxes::kNone;
+    }
+  mid = ShardingSpec::fromDims(dims, from.partial());
+  if (gathered == MeshAxes::kNone) return local;
+  std::vector<int> group = place.group(gathered);
+  Tensor all;
+  comm.allGather(group, flattenedRow(local), all);
+  Tensor out = like(local, localShape(mid, global, place));
+  for (std::size_t k = 0; k < group.size(); ++k) {
+    MeshPlace member = place.memberOf(gathered, k);
+    Tensor piece = like(local, local.shape());
+    std::size_t n = std::size_t(local.elements());
+    if (local.dtype() == ir::DType::I32)
+      std::copy_n(all.i32().begin() + std::ptrdiff_t(k * n), n, piece.i32().begin());
+    else
+      std::copy_n(all.f32().begin() + std::ptrdiff_t(k * n), n, piece.f32().begin());
+    // Relative to the box under `mid`: only the gathered dims move.
+    Shape offset = boxOffset(from, global, member);
+    Shape base = boxOffset(mid, global, member);
+    for (std::size_t d = 0; d < offset.size(); ++d) offset[d] -= base[d];
+    insertBox(piece, out, offset);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<int> MeshPlace::group(MeshAxes axes) const {
+  std::vector<int> out;
+  for (std::int64_t i = 0; i < shape[0]; ++i)
+    for (std::int64_t j = 0; j < shape[1]; ++j) {
+      bool sameRow = ir::hasAxis(axes, 0) || i == row();
+      bool sameColumn = ir::hasAxis(axes, 1) || j == column();
+      if (sameRow && sameColumn) out.push_back(devices[std::size_t(i * shape[1] + j)]);
+    }
+  return out;
+}
+
+std::int64_t MeshPlace::pieceIndex(MeshAxes axes) const {
+  switch (axes) {
+    case MeshAxes::k0:
+      return row();
+    case MeshAxes::k1:
+      return column();
+    case MeshAxes::k01:
+      return index;
+    case MeshAxes::kNone:
+      break;
+  }
+  return 0;
+}
+
+MeshPlace MeshPlace::memberOf(MeshAxes axes, std::size_t member) const {
+  MeshPlace out = *this;
+  auto m = std::int64_t(member);
+  std::int64_t i = row(), j = column();
+  if (axes == MeshAxes::k0) i = m;
+  if (axes == MeshAxes::k1) j = m;
+  if (axes == MeshAxes::k01) i = m / shape[1], j = m % shape[1];
+  out.index = int(i * shape[1] + j);
+  return out;
+}
+
+ir::LogicalMesh MeshPlace::logical() const {
+  ir::LogicalMesh mesh;
+  mesh.shape = shape;
+  return mesh;
+}
+
+Shape localShape(const ShardingSpec& spec, std::span<const std::int64_t> global, const MeshPlace& place) {
+  check(spec, global, place);
+  Shape shape(global.begin(), global.end());
+  for (std::size_t d = 0; d < shape.size(); ++d) shape[d] /= pieces(place.shape, spec.dim(d));
+  return shape;
+}
+
+Tensor takeShard(const Tensor& full, const ShardingSpec& spec, const MeshPlace& place) {
+  Tensor out = like(full, localShape(spec, full.shape(), place));
+  extractBox(full, out, boxOffset(spec, full.shape(), place));
+  return out;
+}
+
+Tensor reshard(const Tensor& local, std::span<const std::int64_t> global, const ShardingSpec& from,
+               const ShardingSpec& to, const MeshPlace& place, Communicator& comm) {
+  Shape expected = localShape(from, global, place);
+  localShape(to, global, place);
+  if (local.shape() != expected)
+    throw ReshardError(fmt::format("the local box is {} but spec {} on a ({}, {}) mesh holds {}",
+                                   local.typeText(), from.toString(), place.shape[0], place.shape[1],
+                                   shapeText(expected)));
+  auto added = static_cast<MeshAxes>(static_cast<std::uint8_t>(to.partial()) &
+                                     ~static_cast<std::uint8_t>(from.partial()));
+  // Step 1: sum what the target does not keep partial.
+  auto summed = static_cast<MeshAxes>(static_cast<std::uint8_t>(from.partial()) &
+                                      ~static_cast<std::uint8_t>(to.partial()));
+  Tensor value = local;
+  ShardingSpec current = from;
+  if (summed != MeshAxes::kNone) {
+    comm.allReduce(place.group(summed), {&value});
+    current = ShardingSpec::fromDims(from.dims(), to.partial());
+  }
+  // Steps 2 and 3.
+  ShardingSpec mid;
+  Tensor whole = gatherChanged(value, global, current, to, place, comm, mid);
+  Tensor out = whole;
+  if (mid.dims() != to.dims()) {
+    out = like(whole, localShape(to, global, place));
+    Shape offset = boxOffset(to, global, place);
+    Shape base = boxOffset(mid, global, place);
+    for (std::size_t d = 0; d < offset.size(); ++d) offset[d] -= base[d];
+    extractBox(whole, out, offset);
+  }
+  // Step 4: a new partial sum keeps the value on the first member of its group.
+  if (added != MeshAxes::kNone && place.pieceIndex(added) != 0) out = like(out, out.shape());
+  return out;
+}
+
+}  // namespace meshflow::runtime

@@ -1,0 +1,145 @@
+#include "runtime/parallel/SpmdRules.h"
+
+namespace meshflow::runtime {
+namespace {
+
+using ir::MeshAxes;
+using ir::OpKind;
+using ir::ShardingSpec;
+using Shapes = std::vector<std::vector<std::int64_t>>;
+
+ShardingSpec withoutPartial(const ShardingSpec& s) { return ShardingSpec::fromDims(s.dims()); }
+
+MeshAxes usedAxes(const ShardingSpec& s) {
+  MeshAxes used = s.partial();
+  for (MeshAxes a : s.dims()) used = used | a;
+  return used;
+}
+
+bool fits(const ShardingSpec& s, const std::vector<std::int64_t>& shape, const ir::LogicalMesh& mesh) {
+  return !s.validate(shape, mesh);
+}
+
+SpmdLayout whole(const Shapes& inputs, const Shapes& outputs) {
+  SpmdLayout l;
+  for (const auto& s : inputs) l.inputs.push_back(ShardingSpec::replicated(s.size()));
+  for (const auto& s : outputs) l.outputs.push_back(ShardingSpec::replicated(s.size()));
+  return l;
+}
+
+const ShardingSpec& preferred(const std::vector<ShardingSpec>& held, const std::vector<ShardingSpec>& planned,
+                              std::size_t i) {
+  return planned.empty() ? held[i] : planned[i];
+}
+
+// y[..., m, n] = a[..., m, k] · b[(...,) k, n] (b as [n, k] with transpose_b).
+std::optional<SpmdLayout> matmulLayout(const ir::Op& op, const std::vector<ShardingSpec>& held,
+                                       const Shapes& in, const Shapes& out,
+                                       const std::vector<ShardingSpec>& planned, const ir::LogicalMesh& mesh) {
+  auto it = op.attrs.find("transpose_b");
+  bool transposeB = it != op.attrs.end() && std::get<std::int64_t>(it->second) != 0;
+  std::size_t ra = in[0].size(), rb = in[1].size();
+  if (ra < 2 || rb < 2) return std::nullopt;
+  bool batched = rb == ra && ra > 2;
+  std::size_t kA = ra - 1, kB = transposeB ? rb - 1 : rb - 2, nB = transposeB ? rb - 2 : rb - 1;
+  std::vector<MeshAxes> a = withoutPartial(preferred(held, planned, 0)).dims();
+  MeshAxes n = preferred(held, planned, 1).dim(nB);
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    if (attempt == 1) a[kA] = MeshAxes::kNone;  // b cannot follow a's k split: gather k
+    if (attempt == 2) n = MeshAxes::kNone;
+    ShardingSpec as = ShardingSpec::fromDims(a);
+    MeshAxes nFree = (n & usedAxes(as)) == MeshAxes::kNone ? n : MeshAxes::kNone;
+    std::vector<MeshAxes> b(rb, MeshAxes::kNone);
+    b[kB] = a[kA];
+    b[nB] = nFree;
+    if (batched)
+      for (std::size_t i = 0; i + 2 < ra; ++i) b[i] = a[i];
+    std::vector<MeshAxes> y(a.begin(), a.end() - 1);
+    y.push_back(nFree);
+    SpmdLayout l{{as, ShardingSpec::fromDims(b)}, {ShardingSpec::fromDims(y, a[kA])}};
+    if (fits(l.inputs[0], in[0], mesh) && fits(l.inputs[1], in[1], mesh) && fits(l.outputs[0], out[0], mesh))
+      return l;
+  }
+  return std::nullopt;
+}
+
+bool isLinear(OpKind k) { return k == OpKind::Add || k == OpKind::Sub || k == OpKind::Neg || k == OpKind::Scale; }
+
+// Element-wise with NumPy broadcasting: the operand shaped like the output
+// leads; the other follows it where it is not broadcast.
+std::optional<SpmdLayout> elementwiseLayout(const ir::Op& op, const std::vector<ShardingSpec>& held,
+                                            const Shapes& in, const Shapes& out,
+                                            const std::vector<ShardingSpec>& planned,
+                                            const ir::LogicalMesh& mesh) {
+  const auto& shape = out[0];
+  std::size_t lead = in.size();
+  for (std::size_t i = in.size(); i-- > 0;)
+    if (in[i] == shape) lead = i;
+  if (lead == in.size()) return std::nullopt;
+  ShardingSpec leader = preferred(held, planned, lead);
+  bool samePartial = isLinear(op.kind) && leader.partial() != MeshAxes::kNone;
+  SpmdLayout l;
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    std::vector<MeshAxes> dims(in[i].size(), MeshAxes::kNone);
+    std::size_t shift = shape.size() - in[i].size();
+    for (std::size_t d = 0; d < in[i].size(); ++d)
+      if (in[i][d] == shape[d + shift]) dims[d] = leader.dim(d + shift);
+    l.inputs.push_back(ShardingSpec::fromDims(dims));
+    samePartial = samePartial && held[i].partial() == leader.partial() && held[i].dims() == dims;
+  }
+  MeshAxes partial = samePartial ? leader.partial() : MeshAxes::kNone;
+  if (partial != MeshAxes::kNone)
+    for (ShardingSpec& s : l.inputs) s = s.withPartial(partial);
+  l.outputs.push_back(ShardingSpec::fromDims(leader.dims(), partial));
+  if (!fits(l.outputs[0], shape, mesh)) return std::nullopt;
+  return l;
+}
+
+// Activation gradients (v, dy) -> dx and optimizer updates (w, g, scale, m[, v]):
+// every operand but the scalar scale in the first operand's layout.
+SpmdLayout followFirst(const std::vector<ShardingSpec>& held, const Shapes& in, const Shapes& out) {
+  ShardingSpec first = withoutPartial(held[0]);
+  SpmdLayout l;
+  for (const auto& s : in) l.inputs.push_back(s == in[0] ? first : ShardingSpec::replicated(s.size()));
+  for (const auto& s : out) l.outputs.push_back(s == in[0] ? first : ShardingSpec::replicated(s.size()));
+  return l;
+}
+
+}  // namespace
+
+SpmdLayout spmdLayout(const ir::Op& op, const std::vector<ShardingSpec>& held, const Shapes& inputShapes,
+                      const Shapes& outputShapes, const std::vector<ShardingSpec>& planned,
+                      const ir::LogicalMesh& mesh) {
+  std::optional<SpmdLayout> layout;
+  switch (op.kind) {
+    case OpKind::MatMul:
+      layout = matmulLayout(op, held, inputShapes, outputShapes, planned, mesh);
+      break;
+    case OpKind::Add:
+    case OpKind::Sub:
+    case OpKind::Mul:
+    case OpKind::Div:
+    case OpKind::Neg:
+    case OpKind::Relu:
+    case OpKind::Gelu:
+    case OpKind::Tanh:
+    case OpKind::Sigmoid:
+    case OpKind::Exp:
+    case OpKind::Scale:
+      layout = elementwiseLayout(op, held, inputShapes, outputShapes, planned, mesh);
+      break;
+    case OpKind::ReluGrad:
+    case OpKind::GeluGrad:
+    case OpKind::TanhGrad:
+    case OpKind::SigmoidGrad:
+    case OpKind::SgdUpdate:
+    case OpKind::AdamUpdate:
+      layout = followFirst(held, inputShapes, outputShapes);
+      break;
+    default:
+      break;
+  }
+  return layout ? *layout : whole(inputShapes, outputShapes);
+}
+
+}  // namespace meshflow::runtime

@@ -1,0 +1,131 @@
+#include "runtime/parallel/SpmdRunner.h"
+
+#include <fmt/format.h>
+
+#include "runtime/cpu/Kernels.h"
+#include "runtime/parallel/SpmdRules.h"
+
+namespace meshflow::runtime {
+
+SpmdRunner::SpmdRunner(const ir::Graph& graph, std::int64_t microbatch, std::array<std::int64_t, 2> mesh,
+                       std::map<ir::OpId, PlannedSpecs> planned)
+    : graph_(graph), planned_(std::move(planned)) {
+  mesh_.shape = mesh;
+  shapes_.reserve(graph.valueCount());
+  for (ir::ValueId v = 0; v < graph.valueCount(); ++v)
+    shapes_.push_back(boundShape(graph.value(v).type, microbatch));
+}
+
+ir::ShardingSpec SpmdRunner::leafSpec(ir::ValueId v) const {
+  ir::OpId producer = graph_.value(v).producer;
+  const ir::Op& op = graph_.op(producer);
+  // Optimizer state is a Parameter of the update run whose forwardOp is its parameter.
+  if (op.kind == ir::OpKind::Parameter && op.phase == ir::Phase::Update && op.forwardOp) producer = *op.forwardOp;
+  if (auto it = planned_.find(producer);
+      it != planned_.end() && !it->second.outputs.empty() && fits(it->second.outputs[0], shapes_[v]))
+    return it->second.outputs[0];
+  return ir::ShardingSpec::replicated(shapes_[v].size());
+}
+
+bool SpmdRunner::fits(const ir::ShardingSpec& spec, const Shape& shape) const {
+  return !spec.validate(shape, mesh_);
+}
+
+// The plan's specs for op `id` that fit this run's shapes (a plan made for
+// another microbatch size may not divide this one): its inputs only if they
+// all fit, each output on its own.
+PlannedSpecs SpmdRunner::usablePlan(ir::OpId id) const {
+  PlannedSpecs usable;
+  auto it = planned_.find(id);
+  if (it == planned_.end()) return usable;
+  const ir::Op& op = graph_.op(id);
+  bool inputsFit = it->second.inputs.size() == op.inputs.size();
+  for (std::size_t i = 0; inputsFit && i < op.inputs.size(); ++i)
+    inputsFit = fits(it->second.inputs[i], shapes_[op.inputs[i]]);
+  if (inputsFit) usable.inputs = it->second.inputs;
+  for (std::size_t j = 0; j < op.outputs.size(); ++j)
+    usable.outputs.push_back(j < it->second.outputs.size() && fits(it->second.outputs[j], shapes_[op.outputs[j]])
+                                 ? it->second.outputs[j]
+                                 : ir::ShardingSpec::replicated(shapes_[op.outputs[j]].size()));
+  return usable;
+}
+
+const ShardedValue& SpmdRunner::lookup(ir::OpId reader, ir::ValueId v, ShardedValues& values,
+                                       const TensorMap& state, const TensorMap& inputs,
+                                       const MeshPlace& place) const {
+  if (auto it = values.find(v); it != values.end()) return it->second;
+  ir::OpKind producer = graph_.op(graph_.value(v).producer).kind;
+  const TensorMap* leaves = producer == ir::OpKind::Parameter ? &state
+                            : producer == ir::OpKind::Input   ? &inputs
+                                                              : nullptr;
+  std::string name = leaves ? bindingName(graph_, v) : "";
+  auto it = leaves ? leaves->find(name) : TensorMap::const_iterator{};
+  if (!leaves || it == leaves->end())
+    throw ExecutionError(graph_, reader, fmt::format("value {}{} is not on this device", v,
+                                                     name.empty() ? "" : " (`" + name + "`)"));
+  if (it->second.shape() != shapes_[v])
+    throw ExecutionError(graph_, reader, fmt::format("`{}` is {} but the graph expects shape {}", name,
+                                                     it->second.typeText(), shapeText(shapes_[v])));
+  ir::ShardingSpec spec = leafSpec(v);
+  return values[v] = ShardedValue{takeShard(it->second, spec, place), spec};
+}
+
+void SpmdRunner::run(std::span<const ir::OpId> ops, ShardedValues& values, const TensorMap& state,
+                     const TensorMap& inputs, std::int64_t step, const MeshPlace& place,
+                     Communicator& comm) const {
+  const ir::LogicalMesh mesh = place.logical();
+  if (mesh.shape != mesh_.shape)
+    throw std::logic_error("SpmdRunner: the mesh differs from the one it was made for");
+  for (ir::OpId id : ops) {
+    const ir::Op& op = graph_.op(id);
+    if (op.kind == ir::OpKind::Input || op.kind == ir::OpKind::Parameter) continue;  // read when used
+    try {
+      std::vector<ir::ShardingSpec> held;
+      std::vector<Shape> inShapes, outShapes;
+      std::vector<Tensor> operands;
+      for (ir::ValueId v : op.inputs) {
+        const ShardedValue& sv = lookup(id, v, values, state, inputs, place);
+        held.push_back(sv.spec);
+        inShapes.push_back(shapes_[v]);
+      }
+      for (ir::ValueId v : op.outputs) outShapes.push_back(shapes_[v]);
+      PlannedSpecs plan = usablePlan(id);
+      SpmdLayout layout = spmdLayout(op, held, inShapes, outShapes, plan.inputs, mesh);
+      for (std::size_t i = 0; i < op.inputs.size(); ++i) {
+        const ShardedValue& sv = values.at(op.inputs[i]);
+        operands.push_back(sv.spec == layout.inputs[i]
+                               ? sv.local
+                               : reshard(sv.local, inShapes[i], sv.spec, layout.inputs[i], place, comm));
+      }
+      std::vector<Tensor> results;
+      for (std::size_t j = 0; j < op.outputs.size(); ++j)
+        results.emplace_back(graph_.value(op.outputs[j]).type.dtype,
+                             localShape(layout.outputs[j], outShapes[j], place));
+      std::vector<const Tensor*> in;
+      std::vector<Tensor*> out;
+      for (const Tensor& t : operands) in.push_back(&t);
+      for (Tensor& t : results) out.push_back(&t);
+      cpu::runKernel(op, in, out, cpu::KernelContext{step, id});
+      for (std::size_t j = 0; j < op.outputs.size(); ++j) {
+        ir::ShardingSpec spec = layout.outputs[j];
+        if (!plan.outputs.empty() && plan.outputs[j] != spec) {
+          results[j] = reshard(results[j], outShapes[j], spec, plan.outputs[j], place, comm);
+          spec = plan.outputs[j];
+        }
+        values[op.outputs[j]] = ShardedValue{std::move(results[j]), spec};
+      }
+    } catch (const ExecutionError&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw ExecutionError(graph_, id, e.what());
+    }
+  }
+}
+
+Tensor SpmdRunner::whole(ir::ValueId v, const ShardedValues& values, const MeshPlace& place,
+                         Communicator& comm) const {
+  const ShardedValue& sv = values.at(v);
+  return reshard(sv.local, shapes_[v], sv.spec, ir::ShardingSpec::replicated(shapes_[v].size()), place, comm);
+}
+
+}  // namespace meshflow::runtime

@@ -1,0 +1,72 @@
+// Runs ops of a training graph SPMD on the devices of one logical mesh: every
+// device runs every op on its boxes, inputs resharded to the op's layout
+// (SpmdRules.h) and a planned forward op's outputs resharded to its strategy's
+// output specs — the local kernels plus the collectives the strategies imply
+// (docs/runtime.md, "SPMD execution").
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <span>
+#include <vector>
+
+#include "ir/Graph.h"
+#include "ir/Sharding.h"
+#include "runtime/Communicator.h"
+#include "runtime/Tensor.h"
+#include "runtime/parallel/Resharding.h"
+#include "runtime/reference/SerialExecutor.h"
+
+namespace meshflow::runtime {
+
+/// One value on one device: its box and the spec it is held in.
+struct ShardedValue {
+  Tensor local;
+  ir::ShardingSpec spec;
+};
+using ShardedValues = std::map<ir::ValueId, ShardedValue>;
+
+/// A plan's strategy for one forward op: the specs of its inputs and outputs
+/// (for an Input or Parameter op, the output spec is how it is held).
+struct PlannedSpecs {
+  std::vector<ir::ShardingSpec> inputs;
+  std::vector<ir::ShardingSpec> outputs;
+};
+
+class SpmdRunner {
+ public:
+  /// Binds the symbolic batch of every value of `graph` to `microbatch`, on an
+  /// a × b `mesh`. `planned` holds the strategies of forward ops by op id; ops
+  /// without one, and planned specs that do not fit the bound shapes, take
+  /// their layout from the rules alone.
+  SpmdRunner(const ir::Graph& graph, std::int64_t microbatch, std::array<std::int64_t, 2> mesh,
+             std::map<ir::OpId, PlannedSpecs> planned);
+
+  /// Runs `ops` in order on this device. Parameters and optimizer state are
+  /// read whole from `state` and inputs from `inputs` (by bindingName), each
+  /// boxed in its planned spec (optimizer state in its parameter's; otherwise
+  /// replicated). Throws ExecutionError naming the op.
+  void run(std::span<const ir::OpId> ops, ShardedValues& values, const TensorMap& state,
+           const TensorMap& inputs, std::int64_t step, const MeshPlace& place, Communicator& comm) const;
+
+  /// The whole value of `v` on every device (gathered and summed as its spec
+  /// needs); every device of the mesh calls it together.
+  Tensor whole(ir::ValueId v, const ShardedValues& values, const MeshPlace& place, Communicator& comm) const;
+
+  const Shape& shape(ir::ValueId v) const { return shapes_.at(v); }
+
+ private:
+  const ShardedValue& lookup(ir::OpId reader, ir::ValueId v, ShardedValues& values, const TensorMap& state,
+                             const TensorMap& inputs, const MeshPlace& place) const;
+  ir::ShardingSpec leafSpec(ir::ValueId v) const;
+  bool fits(const ir::ShardingSpec& spec, const Shape& shape) const;
+  PlannedSpecs usablePlan(ir::OpId id) const;
+
+  const ir::Graph& graph_;
+  std::map<ir::OpId, PlannedSpecs> planned_;
+  ir::LogicalMesh mesh_;
+  std::vector<Shape> shapes_;
+};
+
+}  // namespace meshflow::runtime
