@@ -1,5 +1,5 @@
 // Building blocks of cluster and schedule declarations: gpu(), link(),
-// optimizers and pin().
+// optimizers, pin() and exclude().
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -110,6 +110,36 @@ Value pin(Evaluator& ev, BoundArgs& a) {
   return ev.makeRecord(std::move(fields));
 }
 
+// exclude(devices = [6, 7]) or exclude(nodes = [3]): devices no stage may use
+// (the planner checks the ids against the cluster, docs/planning.md).
+Value exclude(Evaluator& ev, BoundArgs& a) {
+  if (a[0].isNone() == a[1].isNone())
+    failAt(DiagnosticKind::InvalidValue,
+           "exclude(...) takes either devices = [...] or nodes = [...]", a.callSpan);
+  const std::size_t i = a[0].isNone() ? 1 : 0;
+  const char* what = i == 0 ? "exclude(devices = ...)" : "exclude(nodes = ...)";
+  const Value& ids = a[i];
+  bool ok = ids.kind() == ValueKind::List || ids.kind() == ValueKind::Range;
+  for (const auto& d : ids.items()) ok = ok && d.isInt();
+  if (!ok)
+    argumentError(a, i, DiagnosticKind::TypeMismatch,
+                  fmt::format("{} takes a list or range of {} ids", what, i == 0 ? "device" : "node"));
+  std::int64_t count = 0, least = 0;
+  if (ids.kind() == ValueKind::Range) {
+    const auto& range = static_cast<const RangeObject&>(*ids.object());
+    count = range.size();
+    if (count > 0) least = std::min(range.at(0), range.at(count - 1));
+  } else {
+    count = std::int64_t(ids.items().size());
+    for (const auto& d : ids.items()) least = std::min(least, d.asInt());
+  }
+  if (count < 1)
+    argumentError(a, i, DiagnosticKind::InvalidValue, fmt::format("{} takes at least one id", what));
+  if (least < 0) argumentError(a, i, DiagnosticKind::InvalidValue, fmt::format("{} takes ids >= 0", what));
+  return ev.makeRecord(
+      {{"kind", ev.makeString("exclude")}, {i == 0 ? "devices" : "nodes", ids}});
+}
+
 // cpu(devices = 8, mesh = [2, 4]): a virtual cluster of CPU threads, 2 "nodes"
 // of 4 devices. Its device figures are nominal (one core's fp32 rate and a
 // share of memory bandwidth) unless `peak` and `memory_bandwidth` give measured
@@ -175,6 +205,7 @@ void installDeclarationBuiltins(Environment& env) {
                 {{"layers", Value()}, {"stage", Value()}, {"op", Value()}, {"sharding", Value()},
                  {"devices", Value()}},
                 pin);
+  defineBuiltin(env, "exclude", {{"devices", Value()}, {"nodes", Value()}}, exclude);
 }
 
 }  // namespace meshflow::interp

@@ -99,6 +99,24 @@ std::vector<std::int64_t> axesOf(const Call& c, std::size_t i, ir::ValueId x) {
   return axes;
 }
 
+Value dtypeValue(ir::DType dtype) {
+  return Value::object(ValueKind::Object, std::make_shared<DTypeObject>(dtype));
+}
+
+// A floating-point dtype argument such as `f16`: the precision a layer keeps
+// its parameters in.
+ir::DType floatDType(BoundArgs& args, std::size_t i) {
+  auto* d = args[i].kind() == ValueKind::Object ? dynamic_cast<DTypeObject*>(args[i].object().get())
+                                                : nullptr;
+  bool isFloat = d && (d->dtype == ir::DType::F32 || d->dtype == ir::DType::F16 ||
+                       d->dtype == ir::DType::BF16);
+  if (!isFloat)
+    argumentError(args, i, DiagnosticKind::TypeMismatch,
+                  fmt::format("dtype must be f32, f16 or bf16, not {}",
+                              d ? ir::dtypeName(d->dtype) : args[i].aTypeName()));
+  return d->dtype;
+}
+
 Value input(const Call& c) {
   const std::string& name = stringArg(c.args, 0, "the input's name");
   auto* type = c.args[1].kind() == ValueKind::Object
@@ -178,13 +196,14 @@ Value embedding(const Call& c) {
   ir::ValueId ids = c.tensor(0, "embedding()'s ids");
   std::int64_t vocab = c.positive(1, "the vocabulary size");
   std::int64_t hidden = c.positive(2, "the embedding size");
+  ir::DType dtype = floatDType(c.args, 4);
   c.tracer->enter(c.name(3, "embedding"));
   struct Leave {
     Tracer& t;
     ~Leave() { t.leave(); }
   } leave{*c.tracer};
   ir::ValueId table = c.tracer->parameter(
-      "table", {ir::DType::F32, {ir::Dim::constant(vocab), ir::Dim::constant(hidden)}}, "normal",
+      "table", {dtype, {ir::Dim::constant(vocab), ir::Dim::constant(hidden)}}, "normal",
       0.02, c.args.callSpan);
   return c.one(OpKind::Embedding, {table, ids});
 }
@@ -243,8 +262,7 @@ void defineBinary(Environment& env, const char* name, OpKind kind) {
 
 void installTensorBuiltins(Environment& env) {
   for (ir::DType d : {ir::DType::F32, ir::DType::F16, ir::DType::BF16, ir::DType::I32, ir::DType::I64})
-    env.define(ir::dtypeName(d),
-               Binding{Value::object(ValueKind::Object, std::make_shared<DTypeObject>(d)), false, {}});
+    env.define(ir::dtypeName(d), Binding{dtypeValue(d), false, {}});
   defineTensor(env, "input", {{"name", {}}, {"type", {}}}, input);
   defineTensor(env, "parameter",
                {{"name", {}}, {"type", {}}, {"init", Value::string("normal")}, {"std", Value::number(0.02)}},
@@ -254,7 +272,9 @@ void installTensorBuiltins(Environment& env) {
                linear);
   defineTensor(env, "layer_norm", {{"x", {}}, {"name", Value()}, {"eps", Value::number(1e-5)}},
                layerNorm);
-  defineTensor(env, "embedding", {{"ids", {}}, {"vocab", {}}, {"hidden", {}}, {"name", Value()}},
+  defineTensor(env, "embedding",
+               {{"ids", {}}, {"vocab", {}}, {"hidden", {}}, {"name", Value()},
+                {"dtype", dtypeValue(ir::DType::F32)}},
                embedding);
   defineTensor(env, "matmul", {{"a", {}}, {"b", {}}, {"transpose_b", Value::boolean(false)}},
                [](const Call& c) {

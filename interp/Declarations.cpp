@@ -256,7 +256,7 @@ Value evalSchedule(Evaluator& evaluator, const ast::ScheduleDecl& decl,
   auto scope = std::make_shared<Environment>(env);
   std::vector<ScheduleBound> bounds;
   std::vector<Entry> hints;
-  std::vector<Value> pins;
+  std::vector<Value> pins, exclusions;
   ScheduleSpans spans;
   for (const auto& statement : decl.body.statements) {
     if (isBound(*statement)) {
@@ -272,18 +272,21 @@ Value evalSchedule(Evaluator& evaluator, const ast::ScheduleDecl& decl,
       hints.push_back(std::move(*entry));
     }
     for (auto& value : values) {
-      if (!isKind(value, {"pin"}))
-        invalid("a schedule holds hints (`name = value`), bounds (`name <= value`) and pin(...)",
+      if (!isKind(value, {"pin", "exclude"}))
+        invalid("a schedule holds hints (`name = value`), bounds (`name <= value`), pin(...) "
+                "and exclude(...)",
                 statement->span);
-      pins.push_back(value);
-      spans.pins.push_back(statement->span);
+      bool pin = isKind(value, {"pin"});
+      (pin ? pins : exclusions).push_back(value);
+      (pin ? spans.pins : spans.exclusions).push_back(statement->span);
     }
   }
   crossCheck(hints);
   Fields fields;
   for (auto& e : hints) fields.emplace_back(e.name, e.value);
   auto object = std::make_shared<ScheduleObject>(decl.name, std::move(fields), std::move(bounds),
-                                                 std::move(pins), std::move(spans));
+                                                 std::move(pins), std::move(spans),
+                                                 std::move(exclusions));
   evaluator.heap().adopt(object, kObjectOverhead);
   return Value::object(ValueKind::Object, std::move(object));
 }
@@ -341,19 +344,24 @@ std::string ScheduleObject::repr(int depth) const {
     out += sep + bound.name + " <= " + bound.limit.repr(depth + 1);
     sep = ", ";
   }
-  for (const auto& pin : pins_) {
-    std::string args;
-    for (const auto& [key, value] : static_cast<const RecordObject&>(*pin.object()).fields)
-      if (key != "kind") args += (args.empty() ? "" : ", ") + key + " = " + value.repr(depth + 1);
-    out += sep + "pin(" + args + ")";
-    sep = ", ";
-  }
+  for (const auto* calls : {&pins_, &exclusions_})
+    for (const auto& call : *calls) {
+      std::string args, kind;
+      for (const auto& [key, value] : static_cast<const RecordObject&>(*call.object()).fields)
+        if (key == "kind")
+          kind = value.str();
+        else
+          args += (args.empty() ? "" : ", ") + key + " = " + value.repr(depth + 1);
+      out += sep + kind + "(" + args + ")";
+      sep = ", ";
+    }
   return out + " }";
 }
 
 std::optional<Value> ScheduleObject::field(const std::string& name) const {
   if (name == "name") return Value::string(name_);
   if (name == "pins") return Value::list(pins_);
+  if (name == "exclusions") return Value::list(exclusions_);
   for (const auto& [key, value] : hints_)
     if (key == name) return value;
   for (const auto& bound : bounds_)
@@ -371,8 +379,12 @@ SourceSpan ScheduleObject::pinSpan(std::size_t index) const {
   return index < spans_.pins.size() ? spans_.pins[index] : SourceSpan{};
 }
 
+SourceSpan ScheduleObject::exclusionSpan(std::size_t index) const {
+  return index < spans_.exclusions.size() ? spans_.exclusions[index] : SourceSpan{};
+}
+
 std::vector<std::string> ScheduleObject::fieldNames() const {
-  std::vector<std::string> names = {"name", "pins"};
+  std::vector<std::string> names = {"name", "pins", "exclusions"};
   for (const auto& h : hints_) names.push_back(h.first);
   for (const auto& b : bounds_) names.push_back(b.name);
   return names;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "ir/ScopeGlob.h"
+#include "passes/planner/Exclusions.h"
 
 namespace meshflow::interp {
 namespace {
@@ -68,6 +69,11 @@ void applyPin(const Value& pin, passes::PlanRequest& request) {
   if (!devices.isNone()) request.devicePins.push_back({s, deviceIds(devices)});
 }
 
+passes::DeviceExclusion exclusionOf(const Value& exclusion) {
+  const Value nodes = exclusion.field("nodes");
+  return {!nodes.isNone(), deviceIds(nodes.isNone() ? exclusion.field("devices") : nodes)};
+}
+
 std::string normalised(const std::string& text) {
   std::string out;
   for (char c : text)
@@ -105,6 +111,8 @@ void applySchedule(const ScheduleObject& schedule, passes::PlanRequest& request)
       optimizer && optimizer->kind() == ValueKind::Record)
     request.optimizerCopies = optimizerCopies(*optimizer);
   for (const Value& pin : schedule.pins()) applyPin(pin, request);
+  for (const Value& exclusion : schedule.exclusions())
+    request.exclusions.push_back(exclusionOf(exclusion));
 }
 
 std::string pinText(const ScheduleObject& schedule, std::size_t index) {
@@ -124,6 +132,10 @@ SourceSpan hintSpan(const ScheduleObject& schedule, const std::string& hint) {
     pattern.replace(at, 3, "*");
   for (std::size_t i = 0; i < schedule.pins().size(); ++i)
     if (ir::scopeMatches(pattern, normalised(pinText(schedule, i)))) return schedule.pinSpan(i);
+  // The planner writes an exclusion with its ids listed (a range expanded).
+  for (std::size_t i = 0; i < schedule.exclusions().size(); ++i)
+    if (normalised(passes::exclusionText(exclusionOf(schedule.exclusions()[i]))) == pattern)
+      return schedule.exclusionSpan(i);
   return {};
 }
 

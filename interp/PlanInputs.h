@@ -20,16 +20,18 @@ ir::Cluster clusterOf(const ClusterObject& cluster);
 /// Adds the hints, bounds and pins of `schedule` to `request`. Hints the block
 /// leaves out or sets to `auto` leave `request` as it was. The optimizer sets
 /// the optimizer state per parameter: adam and adamw keep 2 copies, sgd with
-/// momentum 1, plain sgd none. Pins become layer, op-sharding and device pins.
+/// momentum 1, plain sgd none. Pins become layer, op-sharding and device pins,
+/// exclude(...) calls device exclusions.
 void applySchedule(const ScheduleObject& schedule, passes::PlanRequest& request);
 
 /// `pin(layers = 0..4, stage = 0)`: pin `index` of `schedule` as written.
 std::string pinText(const ScheduleObject& schedule, std::size_t index);
 
 /// Where `schedule` wrote the hint a PlanningError names: a hint or bound by
-/// name (`memory_per_device`), or a pin by its text (spaces and quotes do not
-/// matter; `...` stands for any part). An invalid span when the schedule has no
-/// such hint.
+/// name (`memory_per_device`), a pin by its text (spaces and quotes do not
+/// matter; `...` stands for any part), or an exclusion by its text with the ids
+/// listed (`exclude(devices = [6, 7])`). An invalid span when the schedule has
+/// no such hint.
 SourceSpan hintSpan(const ScheduleObject& schedule, const std::string& hint);
 
 }  // namespace meshflow::interp

@@ -64,15 +64,32 @@ MemoryBreakdown& MemoryBreakdown::operator+=(const MemoryBreakdown& other) {
   return *this;
 }
 
-MemoryBreakdown parameterMemory(double bytes, const ir::ShardingSpec& spec,
+namespace {
+
+// Optimizer state per parameter element, in bytes. The moments are fp32 at any
+// precision. Mixed-precision training (Micikevicius et al., ICLR 2018) updates
+// an fp32 master copy of a half-precision weight from an fp32 copy of its
+// gradient; Megatron-LM's fp16 optimizer keeps both for the whole step, which
+// makes its 20 bytes per parameter with Adam (docs/source/api-guide/
+// dist_optimizer.md of the Megatron-LM repository).
+double optimizerStateBytes(ir::DType dtype, int copies) {
+  constexpr double kFp32 = 4;
+  bool mixed = ir::dtypeBytes(dtype) < kFp32;
+  return kFp32 * (copies + (mixed ? 2 : 0));
+}
+
+}  // namespace
+
+MemoryBreakdown parameterMemory(double elements, ir::DType dtype, const ir::ShardingSpec& spec,
                                 std::int64_t syncDevices, const ir::LogicalMesh& mesh,
                                 const MemoryOptions& options) {
+  double local = elements / double(spec.shardCount(mesh));
+  double stateElements = local;
+  if (options.shardOptimizerState) stateElements /= double(std::max<std::int64_t>(syncDevices, 1));
   MemoryBreakdown m;
-  m.weights = bytes / double(spec.shardCount(mesh));
-  double state = m.weights;
-  if (options.shardOptimizerState) state /= double(std::max<std::int64_t>(syncDevices, 1));
-  m.gradients = state;
-  m.optimizerState = state * options.optimizerCopies;
+  m.weights = local * double(ir::dtypeBytes(dtype));
+  m.gradients = stateElements * double(ir::dtypeBytes(dtype));
+  m.optimizerState = stateElements * optimizerStateBytes(dtype, options.optimizerCopies);
   return m;
 }
 

@@ -51,9 +51,13 @@ struct MemoryBreakdown {
   MemoryBreakdown& operator+=(const MemoryBreakdown& other);
 };
 
-/// Memory of one parameter of `bytes` stored with `spec`, whose gradient is
-/// synchronised over `syncDevices` devices (its data-parallel group).
-MemoryBreakdown parameterMemory(double bytes, const ir::ShardingSpec& spec,
+/// Memory of one parameter of `elements` elements of `dtype` stored with `spec`,
+/// whose gradient is synchronised over `syncDevices` devices (its data-parallel
+/// group). Weights and gradients take the parameter's precision; optimizer state
+/// is fp32. A half-precision (f16, bf16) parameter is trained in mixed precision:
+/// its optimizer state adds an fp32 master copy and an fp32 copy of the gradient,
+/// 20 bytes per parameter with Adam as in Megatron-LM's fp16 optimizer (16 in fp32).
+MemoryBreakdown parameterMemory(double elements, ir::DType dtype, const ir::ShardingSpec& spec,
                                 std::int64_t syncDevices, const ir::LogicalMesh& mesh,
                                 const MemoryOptions& options);
 

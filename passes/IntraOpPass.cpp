@@ -170,9 +170,9 @@ class ProblemBuilder {
   // hold distinct shards of it (its data-parallel group).
   MemoryBreakdown parameterBreakdown(OpId id, const Strategy& s) const {
     const ir::TensorType& t = g_.value(g_.op(id).outputs[0]).type;
-    double bytes = double(t.elements(options_.batch)) * double(ir::dtypeBytes(t.dtype));
     std::int64_t shards = s.outputs[0].shardCount(mesh_);
-    return parameterMemory(bytes, s.outputs[0], mesh_.size() / shards, mesh_, memory_);
+    return parameterMemory(double(t.elements(options_.batch)), t.dtype, s.outputs[0],
+                           mesh_.size() / shards, mesh_, memory_);
   }
 
   const IntraOpPin* pinOf(OpId id) const {

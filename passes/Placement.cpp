@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 #include <numeric>
 #include <optional>
 #include <set>
@@ -220,12 +221,75 @@ class LexSearch {
   placement::Seed seed_;
 };
 
+// With no pins and no exclusions every node is alike, so where the whole-node
+// stages go does not matter to the crossings: only which sub-node stages share
+// a node does, and they fill exactly the nodes whole-node stages leave. The
+// request is solved on a smaller cluster where each run of consecutive
+// whole-node stages is one (1, M) stage (it keeps the crossings around the run
+// forced), and the answer is laid out in stage order: a whole-node stage takes
+// the next free nodes, a sub-node stage its node's, the next free one the first
+// time the node is met. Nothing when the smaller cluster would not be smaller.
+std::optional<Placement> placeByNodes(const ir::Cluster& cluster, const PlacementRequest& request) {
+  if (!request.pins.empty() || !request.excluded.empty()) return std::nullopt;
+  const int perNode = int(cluster.devicesPerNode);
+  PlacementRequest reduced;
+  std::vector<int> index(request.stages.size(), -1);  // a sub-node stage's in `reduced`
+  int wholeNodes = 0, runs = 0;
+  for (std::size_t s = 0; s < request.stages.size(); ++s) {
+    SubmeshShape shape = request.stages[s];
+    if (shape.devicesPerNode == perNode) {
+      wholeNodes += shape.nodes;
+      if (s == 0 || request.stages[s - 1].devicesPerNode != perNode) {
+        reduced.stages.push_back({1, perNode});
+        ++runs;
+      }
+    } else {
+      index[s] = int(reduced.stages.size());
+      reduced.stages.push_back(shape);
+    }
+  }
+  ir::Cluster smaller = cluster;
+  smaller.nodes = cluster.nodes - wholeNodes + runs;
+  if (runs == 0 || smaller.nodes >= cluster.nodes || int(reduced.stages.size()) == runs)
+    return std::nullopt;
+  Placement inner;
+  try {
+    inner = placeStages(smaller, reduced);
+  } catch (const PlacementError&) {
+    throw PlacementError(fmt::format("the stage shapes cannot be packed onto the {}x{} cluster",
+                                     cluster.nodes, cluster.devicesPerNode));
+  }
+  std::map<int, int> nodeOf;  // node in `smaller` -> node in `cluster`
+  int next = 0;
+  std::vector<int> firsts;
+  for (std::size_t s = 0; s < request.stages.size(); ++s) {
+    if (index[s] < 0) {
+      firsts.push_back(next * perNode);
+      next += request.stages[s].nodes;
+      continue;
+    }
+    int first = inner.devices[std::size_t(index[s])].front();
+    auto [at, added] = nodeOf.emplace(first / perNode, next);
+    if (added) ++next;
+    firsts.push_back(at->second * perNode + first % perNode);
+  }
+  Placement placed;
+  placed.crossNodeBoundaries = placement::countCrossings(cluster, request.stages, firsts);
+  for (std::size_t s = 0; s < request.stages.size(); ++s) {
+    std::vector<int> ids(std::size_t(request.stages[s].devices()));
+    std::iota(ids.begin(), ids.end(), firsts[s]);
+    placed.devices.push_back(std::move(ids));
+  }
+  return placed;
+}
+
 }  // namespace
 
 Placement placeStages(const ir::Cluster& cluster, const PlacementRequest& request) {
   validate(cluster, request);
   LexSearch search(cluster, request);
   if (std::optional<Placement> found = search.run()) return *found;
+  if (std::optional<Placement> found = placeByNodes(cluster, request)) return *found;
   return placement::solveExactCover(cluster, request, search.seed());
 }
 

@@ -1,6 +1,7 @@
 #include "passes/Planner.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cstring>
@@ -10,6 +11,7 @@
 #include "ir/OpCost.h"
 #include "passes/Placement.h"
 #include "passes/planner/Candidate.h"
+#include "passes/planner/Exclusions.h"
 #include "passes/planner/PlanBuilder.h"
 #include "passes/planner/ScopeLayers.h"
 #include "passes/planner/StepTime.h"
@@ -19,9 +21,13 @@ namespace {
 
 constexpr int kDefaultLayers = 16;
 constexpr std::size_t kCandidatesKept = 9;  // the plan and 8 alternatives
-// Alpa's DP runs where the cluster is at most this big (Alpa's own testbed);
-// beyond it the uniform search answers alone.
+// Up to this many devices (Alpa's own testbed) every submesh shape is priced,
+// sub-node ones included; beyond it only whole-node shapes that tile the
+// cluster (MeshConfigLimits::uniformOnly, worthPricing).
 constexpr std::int64_t kAlpaDpDevices = 64;
+// Beyond it, Alpa's DP tries t_max caps 1% apart: within 1% of its optimum, at
+// a few dozen DP runs instead of thousands.
+constexpr double kLargeClusterTmaxGap = 0.01;
 
 std::string pinText(const LayerPin& pin) {
   return fmt::format("pin(layers = {}..{}, stage = {})", pin.firstLayer, pin.endLayer, pin.stage);
@@ -240,7 +246,11 @@ std::string withoutVariantMarks(std::string text) {
 class Search {
  public:
   Search(const ir::Graph& forward, const ir::Cluster& cluster, const PlanRequest& request)
-      : forward_(forward), cluster_(cluster), request_(request) {}
+      : forward_(forward),
+        physical_(cluster),
+        usable_(usableDevices(cluster, request)),
+        cluster_(usable_.cluster),
+        request_(request) {}
 
   ir::Plan run() {
     validateRequest(request_, cluster_);
@@ -279,12 +289,14 @@ class Search {
       in.memoryBudget = budget_;
       in.layerPins = request_.layerPins;
       in.stages = request_.stages;
+      if (cluster_.deviceCount() > kAlpaDpDevices) in.tmaxGap = kLargeClusterTmaxGap;
       // Data-parallel rows split the microbatch's samples: a view's rows must
       // divide it, and each row gets a power of two of them (Megatron's
       // microbatch sizes 1, 2, 4 …), which keeps the intra-op solves few.
       for (const MeshConfig& c : configs_) {
         std::int64_t perRow = in.microbatch / c.view[0];
-        in.usable.push_back(in.microbatch % c.view[0] == 0 && (perRow & (perRow - 1)) == 0);
+        in.usable.push_back(in.microbatch % c.view[0] == 0 && (perRow & (perRow - 1)) == 0 &&
+                            worthPricing(c));
       }
       prefetch(in);
       for (auto& [result, search] : stageResults(in))
@@ -320,19 +332,24 @@ class Search {
     if (candidates_.size() > kCandidatesKept) candidates_.pop_back();
   }
 
+  // Beyond Alpa's scale a submesh is worth pricing only if the cluster holds a
+  // whole number of them and no more stages than layers: the intra-op solves
+  // of every other shape would cost more than the plans they could add.
+  bool worthPricing(const MeshConfig& c) const {
+    std::int64_t devices = cluster_.deviceCount(), size = c.shape.devices();
+    return devices <= kAlpaDpDevices ||
+           (devices % size == 0 && devices / size <= table_->layerCount());
+  }
+
   // Solves every layer kind on every configuration the searches will price, in
   // parallel, before they ask one at a time.
   void prefetch(const StageSearchInput& in) {
     std::vector<LayerCostTable::Request> requests;
-    std::int64_t devices = cluster_.deviceCount();
     std::vector<int> firstOfKind(table_->kindCount(), -1);
     for (int l = 0; l < table_->layerCount(); ++l)
       if (firstOfKind[table_->kindOf(l)] < 0) firstOfKind[table_->kindOf(l)] = l;
     for (int c = 0; c < int(configs_.size()); ++c) {
-      std::int64_t size = configs_[c].shape.devices();
-      bool priced = devices <= kAlpaDpDevices ||
-                    (devices % size == 0 && devices / size <= table_->layerCount());
-      if (!in.isUsable(c) || !priced) continue;
+      if (!in.isUsable(c)) continue;
       for (int layer : firstOfKind)
         for (bool lean : {false, true})
           requests.push_back({layer, c, &configs_[c], in.microbatch, 1.0 / in.microbatches, lean});
@@ -343,42 +360,64 @@ class Search {
   std::vector<std::pair<StageSearchResult, std::string>> stageResults(const StageSearchInput& in) {
     std::vector<std::pair<StageSearchResult, std::string>> out;
     std::string why;
-    if (cluster_.deviceCount() <= kAlpaDpDevices)
-      if (auto r = alpaStages(in, &why); r && honoursLayerPins(r->stages, in.layerPins))
-        out.push_back({std::move(*r), "alpa"});
+    if (auto r = alpaStages(in, &why); r && honoursLayerPins(r->stages, in.layerPins))
+      out.push_back({std::move(*r), "alpa"});
     for (StageSearchResult& r : uniformStages(in, &why)) out.push_back({std::move(r), "uniform"});
     if (out.empty()) lastWhy_ = why;
     return out;
   }
 
+  // Places the stages on the nodes no exclusion touches (usable_.cluster, whose
+  // ids the pins are translated to) and maps the ids back to physical ones.
   ir::Plan finish(const Candidate& best) {
     PlacementRequest placement;
     for (std::size_t r = 0; r < best.ranks.size(); ++r)
       placement.stages.push_back(configs_[best.stages[r].config].shape);
-    for (const DevicePin& pin : request_.devicePins) placement.pins.push_back({pin.stage, pin.devices});
+    for (const DevicePin& pin : request_.devicePins) {
+      placement.pins.push_back({pin.stage, {}});
+      for (int d : pin.devices) placement.pins.back().devices.push_back(*usable_.planning(d));
+    }
     Placement placed;
     try {
       placed = placeStages(cluster_, placement);
     } catch (const PlacementError& e) {
-      // The hint is the first device pin the placement error names.
-      std::string hint;
-      for (const DevicePin& pin : request_.devicePins)
-        if (hint.empty() &&
-            std::string(e.what()).find(fmt::format("pin of stage {}", pin.stage)) !=
-                std::string::npos)
-          hint = fmt::format("pin(stage = {}, devices = ...)", pin.stage);
-      throw PlanningError(hint, fmt::format("placing the {} stages of the best plan: {}",
-                                            best.ranks.size(), e.what()));
+      throw placementFailed(best, placement, e.what());
     }
+    for (std::vector<int>& ids : placed.devices)
+      for (int& d : ids) d = usable_.physical(d);
     PlanInputs in{&forward_, &cluster_, &layers_, &*table_, &configs_, request_.globalBatch,
                   budget_};
     ir::Plan plan = buildPlan(in, best, placed.devices);
+    if (usable_.restricted()) plan.notes.push_back(exclusionNote(physical_, usable_));
     plan.notes.push_back(fmt::format(
         "searched {} candidate plans over {} meshes; {} intra-op solves of {} distinct layers",
         searched_, configs_.size(), table_->solves(), table_->kindCount()));
     for (std::size_t k = 1; k < candidates_.size(); ++k)
       plan.alternatives.push_back({candidates_[k].describe(configs_), candidates_[k].stepTime});
     return plan;
+  }
+
+  // The hint is the first device pin the placement error names; the error
+  // names pins by the planning cluster's ids, given back as the user wrote them.
+  PlanningError placementFailed(const Candidate& best, const PlacementRequest& placement,
+                                std::string message) const {
+    std::string hint;
+    for (std::size_t i = 0; i < request_.devicePins.size(); ++i) {
+      const DevicePin& pin = request_.devicePins[i];
+      std::string named = fmt::format("pin of stage {} on devices [{}]", pin.stage,
+                                      fmt::join(placement.pins[i].devices, ", "));
+      std::size_t at = message.find(named);
+      if (at == std::string::npos) continue;
+      message.replace(at, named.size(), fmt::format("pin of stage {} on devices [{}]", pin.stage,
+                                                    fmt::join(pin.devices, ", ")));
+      if (hint.empty()) hint = fmt::format("pin(stage = {}, devices = ...)", pin.stage);
+    }
+    if (hint.empty())
+      for (const DevicePin& pin : request_.devicePins)
+        if (hint.empty() && message.find(fmt::format("pin of stage {}", pin.stage)) != std::string::npos)
+          hint = fmt::format("pin(stage = {}, devices = ...)", pin.stage);
+    return PlanningError(hint, fmt::format("placing the {} stages of the best plan: {}",
+                                           best.ranks.size(), message));
   }
 
   PlanningError noConfigs() const {
@@ -436,7 +475,9 @@ class Search {
   }
 
   const ir::Graph& forward_;
-  const ir::Cluster& cluster_;
+  const ir::Cluster& physical_;
+  const UsableDevices usable_;
+  const ir::Cluster& cluster_;  // the nodes no exclusion touches, renumbered (usable_.cluster)
   const PlanRequest& request_;
   LayerClustering layers_;
   double budget_ = 0;

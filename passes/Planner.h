@@ -55,6 +55,15 @@ struct DevicePin {
   std::vector<int> devices;
 };
 
+/// exclude(devices = [...]) or exclude(nodes = [...]): no stage uses these
+/// devices (a node stands for all of its devices). The planner plans on the
+/// nodes no exclusion touches; the other devices of a node an exclusion takes
+/// part of stay idle (docs/planning.md, "Exclusions").
+struct DeviceExclusion {
+  bool nodes = false;    ///< `ids` are node indices, not device ids.
+  std::vector<int> ids;
+};
+
 /// What the user asked for; every optional left empty is the planner's choice.
 struct PlanRequest {
   std::int64_t globalBatch = 1;  ///< Samples per step.
@@ -79,10 +88,12 @@ struct PlanRequest {
   std::vector<LayerPin> layerPins;
   std::vector<OpShardingPin> opPins;
   std::vector<DevicePin> devicePins;
+  std::vector<DeviceExclusion> exclusions;
 };
 
 /// A request the planner cannot meet. `hint` names the schedule hint at fault
-/// ("microbatches", "memory_per_device", "pin(layers = 0..4, stage = 0)", …),
+/// ("microbatches", "memory_per_device", "pin(layers = 0..4, stage = 0)",
+/// "exclude(nodes = [3])", …),
 /// empty when the problem is not one hint's.
 class PlanningError : public std::runtime_error {
  public:

@@ -412,12 +412,22 @@ class TmaxSearch {
     double leastSum = best_->latencySum;
     for (std::size_t k = firstFeasible(); k < last; ++k) {
       if (leastSum + (p_.microbatches - 1) * costs_[k] >= best_->cost) break;
+      k = coveringCap(k);
       consider(k);
     }
     return solution();
   }
 
  private:
+  // The cap to try for candidate k: k itself when exact, else the largest
+  // candidate within the gap above it (which covers every candidate between).
+  std::size_t coveringCap(std::size_t k) const {
+    if (p_.tmaxGap <= 0) return k;
+    double reach = costs_[k] * (1 + p_.tmaxGap);
+    auto end = std::upper_bound(costs_.begin() + std::ptrdiff_t(k), costs_.end(), reach);
+    return std::size_t(end - costs_.begin()) - 1;
+  }
+
   // Feasibility only grows with the cap, so a binary search skips the prefix of
   // caps under which no plan exists; each probe is a candidate as well.
   std::size_t firstFeasible() {

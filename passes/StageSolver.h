@@ -48,6 +48,11 @@ struct StageProblem {
   /// The most stages allowed after this one (a memory bound under the
   /// schedule); empty means unlimited everywhere. Negative forbids the stage.
   std::vector<int> maxSuccStages;
+  /// 0: the exact optimum. When positive, the t_max enumeration tries only
+  /// enough caps that every candidate t_max has a tried cap within this
+  /// relative distance above it, so the result costs at most (1 + gap) times
+  /// the optimum (for large problems, where every distinct latency is a DP run).
+  double tmaxGap = 0;
 
   /// An L×L×S×G problem with every stage infeasible and no stage limits.
   static StageProblem make(int layers, int microbatches, int nodes, int devicesPerNode,

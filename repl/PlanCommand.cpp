@@ -148,6 +148,8 @@ std::string scheduleSource(const interp::ScheduleObject* base, const PlanOptions
         source += fmt::format("  {} <= __plan_base.{}\n", bound.name, bound.name);
     for (std::size_t i = 0; i < base->pins().size(); ++i)
       source += fmt::format("  __plan_base.pins[{}]\n", i);
+    for (std::size_t i = 0; i < base->exclusions().size(); ++i)
+      source += fmt::format("  __plan_base.exclusions[{}]\n", i);
   }
   for (const auto& [hint, value] : options.sets) {
     bool quote = takesWord(hint) && value.front() != '"' && value != "auto";
@@ -157,8 +159,8 @@ std::string scheduleSource(const interp::ScheduleObject* base, const PlanOptions
   return source + "}\n__plan_set\n";
 }
 
-// The merged block with the spans of --schedule's own hints and pins, so that
-// a planning error about one of them points into FILE.
+// The merged block with the spans of --schedule's own hints, pins and
+// exclusions, so that a planning error about one of them points into FILE.
 Value withBaseSpans(const interp::ScheduleObject& merged, const interp::ScheduleObject* base,
                     const PlanOptions& options) {
   interp::ScheduleSpans spans;
@@ -172,9 +174,12 @@ Value withBaseSpans(const interp::ScheduleObject& merged, const interp::Schedule
     spans.entries.emplace_back(bound.name, spanOf(bound.name));
   for (std::size_t i = 0; i < merged.pins().size(); ++i)
     spans.pins.push_back(base ? base->pinSpan(i) : merged.pinSpan(i));
-  return Value::object(ValueKind::Object, std::make_shared<interp::ScheduleObject>(
-                                              base ? base->name() : "command_line", merged.hints(),
-                                              merged.bounds(), merged.pins(), std::move(spans)));
+  for (std::size_t i = 0; i < merged.exclusions().size(); ++i)
+    spans.exclusions.push_back(base ? base->exclusionSpan(i) : merged.exclusionSpan(i));
+  return Value::object(ValueKind::Object,
+                       std::make_shared<interp::ScheduleObject>(
+                           base ? base->name() : "command_line", merged.hints(), merged.bounds(),
+                           merged.pins(), std::move(spans), merged.exclusions()));
 }
 
 std::optional<Value> scheduleOf(Interpreter& interpreter, const PlanOptions& options,

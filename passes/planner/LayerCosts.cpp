@@ -77,9 +77,9 @@ LayerCost summarise(const ir::Graph& g, const IntraOpResult& r, const MeshConfig
   for (const OpSharding& o : r.ops) {
     if (g.op(o.op).kind != ir::OpKind::Parameter) continue;
     const ir::TensorType& t = g.value(g.op(o.op).outputs[0]).type;
-    double bytes = double(t.elements(batch)) * double(ir::dtypeBytes(t.dtype));
     std::int64_t sync = config.mesh.size() / o.outputs[0].shardCount(config.mesh);
-    MemoryBreakdown m = parameterMemory(bytes, o.outputs[0], sync, config.mesh, zero);
+    MemoryBreakdown m =
+        parameterMemory(double(t.elements(batch)), t.dtype, o.outputs[0], sync, config.mesh, zero);
     c.zeroGradients += m.gradients;
     c.zeroOptimizerState += m.optimizerState;
   }

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <numeric>
 
 #include "passes/StageSolver.h"
 
@@ -15,7 +16,7 @@ namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // Alpa's table grows as L²·S·G and its DP as (stage counts)·L·devices; past
-// these sizes the uniform search answers instead.
+// these sizes the DP runs on groups of consecutive layers (dpLayerLimit).
 constexpr double kMaxTableEntries = 4e6;
 constexpr double kMaxDpWork = 2e8;
 
@@ -85,6 +86,35 @@ StageSearchResult resultOf(std::vector<StageChoice> stages, int microbatches) {
   return r;
 }
 
+// The most layer groups Alpa's DP may see: its table grows as G²·S·C and its
+// work per t_max as G³·S·(device units), so large models on large clusters run
+// it on runs of consecutive layers (DESIGN.md, "The solvers").
+int dpLayerLimit(int layers, const std::vector<SubmeshShape>& shapes, std::size_t configsPerShape,
+                 const ir::Cluster& cluster) {
+  int unit = int(cluster.deviceCount());
+  for (SubmeshShape s : shapes) unit = std::gcd(unit, s.devices());
+  double units = double(cluster.deviceCount()) / unit;
+  double s = double(shapes.size());
+  int limit = layers;
+  while (limit > 1 && (double(limit) * limit * s * double(configsPerShape) > kMaxTableEntries ||
+                       double(limit) * limit * limit * s * units > kMaxDpWork))
+    --limit;
+  return limit;
+}
+
+// Group boundaries 0 = b_0 < … < b_G = layers: about `limit` runs of equal
+// length, cut also at every layer pin's ends so that pins stay expressible.
+std::vector<int> groupBounds(int layers, int limit, const std::vector<LayerPin>& pins) {
+  std::vector<int> bounds;
+  for (int k = 0; k <= limit; ++k) bounds.push_back(int(std::int64_t(layers) * k / limit));
+  for (const LayerPin& pin : pins)
+    for (int b : {pin.firstLayer, pin.endLayer})
+      if (b > 0 && b < layers) bounds.push_back(b);
+  std::sort(bounds.begin(), bounds.end());
+  bounds.erase(std::unique(bounds.begin(), bounds.end()), bounds.end());
+  return bounds;
+}
+
 }  // namespace
 
 bool honoursLayerPins(const std::vector<StageChoice>& stages, const std::vector<LayerPin>& pins) {
@@ -108,32 +138,28 @@ std::optional<StageSearchResult> alpaStages(const StageSearchInput& in, std::str
     }
     for (int v = 0; v < int(in.variants.size()); ++v) entries[it - shapes.begin()].push_back({c, v});
   }
-  std::size_t configsPerShape = 0;
-  for (const auto& e : entries) configsPerShape = std::max(configsPerShape, e.size());
-  double tableEntries = double(layers) * layers * double(shapes.size()) * double(configsPerShape);
-  double dpWork = double(layers) * layers * layers * double(shapes.size()) *
-                  double(in.cluster->deviceCount());
   if (shapes.empty()) {
     *why = "no mesh configuration suits the microbatch";
     return std::nullopt;
   }
-  if (tableEntries > kMaxTableEntries || dpWork > kMaxDpWork) {
-    *why = fmt::format("Alpa's DP skipped: {} layers x {} shapes on {} devices is past its size "
-                       "bound",
-                       layers, shapes.size(), in.cluster->deviceCount());
-    return std::nullopt;
-  }
-  StageProblem p = StageProblem::make(layers, in.microbatches, int(in.cluster->nodes),
+  std::size_t configsPerShape = 0;
+  for (const auto& e : entries) configsPerShape = std::max(configsPerShape, e.size());
+  std::vector<int> bounds =
+      groupBounds(layers, dpLayerLimit(layers, shapes, configsPerShape, *in.cluster), in.layerPins);
+  int groups = int(bounds.size()) - 1;
+  StageProblem p = StageProblem::make(groups, in.microbatches, int(in.cluster->nodes),
                                       int(in.cluster->devicesPerNode), shapes,
                                       int(configsPerShape));
   p.maxSuccStages.assign(p.tableSize(), StageProblem::kUnlimited);
+  p.tmaxGap = in.tmaxGap;
   Pricers pricers(in);
-  for (int i = 0; i < layers; ++i)
-    for (int j = i; j < layers; ++j) {
-      if (!allowedByPins(i, j + 1, -1, in.layerPins)) continue;
+  for (int i = 0; i < groups; ++i)
+    for (int j = i; j < groups; ++j) {
+      int first = bounds[i], end = bounds[j + 1];
+      if (!allowedByPins(first, end, -1, in.layerPins)) continue;
       for (std::size_t s = 0; s < shapes.size(); ++s)
         for (std::size_t g = 0; g < entries[s].size(); ++g) {
-          StageEstimate e = pricers.get(entries[s][g].config, entries[s][g].variant).estimate(i, j + 1);
+          StageEstimate e = pricers.get(entries[s][g].config, entries[s][g].variant).estimate(first, end);
           if (!e.feasible) continue;
           std::size_t index = p.index(i, j, int(s), int(g));
           p.cost[index] = e.latency();
@@ -150,8 +176,9 @@ std::optional<StageSearchResult> alpaStages(const StageSearchInput& in, std::str
   std::vector<StageChoice> stages;
   for (const Stage& st : solution.stages) {
     Entry entry = entries[st.submesh][st.config];
-    StageChoice c{st.firstLayer, st.endLayer, entry.config, in.variants[entry.variant], {}};
-    c.estimate = pricers.get(entry.config, entry.variant).estimate(st.firstLayer, st.endLayer);
+    int first = bounds[st.firstLayer], end = bounds[st.endLayer];
+    StageChoice c{first, end, entry.config, in.variants[entry.variant], {}};
+    c.estimate = pricers.get(entry.config, entry.variant).estimate(first, end);
     stages.push_back(c);
   }
   return resultOf(std::move(stages), in.microbatches);

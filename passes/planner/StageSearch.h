@@ -3,8 +3,9 @@
 //
 // - alpaStages: Alpa's DP (passes/StageSolver.h) over every layer range ×
 //   submesh shape × (view, variant), memory limits under 1F1B as
-//   max_n_succ_stages. Its table and DP grow with layers² × shapes × devices,
-//   so the planner runs it where that stays small (Alpa's own scale).
+//   max_n_succ_stages. Its table and DP grow with layers² × shapes × device
+//   units, so past a size bound it runs on runs of consecutive layers (cut at
+//   layer pins), and on large clusters with a t_max gap (tmaxGap).
 // - uniformStages: pipelines whose stages all take the same submesh shape and
 //   view (Megatron's grid: p stages of D/p devices), each p with an exact
 //   min-max partition of the layers, memory checked per stage position. Cheap at
@@ -45,6 +46,9 @@ struct StageSearchInput {
   double memoryBudget = 0;      ///< Per device.
   std::vector<LayerPin> layerPins;
   std::optional<int> stages;  ///< Exactly this many stages.
+  /// Alpa's DP: 0 for the exact optimum, else its t_max enumeration's relative
+  /// gap (StageProblem::tmaxGap).
+  double tmaxGap = 0;
   /// Per config, whether to consider it at this microbatch size (the planner
   /// drops views whose data-parallel rows do not divide the microbatch).
   std::vector<char> usable;

@@ -131,12 +131,23 @@ TEST_CASE("roofline and parameter memory") {
   CHECK(passes::rooflineTime(0, 900e9, d) == Approx(1.0));
   ir::LogicalMesh mesh = test::nvlinkMesh(2, 2);
   passes::MemoryOptions adam;
-  auto m = passes::parameterMemory(1024, ir::ShardingSpec::parse("S0R"), 2, mesh, adam);
+  auto s0r = ir::ShardingSpec::parse("S0R");
+  auto m = passes::parameterMemory(256, ir::DType::F32, s0r, 2, mesh, adam);
   CHECK(m.weights == 512);
   CHECK(m.gradients == 512);
   CHECK(m.optimizerState == 1024);
   adam.shardOptimizerState = true;
-  m = passes::parameterMemory(1024, ir::ShardingSpec::parse("S0R"), 2, mesh, adam);
+  m = passes::parameterMemory(256, ir::DType::F32, s0r, 2, mesh, adam);
   CHECK(m.gradients == 256);
   CHECK(m.optimizerState == 512);
+}
+
+TEST_CASE("mixed precision keeps an fp32 master copy and gradient beside f16 weights") {
+  ir::LogicalMesh mesh = test::nvlinkMesh(2, 2);
+  passes::MemoryOptions adam;
+  auto m = passes::parameterMemory(256, ir::DType::F16, ir::ShardingSpec::parse("RR"), 4, mesh, adam);
+  CHECK(m.weights == 512);
+  CHECK(m.gradients == 512);
+  CHECK(m.optimizerState == 256 * 16);  // master weight, gradient copy, two moments
+  CHECK(m.total() / 256 == 20);         // Megatron-LM's fp16 optimizer with Adam
 }

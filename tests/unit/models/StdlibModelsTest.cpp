@@ -65,3 +65,17 @@ TEST_CASE("the stdlib models trace with the scopes of their layers", "[models]")
   for (const auto& op : moe.ops()) hasExpert |= op.scope == "block1.moe.expert2.fc1";
   CHECK(hasExpert);
 }
+
+TEST_CASE("gpt(dtype = f16) keeps every parameter in f16 and the loss in f32", "[models]") {
+  Interpreter interpreter;
+  const ir::Graph graph =
+      traced(interpreter, "gpt(layers = 2, hidden = 32, heads = 2, seq = 8, vocab = 20, dtype = f16)");
+  for (ir::ValueId p : graph.parameters()) {
+    INFO(graph.value(p).name);
+    CHECK(graph.value(p).type.dtype == ir::DType::F16);
+  }
+  CHECK(graph.value(graph.outputs.at(0)).type.dtype == ir::DType::F32);
+  Interpreter fp32;
+  const ir::Graph standard = traced(fp32, "gpt(layers = 2, hidden = 32, heads = 2, seq = 8, vocab = 20)");
+  for (ir::ValueId p : standard.parameters()) CHECK(standard.value(p).type.dtype == ir::DType::F32);
+}

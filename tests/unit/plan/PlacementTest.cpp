@@ -407,5 +407,54 @@ TEST_CASE("sub-node stages that cannot meet the crossing bound go to Z3", "[plan
   CHECK(expected->second == std::vector<int>{0, 8, 12, 10, 4});
 }
 
+// Each device of the cluster in exactly one stage, each stage a valid start.
+void checkCover(const ir::Cluster& c, const PlacementRequest& r, const Placement& p) {
+  REQUIRE(p.devices.size() == r.stages.size());
+  std::vector<int> owners(std::size_t(c.deviceCount()), 0);
+  for (std::size_t s = 0; s < r.stages.size(); ++s) {
+    std::vector<int> starts = placement::startsOf(c, r.stages[s]);
+    CHECK(std::find(starts.begin(), starts.end(), p.devices[s].front()) != starts.end());
+    for (int d : p.devices[s]) ++owners[std::size_t(d)];
+  }
+  CHECK(std::all_of(owners.begin(), owners.end(), [](int n) { return n == 1; }));
+}
+
+std::vector<SubmeshShape> interleavedRun(int nodes) {
+  std::vector<SubmeshShape> shapes;
+  for (int k = 0; k < nodes / 2; ++k)
+    for (SubmeshShape s : {SubmeshShape{1, 4}, {1, 2}, {1, 4}, {1, 2}, {1, 4}}) shapes.push_back(s);
+  return shapes;
+}
+
+TEST_CASE("sub-node stages among many whole-node ones are placed node by node",
+          "[plan][placement]") {
+  // bench_placement's interleaved-large: 40 sub-node stages that cannot meet
+  // the crossing bound, then 88 stages of 5 or 4 nodes on 384 nodes. The
+  // sub-node stages are placed as on 16 nodes alone, the others follow.
+  PlacementRequest r = request(interleavedRun(16));
+  Placement alone = placeStages(cluster(16, 8), r);
+  std::vector<int> starts = firstIds(alone);
+  for (int i = 0, node = 16; i < 88; node += i++ < 16 ? 5 : 4) {
+    r.stages.push_back({i < 16 ? 5 : 4, 8});
+    starts.push_back(8 * node);
+  }
+  Placement p = placeStages(cluster(384, 8), r);
+  checkCover(cluster(384, 8), r, p);
+  CHECK(firstIds(p) == starts);
+  CHECK(p.crossNodeBoundaries == alone.crossNodeBoundaries + 88);
+
+  // Runs of sub-node stages between whole-node ones: as few crossings as the
+  // Z3 model alone finds.
+  PlacementRequest mixed = request({{2, 8}});
+  for (SubmeshShape s : interleavedRun(4)) mixed.stages.push_back(s);
+  for (SubmeshShape s : {SubmeshShape{1, 8}, {3, 8}}) mixed.stages.push_back(s);
+  for (SubmeshShape s : interleavedRun(4)) mixed.stages.push_back(s);
+  mixed.stages.push_back({2, 8});
+  ir::Cluster c = cluster(2 + 4 + 1 + 3 + 4 + 2, 8);
+  Placement q = placeStages(c, mixed);
+  checkCover(c, mixed, q);
+  CHECK(q.crossNodeBoundaries == placement::solveExactCover(c, mixed).crossNodeBoundaries);
+}
+
 }  // namespace
 }  // namespace meshflow::passes

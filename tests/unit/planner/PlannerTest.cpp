@@ -10,6 +10,7 @@
 #include "ir/Plan.h"
 #include "meshflow/meshflow.h"
 #include "passes/Planner.h"
+#include "passes/planner/Exclusions.h"
 #include "passes/planner/LayerSubgraph.h"
 #include "passes/planner/ScopeLayers.h"
 
@@ -211,6 +212,87 @@ TEST_CASE("impossible requests are errors naming the hint", "[planner]") {
   CHECK(hintOf(r) == "recompute");
 }
 
+TEST_CASE("exclusions shrink the cluster to the nodes they leave whole", "[planner]") {
+  ir::Cluster c = cluster();
+  c.nodes = 4;  // devices 0-15
+  PlanRequest r = request();
+  r.exclusions = {{true, {1}}, {false, {13}}};
+  passes::UsableDevices usable = passes::usableDevices(c, r);
+  CHECK(usable.cluster.nodes == 2);
+  CHECK(usable.cluster.devicesPerNode == 4);
+  CHECK(usable.nodes == std::vector<int>{0, 2});
+  CHECK(usable.idle == std::vector<int>{12, 14, 15});
+  CHECK(usable.excludedCount == 5);
+  CHECK(usable.physical(5) == 9);
+  CHECK(usable.planning(9) == 5);
+  CHECK_FALSE(usable.planning(4));
+  CHECK_FALSE(usable.planning(12));
+
+  // The plan uses nodes 0 and 2 only; a stage of both spans node 1.
+  r.stages = 1;
+  ir::Plan p = passes::planTraining(smallGpt(), c, r);
+  REQUIRE(p.stages.size() == 1);
+  CHECK(p.stages[0].devices == std::vector<int>{0, 1, 2, 3, 8, 9, 10, 11});
+  CHECK(std::any_of(p.notes.begin(), p.notes.end(), [](const std::string& n) {
+    return n.find("planned on 2 of the 4 nodes (0, 2)") != std::string::npos;
+  }));
+
+  // Pins name physical devices and get them.
+  r.stages = 2;
+  r.devicePins = {{0, {9}}};
+  p = passes::planTraining(smallGpt(), c, r);
+  const auto& d = p.stages[0].devices;
+  CHECK(std::find(d.begin(), d.end(), 9) != d.end());
+}
+
+TEST_CASE("exclusions the planner cannot honour are errors naming them", "[planner]") {
+  ir::Cluster c = cluster();  // 2 nodes of 4
+  auto errorOf = [&](PlanRequest r) -> std::pair<std::string, std::string> {
+    try {
+      passes::planTraining(smallGpt(), c, r);
+    } catch (const passes::PlanningError& e) {
+      return {e.hint(), e.what()};
+    }
+    return {"no error", ""};
+  };
+  PlanRequest r = request();
+  r.exclusions = {{false, {8}}};
+  CHECK(errorOf(r) == std::pair<std::string, std::string>{
+                          "exclude(devices = [8])",
+                          "exclude(devices = [8]): device 8 is not in the 8-device cluster "
+                          "(devices 0-7)"});
+  r.exclusions = {{true, {2}}};
+  CHECK(errorOf(r).second ==
+        "exclude(nodes = [2]): node 2 is not in the 2-node cluster (nodes 0-1)");
+  r.exclusions = {{false, {0}}, {false, {4}}};
+  CHECK(errorOf(r) ==
+        std::pair<std::string, std::string>{
+            "exclude(devices = [0])",
+            "no node is left to plan on: exclude(devices = [0]), exclude(devices = [4]) touch all "
+            "2 nodes of the 2x4 cluster, and the planner uses only nodes no exclusion touches "
+            "(devices 1-3, 5-7 would stay idle)"});
+  r.exclusions = {{true, {1}}};
+  r.devicePins = {{0, {1, 5}}};
+  CHECK(errorOf(r) == std::pair<std::string, std::string>{
+                          "pin(stage = 0, devices = ...)",
+                          "pin(stage = 0, devices = [1, 5]) puts stage 0 on device 5, which "
+                          "exclude(nodes = [1]) leaves out"});
+  r.exclusions = {{false, {7}}};
+  CHECK(errorOf(r).second ==
+        "pin(stage = 0, devices = [1, 5]) puts stage 0 on device 5, which stays idle: "
+        "exclude(devices = [7]) takes part of node 1 out, and the planner uses only nodes no "
+        "exclusion touches");
+  // Pins that conflict on the smaller cluster are named with the ids as written.
+  c.nodes = 3;
+  r.exclusions = {{true, {0}}};
+  r.stages = 2;
+  r.devicePins = {{0, {4}}, {1, {5}}};
+  auto [hint, message] = errorOf(r);
+  CHECK(hint == "pin(stage = 0, devices = ...)");
+  CHECK(message.find("pin of stage 0 on devices [4]; pin of stage 1 on devices [5]") !=
+        std::string::npos);
+}
+
 TEST_CASE("the free search is never slower than a hand plan in its space", "[planner]") {
   const ir::Cluster c = cluster();
   ir::Plan best = passes::planTraining(smallGpt(), c, request());
@@ -248,4 +330,27 @@ TEST_CASE("identical blocks are one layer kind, priced once", "[planner]") {
       CHECK(signatures[l] == signatures[1]);
     }
   }
+}
+
+TEST_CASE("past Alpa's scale the DP still runs and is never slower than the grid", "[planner]") {
+  // 32 nodes x 4 = 128 devices: whole-node submeshes only, Alpa's DP with a
+  // t_max gap next to the uniform search.
+  ir::Cluster c = cluster();
+  c.nodes = 32;
+  ir::Plan best = passes::planTraining(smallGpt(), c, request(256));
+  checkValid(best, c, layerCount(best));
+  CHECK(best == passes::planTraining(smallGpt(), c, request(256)));
+  int tried = 0;
+  for (int stages : {1, 2, 4}) {
+    PlanRequest grid = request(256);
+    grid.stages = stages;
+    try {
+      ir::Plan p = passes::planTraining(smallGpt(), c, grid);
+      INFO("stages " << stages);
+      CHECK(best.stepTime <= p.stepTime * (1 + 1e-12));
+      ++tried;
+    } catch (const passes::PlanningError&) {
+    }
+  }
+  CHECK(tried >= 2);
 }

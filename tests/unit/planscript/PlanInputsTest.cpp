@@ -157,3 +157,23 @@ TEST_CASE("a planning error's hint is found where the block wrote it", "[planscr
   CHECK_FALSE(interp::hintSpan(schedule, "stages").valid());
   CHECK_FALSE(interp::hintSpan(schedule, "pin(layers = 0..3, stage = 1)").valid());
 }
+
+TEST_CASE("exclude(...) becomes a device exclusion the planner names as written", "[planscript]") {
+  Interpreter interpreter;
+  Value value = globalOf(interpreter, R"(schedule s {
+  exclude(devices = [6, 7])
+  exclude(nodes = 2..4)
+})",
+                         "s");
+  const auto& schedule = handle<interp::ScheduleObject>(value);
+  passes::PlanRequest r;
+  interp::applySchedule(schedule, r);
+  REQUIRE(r.exclusions.size() == 2);
+  CHECK_FALSE(r.exclusions[0].nodes);
+  CHECK(r.exclusions[0].ids == std::vector<int>{6, 7});
+  CHECK(r.exclusions[1].nodes);
+  CHECK(r.exclusions[1].ids == std::vector<int>{2, 3});
+  CHECK(interp::hintSpan(schedule, "exclude(devices = [6, 7])").line == 1);
+  CHECK(interp::hintSpan(schedule, "exclude(nodes = [2, 3])").line == 2);
+  CHECK_FALSE(interp::hintSpan(schedule, "exclude(nodes = [2])").valid());
+}

@@ -129,5 +129,47 @@ TEST_CASE("the stage DP is deterministic and ignores submesh order", "[stages][r
   }
 }
 
+TEST_CASE("the stage DP with a t_max gap stays within it of the optimum", "[stages][random]") {
+  // Integer latencies 1..30 are at most 1/30 apart relatively, so a 10% gap
+  // skips caps: the result may be worse than the optimum, never by more.
+  int feasible = 0;
+  for (std::uint32_t seed = 1; seed <= 600; ++seed) {
+    StageProblem p = randomProblem(seed);
+    double expected = bruteForceCost(p);
+    if (expected == StageProblem::kInfeasible) continue;
+    INFO("seed " << seed);
+    p.tmaxGap = 0.1;
+    StageSolution solution = solveStages(p);
+    checkPlan(p, solution);
+    REQUIRE(solution.cost >= expected);
+    REQUIRE(solution.cost <= expected * 1.1);
+    ++feasible;
+  }
+  CHECK(feasible >= 200);
+}
+
+TEST_CASE("a t_max gap saves DP runs where latencies are many and close", "[stages][random]") {
+  // What the planner meets on large clusters: thousands of distinct latencies.
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> perLayer(1.0, 1.2);
+  StageProblem p = StageProblem::make(24, 16, 4, 2, {{1, 1}, {1, 2}, {2, 2}, {4, 2}}, 2);
+  for (int i = 0; i < p.layers; ++i)
+    for (int j = i; j < p.layers; ++j)
+      for (int s = 0; s < int(p.submeshes.size()); ++s)
+        for (int g = 0; g < p.configs; ++g) {
+          double work = 0;
+          for (int l = i; l <= j; ++l) work += perLayer(rng);
+          p.at(i, j, s, g) = work / p.submeshes[s].devices();
+        }
+  StageSolution exact = solveStages(p);
+  p.tmaxGap = 0.02;
+  StageSolution gapped = solveStages(p);
+  checkPlan(p, gapped);
+  INFO("DP runs: exact " << exact.dpRuns << ", with a 2% gap " << gapped.dpRuns);
+  CHECK(gapped.cost >= exact.cost);
+  CHECK(gapped.cost <= exact.cost * 1.02);
+  CHECK(gapped.dpRuns * 4 < exact.dpRuns);
+}
+
 }  // namespace
 }  // namespace meshflow::passes
