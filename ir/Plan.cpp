@@ -241,18 +241,7 @@ std::string bytes(double b) {
   return fmt::format("{:.3g} {}", b, units[u]);
 }
 
-// "0-7", "0-3,8-11": runs of consecutive ids.
-std::string deviceRanges(const std::vector<int>& ids) {
-  std::string out;
-  for (std::size_t i = 0; i < ids.size();) {
-    std::size_t j = i;
-    while (j + 1 < ids.size() && ids[j + 1] == ids[j] + 1) ++j;
-    if (!out.empty()) out += ",";
-    out += j == i ? fmt::format("{}", ids[i]) : fmt::format("{}-{}", ids[i], ids[j]);
-    i = j + 1;
-  }
-  return out.empty() ? "-" : out;
-}
+std::string deviceRanges(const std::vector<int>& ids) { return ids.empty() ? "-" : idRanges(ids, ","); }
 
 }  // namespace
 
@@ -309,6 +298,18 @@ Plan planFromJson(const json& j) {
   }
   if (r.has("notes")) plan.notes = r.at("notes").strings();
   return plan;
+}
+
+std::string idRanges(const std::vector<int>& ids, std::string_view separator) {
+  std::string out;
+  for (std::size_t i = 0; i < ids.size();) {
+    std::size_t j = i;
+    while (j + 1 < ids.size() && ids[j + 1] == ids[j] + 1) ++j;
+    if (!out.empty()) out += separator;
+    out += j == i ? fmt::format("{}", ids[i]) : fmt::format("{}-{}", ids[i], ids[j]);
+    i = j + 1;
+  }
+  return out;
 }
 
 std::string planTable(const Plan& plan) {

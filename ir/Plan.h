@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ir/Graph.h"
@@ -115,6 +116,10 @@ Plan planFromJson(const nlohmann::json& json);
 
 /// The text `print(p)` shows: a summary line, one row per stage, the alternatives.
 std::string planTable(const Plan& plan);
+
+/// Ascending device ids as runs of consecutive ids joined by `separator`:
+/// "0-7", "0-3,8-11" (separator ","), "" for none.
+std::string idRanges(const std::vector<int>& ids, std::string_view separator);
 
 /// The result of an export: the text, or why the plan cannot be expressed.
 struct PlanExport {

@@ -36,6 +36,10 @@ constexpr MeshAxes operator|(MeshAxes a, MeshAxes b) {
 constexpr MeshAxes operator&(MeshAxes a, MeshAxes b) {
   return static_cast<MeshAxes>(static_cast<uint8_t>(a) & static_cast<uint8_t>(b));
 }
+/// The axes of `a` that are not in `b`.
+constexpr MeshAxes withoutAxes(MeshAxes a, MeshAxes b) {
+  return static_cast<MeshAxes>(static_cast<uint8_t>(a) & ~static_cast<uint8_t>(b) & 3);
+}
 /// The single mesh dimension `dim` (0 or 1) as a set.
 constexpr MeshAxes meshAxis(int dim) { return dim == 0 ? MeshAxes::k0 : MeshAxes::k1; }
 constexpr bool hasAxis(MeshAxes axes, int dim) {

@@ -5,20 +5,13 @@
 
 #include <map>
 
+#include "ir/Plan.h"
+
 namespace meshflow::passes {
 namespace {
 
 // Ascending ids as ranges: "0-5, 8, 10-11".
-std::string idRanges(const std::vector<int>& ids) {
-  std::vector<std::string> parts;
-  for (std::size_t i = 0; i < ids.size();) {
-    std::size_t j = i;
-    while (j + 1 < ids.size() && ids[j + 1] == ids[j] + 1) ++j;
-    parts.push_back(i == j ? fmt::format("{}", ids[i]) : fmt::format("{}-{}", ids[i], ids[j]));
-    i = j + 1;
-  }
-  return fmt::format("{}", fmt::join(parts, ", "));
-}
+std::string idRanges(const std::vector<int>& ids) { return ir::idRanges(ids, ", "); }
 
 std::string devicePinText(int stage) { return fmt::format("pin(stage = {}, devices = ...)", stage); }
 

@@ -78,12 +78,6 @@ std::vector<ir::ValueId> sortedUnion(const std::vector<ir::ValueId>& a, const st
   return out;
 }
 
-std::vector<ir::ValueId> sortedGradients(const passes::StagePiece& p) {
-  std::vector<ir::ValueId> g = p.gradients;
-  std::sort(g.begin(), g.end());
-  return g;
-}
-
 void addInto(Tensor& sum, const Tensor& x) {
   auto s = sum.f32();
   auto a = x.f32();
@@ -189,11 +183,11 @@ class DeviceRun {
     result_.times.kernelSeconds += secondsSince(start);
   }
 
-  // A RUN's ops; with tensor parallelism SPMD on the device's group, after which
-  // the values in `kept` (sorted; those that outlive the RUN) are made whole.
-  // Every member makes the same values whole in the same order.
-  void runStageOps(const std::vector<ir::OpId>& ops, ValueTable& values, const TensorMap& inputs,
-                   const std::vector<ir::ValueId>& kept) {
+  // A RUN's ops of stage `vs`; with tensor parallelism SPMD on the device's
+  // group, after which the values that outlive the RUN are made whole, by every
+  // member in the same (sorted) order.
+  void runStageOps(const std::vector<ir::OpId>& ops, ValueTable& values, const TensorMap& inputs, int vs,
+                   bool forward) {
     if (!s_.spmd) return runOps(ops, values, inputs);
     auto start = Clock::now();
     ShardedValues sharded;
@@ -203,9 +197,26 @@ class DeviceRun {
     }
     values.clear();
     s_.spmd->run(ops, sharded, *s_.state, inputs, s_.step, s_.tensorGroup, *s_.comm);
-    for (ir::ValueId v : kept)
-      if (sharded.count(v)) values.emplace(v, s_.spmd->whole(v, sharded, s_.tensorGroup, *s_.comm));
+    for (ir::ValueId v : outliving(vs, forward)) {
+      auto it = sharded.find(v);
+      if (it == sharded.end()) continue;
+      values.emplace(v, it->second.spec.isReplicated() ? std::move(it->second.local)
+                                                       : s_.spmd->whole(v, sharded, s_.tensorGroup, *s_.comm));
+    }
     result_.times.kernelSeconds += secondsSince(start);
+  }
+
+  // What a forward (carry, stash, the loss) or backward (carry, stash, what W
+  // reads, gradients) RUN of stage `vs` leaves behind, sorted.
+  std::vector<ir::ValueId> outliving(int vs, bool forward) const {
+    const passes::StagePiece& p = piece(vs);
+    if (forward) {
+      std::vector<ir::ValueId> out = sortedUnion(p.forwardCarry, p.stash);
+      return vs == s_.partition->lossStage ? sortedUnion(out, {s_.partition->loss}) : out;
+    }
+    std::vector<ir::ValueId> gradients = p.gradients;
+    std::sort(gradients.begin(), gradients.end());
+    return sortedUnion(sortedUnion(p.backwardCarry, p.stash), sortedUnion(p.inputGradOutputs, gradients));
   }
 
   const TensorMap& inputsOf(const Instruction& in) const {
@@ -216,9 +227,7 @@ class DeviceRun {
     const passes::StagePiece& p = piece(in.stage);
     ValueTable values;
     for (BufferId u : uses) mergeInto(values, std::move(buffers_[u]));
-    std::vector<ir::ValueId> outlive = sortedUnion(p.forwardCarry, p.stash);
-    if (in.stage == s_.partition->lossStage) outlive = sortedUnion(outlive, {s_.partition->loss});
-    runStageOps(p.forward, values, inputsOf(in), outlive);
+    runStageOps(p.forward, values, inputsOf(in), in.stage, true);
     if (in.stage == s_.partition->lossStage && s_.tensorGroup.index == 0) {
       result_.lossSum += values.at(s_.partition->loss).item();
       ++result_.losses;
@@ -248,9 +257,7 @@ class DeviceRun {
     const auto& ops = in.action == ir::ActionKind::kBackward ? p.backward
                       : inputGrad                            ? p.inputGrad
                                                              : p.weightGrad;
-    std::vector<ir::ValueId> outlive = sortedUnion(sortedUnion(p.backwardCarry, p.stash),
-                                                   sortedUnion(p.inputGradOutputs, sortedGradients(p)));
-    runStageOps(ops, values, inputsOf(in), outlive);
+    runStageOps(ops, values, inputsOf(in), in.stage, false);
     accumulate(in.stage, in.action, values);
     if (!inputGrad) {
       if (in.action == ir::ActionKind::kBackward) pendingOut_ = take(values, p.backwardCarry);

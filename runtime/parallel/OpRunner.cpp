@@ -6,36 +6,43 @@
 
 namespace meshflow::runtime {
 
-OpRunner::OpRunner(const ir::Graph& graph, std::int64_t microbatch)
-    : graph_(graph), names_(graph.valueCount()) {
-  shapes_.reserve(graph.valueCount());
+std::vector<std::string> leafNames(const ir::Graph& graph) {
+  std::vector<std::string> names(graph.valueCount());
   for (ir::ValueId v = 0; v < graph.valueCount(); ++v) {
-    shapes_.push_back(boundShape(graph.value(v).type, microbatch));
     ir::OpKind producer = graph.op(graph.value(v).producer).kind;
-    if (producer == ir::OpKind::Input || producer == ir::OpKind::Parameter)
-      names_[v] = bindingName(graph, v);
+    if (producer == ir::OpKind::Input || producer == ir::OpKind::Parameter) names[v] = bindingName(graph, v);
   }
+  return names;
+}
+
+const Tensor& boundLeaf(const ir::Graph& graph, ir::OpId reader, ir::ValueId v, const std::string& name,
+                        const Shape& shape, const TensorMap& state, const TensorMap& inputs) {
+  ir::OpKind producer = graph.op(graph.value(v).producer).kind;
+  const TensorMap* leaves = producer == ir::OpKind::Parameter ? &state
+                            : producer == ir::OpKind::Input   ? &inputs
+                                                              : nullptr;
+  if (leaves) {
+    if (auto it = leaves->find(name); it != leaves->end()) {
+      if (it->second.shape() != shape)
+        throw ExecutionError(graph, reader,
+                             fmt::format("`{}` is {} but the graph expects shape {}", name,
+                                         it->second.typeText(), shapeText(shape)));
+      return it->second;
+    }
+  }
+  throw ExecutionError(graph, reader,
+                       fmt::format("value {}{} is not on this device", v, name.empty() ? "" : " (`" + name + "`)"));
+}
+
+OpRunner::OpRunner(const ir::Graph& graph, std::int64_t microbatch) : graph_(graph), names_(leafNames(graph)) {
+  shapes_.reserve(graph.valueCount());
+  for (ir::ValueId v = 0; v < graph.valueCount(); ++v) shapes_.push_back(boundShape(graph.value(v).type, microbatch));
 }
 
 const Tensor* OpRunner::lookup(ir::OpId reader, ir::ValueId v, const ValueTable& values,
                                const TensorMap& state, const TensorMap& inputs) const {
   if (auto it = values.find(v); it != values.end()) return &it->second;
-  ir::OpKind producer = graph_.op(graph_.value(v).producer).kind;
-  const TensorMap* leaves = producer == ir::OpKind::Parameter ? &state
-                            : producer == ir::OpKind::Input   ? &inputs
-                                                              : nullptr;
-  if (leaves) {
-    if (auto it = leaves->find(names_[v]); it != leaves->end()) {
-      if (it->second.shape() != shapes_[v])
-        throw ExecutionError(graph_, reader,
-                             fmt::format("`{}` is {} but the stage expects shape {}", names_[v],
-                                         it->second.typeText(), shapeText(shapes_[v])));
-      return &it->second;
-    }
-  }
-  throw ExecutionError(graph_, reader,
-                       fmt::format("value {}{} is not on this device", v,
-                                   names_[v].empty() ? "" : " (`" + names_[v] + "`)"));
+  return &boundLeaf(graph_, reader, v, names_[v], shapes_[v], state, inputs);
 }
 
 void OpRunner::run(std::span<const ir::OpId> ops, ValueTable& values, const TensorMap& state,

@@ -17,6 +17,18 @@ namespace meshflow::runtime {
 /// from it list their tensors in a fixed order).
 using ValueTable = std::map<ir::ValueId, Tensor>;
 
+/// Per value of `graph`: the binding name of an Input or Parameter value, ""
+/// for every other value (runners keep it, so lookups build no strings).
+std::vector<std::string> leafNames(const ir::Graph& graph);
+
+/// The tensor bound to the leaf value `v` (binding name `name`, "" if it is
+/// no leaf) read by op `reader`: a parameter or optimizer state from `state`,
+/// a graph input from `inputs`, checked against `shape` (the value's shape at
+/// the bound batch). Throws ExecutionError naming the reader when it is
+/// missing, not a leaf, or of another shape.
+const Tensor& boundLeaf(const ir::Graph& graph, ir::OpId reader, ir::ValueId v, const std::string& name,
+                        const Shape& shape, const TensorMap& state, const TensorMap& inputs);
+
 class OpRunner {
  public:
   /// Binds the symbolic batch of every value of `graph` to `microbatch` samples.
@@ -38,7 +50,7 @@ class OpRunner {
 
   const ir::Graph& graph_;
   std::vector<Shape> shapes_;
-  std::vector<std::string> names_;  // bindingName of leaves, "" otherwise
+  std::vector<std::string> names_;
 };
 
 }  // namespace meshflow::runtime

@@ -82,20 +82,14 @@ ParallelTrainer::ParallelTrainer(const passes::TrainingGraph& training, Parallel
   ir::checkProgram(program_);
 
   int devices = std::max(options_.devices, program_.deviceCount());
-  replicaOf_.assign(static_cast<std::size_t>(devices), -1);
   rankOf_.assign(static_cast<std::size_t>(devices), -1);
-  memberOf_.assign(static_cast<std::size_t>(devices), -1);
-  groupOf_.assign(static_cast<std::size_t>(devices), {});
+  slotOf_.assign(static_cast<std::size_t>(devices), -1);
   pipelines_.assign(plan_.rankDevices[0].size(), {});
   for (int r = 0; r < ranks; ++r) {
     const auto& rank = plan_.rankDevices[static_cast<std::size_t>(r)];
     for (std::size_t k = 0; k < rank.size(); ++k) {
-      auto device = static_cast<std::size_t>(rank[k]);
-      replicaOf_.at(device) = static_cast<int>(k) / t;
-      memberOf_.at(device) = static_cast<int>(k) % t;
-      rankOf_.at(device) = r;
-      groupOf_[device].assign(rank.begin() + std::ptrdiff_t(k - k % std::size_t(t)),
-                              rank.begin() + std::ptrdiff_t(k - k % std::size_t(t) + std::size_t(t)));
+      rankOf_.at(static_cast<std::size_t>(rank[k])) = r;
+      slotOf_.at(static_cast<std::size_t>(rank[k])) = static_cast<int>(k);
       pipelines_[k].push_back(rank[k]);
     }
   }
@@ -203,7 +197,8 @@ ParallelStepResult ParallelTrainer::step(const TensorMap& batch, std::int64_t st
   try {
     cluster_->run([&](int device) {
       auto d = static_cast<std::size_t>(device);
-      if (replicaOf_[d] < 0) return;
+      if (slotOf_[d] < 0) return;
+      const int slot = slotOf_[d], t = plan_.tensorParallel;
       DeviceStep s;
       s.device = device;
       s.step = step;
@@ -213,15 +208,15 @@ ParallelStepResult ParallelTrainer::step(const TensorMap& batch, std::int64_t st
       if (spmd_) {
         s.spmd = spmd_.get();
         s.tensorGroup.shape = {1, plan_.tensorParallel};
-        s.tensorGroup.devices = groupOf_[d];
-        s.tensorGroup.index = memberOf_[d];
+        const auto& rank = plan_.rankDevices[static_cast<std::size_t>(rankOf_[d])];
+        s.tensorGroup.devices.assign(rank.begin() + (slot - slot % t), rank.begin() + (slot - slot % t + t));
+        s.tensorGroup.index = slot % t;
       }
       s.comm = &cluster_->communicator(device);
       s.state = &deviceState_[d];
-      s.microbatches = &inputs[static_cast<std::size_t>(replicaOf_[d])];
+      s.microbatches = &inputs[static_cast<std::size_t>(slot / t)];
       s.gradientScale = scale;
-      s.pipelineGroup =
-          &pipelines_[static_cast<std::size_t>(replicaOf_[d] * plan_.tensorParallel + memberOf_[d])];
+      s.pipelineGroup = &pipelines_[static_cast<std::size_t>(slot)];
       s.fault = options_.fault;
       results[d] = executeDevice(s);
     });

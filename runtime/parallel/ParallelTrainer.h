@@ -116,8 +116,9 @@ class ParallelTrainer {
   std::unique_ptr<cpu::LocalCluster> cluster_;
   std::vector<TensorMap> deviceState_;
   std::vector<std::vector<int>> stagesOfRank_;  // per pipeline rank: its virtual stages
-  std::vector<int> replicaOf_, rankOf_, memberOf_;  // per device; -1 if unused
-  std::vector<std::vector<int>> groupOf_;           // per device: its tensor-parallel group
+  // Per device (-1 if unused): its pipeline rank, and its slot in that rank's
+  // devices (replica slot / t, tensor-parallel member slot % t).
+  std::vector<int> rankOf_, slotOf_;
   // Per (replica, member) i·t + j: that member's device of every rank.
   std::vector<std::vector<int>> pipelines_;
 };

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <type_traits>
+#include <utility>
 
 namespace meshflow::runtime {
 namespace {
@@ -63,43 +64,47 @@ std::span<const T> elements(const Tensor& t) {
   else return t.f32();
 }
 
-// `box` (all of it) written into `large` at `offset`, or read from it.
+// The elements of a box of shape `box` (row-major) written into `large` at
+// `offset` (intoLarge), or read from it.
 template <class T>
-void copyBox(const Tensor& from, Tensor& to, const Shape& offset, bool intoLarge) {
-  const Shape& box = intoLarge ? from.shape() : to.shape();
-  const Shape& large = intoLarge ? to.shape() : from.shape();
-  auto src = elements<T>(from);
-  auto dst = elements<T>(to);
+void copyBox(std::span<const T> from, std::span<T> to, const Shape& box, const Shape& large, const Shape& offset,
+             bool intoLarge) {
   forEachRun(box, large, offset, [&](std::int64_t boxAt, std::int64_t largeAt, std::int64_t run) {
     std::int64_t s = intoLarge ? boxAt : largeAt, d = intoLarge ? largeAt : boxAt;
-    std::copy_n(src.begin() + s, run, dst.begin() + d);
+    std::copy_n(from.begin() + s, run, to.begin() + d);
   });
 }
 
-void insertBox(const Tensor& box, Tensor& large, const Shape& offset) {
-  if (box.dtype() == ir::DType::I32) copyBox<std::int32_t>(box, large, offset, true);
-  else copyBox<float>(box, large, offset, true);
+// Runs body.template operator()<T>() with T the element type of `dtype`.
+template <class F>
+void byElementType(ir::DType dtype, F body) {
+  if (dtype == ir::DType::I32) body.template operator()<std::int32_t>();
+  else body.template operator()<float>();
 }
 
 void extractBox(const Tensor& large, Tensor& box, const Shape& offset) {
-  if (box.dtype() == ir::DType::I32) copyBox<std::int32_t>(large, box, offset, false);
-  else copyBox<float>(large, box, offset, false);
+  byElementType(box.dtype(), [&]<class T>() {
+    copyBox<T>(elements<T>(large), elements<T>(box), box.shape(), large.shape(), offset, false);
+  });
 }
 
 Tensor like(const Tensor& t, Shape shape) { return Tensor(t.dtype(), std::move(shape)); }
 
-Tensor flattenedRow(const Tensor& t) {
-  Shape row{1, t.elements()};
-  if (t.dtype() == ir::DType::I32) return Tensor::fromI32(row, {t.i32().begin(), t.i32().end()});
-  return Tensor::fromF32(row, {t.f32().begin(), t.f32().end()});
+// Where the box under `spec` starts inside the box under `outer` (which
+// splits a subset of the same dimensions the same way), on `place`.
+Shape offsetWithin(const ShardingSpec& spec, const ShardingSpec& outer, std::span<const std::int64_t> global,
+                   const MeshPlace& place) {
+  Shape offset = boxOffset(spec, global, place);
+  Shape base = boxOffset(outer, global, place);
+  for (std::size_t d = 0; d < offset.size(); ++d) offset[d] -= base[d];
+  return offset;
 }
 
 // Step 2: the dimensions `from` splits and `to` does not split the same way,
 // gathered from the group of their mesh dimensions. Returns the box under
-// `from` with those dimensions whole.
-Tensor gatherChanged(const Tensor& local, std::span<const std::int64_t> global, const ShardingSpec& from,
-                     const ShardingSpec& to, const MeshPlace& place, Communicator& comm,
-                     ShardingSpec& mid) {
+// `from` with those dimensions whole, and sets `mid` to its spec.
+Tensor gatherChanged(Tensor local, std::span<const std::int64_t> global, const ShardingSpec& from,
+                     const ShardingSpec& to, const MeshPlace& place, Communicator& comm, ShardingSpec& mid) {
   std::vector<MeshAxes> dims = from.dims();
   MeshAxes gathered = MeshAxes::kNone;
   for (std::size_t d = 0; d < dims.size(); ++d)
@@ -109,23 +114,19 @@ Tensor gatherChanged(const Tensor& local, std::span<const std::int64_t> global, 
     }
   mid = ShardingSpec::fromDims(dims, from.partial());
   if (gathered == MeshAxes::kNone) return local;
+  // Members' boxes concatenated along dimension 0 are their element lists end
+  // to end (a gathered tensor has rank >= 1).
   std::vector<int> group = place.group(gathered);
   Tensor all;
-  comm.allGather(group, flattenedRow(local), all);
+  comm.allGather(group, local, all);
   Tensor out = like(local, localShape(mid, global, place));
+  const auto n = static_cast<std::size_t>(local.elements());
   for (std::size_t k = 0; k < group.size(); ++k) {
-    MeshPlace member = place.memberOf(gathered, k);
-    Tensor piece = like(local, local.shape());
-    std::size_t n = std::size_t(local.elements());
-    if (local.dtype() == ir::DType::I32)
-      std::copy_n(all.i32().begin() + std::ptrdiff_t(k * n), n, piece.i32().begin());
-    else
-      std::copy_n(all.f32().begin() + std::ptrdiff_t(k * n), n, piece.f32().begin());
-    // Relative to the box under `mid`: only the gathered dims move.
-    Shape offset = boxOffset(from, global, member);
-    Shape base = boxOffset(mid, global, member);
-    for (std::size_t d = 0; d < offset.size(); ++d) offset[d] -= base[d];
-    insertBox(piece, out, offset);
+    Shape offset = offsetWithin(from, mid, global, place.memberOf(gathered, k));
+    byElementType(local.dtype(), [&]<class T>() {
+      copyBox<T>(elements<T>(std::as_const(all)).subspan(k * n, n), elements<T>(out), local.shape(), out.shape(),
+                 offset, true);
+    });
   }
   return out;
 }
@@ -187,37 +188,30 @@ Tensor takeShard(const Tensor& full, const ShardingSpec& spec, const MeshPlace& 
   return out;
 }
 
-Tensor reshard(const Tensor& local, std::span<const std::int64_t> global, const ShardingSpec& from,
-               const ShardingSpec& to, const MeshPlace& place, Communicator& comm) {
+Tensor reshard(Tensor local, std::span<const std::int64_t> global, const ShardingSpec& from, const ShardingSpec& to,
+               const MeshPlace& place, Communicator& comm) {
   Shape expected = localShape(from, global, place);
   localShape(to, global, place);
   if (local.shape() != expected)
     throw ReshardError(fmt::format("the local box is {} but spec {} on a ({}, {}) mesh holds {}",
                                    local.typeText(), from.toString(), place.shape[0], place.shape[1],
                                    shapeText(expected)));
-  auto added = static_cast<MeshAxes>(static_cast<std::uint8_t>(to.partial()) &
-                                     ~static_cast<std::uint8_t>(from.partial()));
   // Step 1: sum what the target does not keep partial.
-  auto summed = static_cast<MeshAxes>(static_cast<std::uint8_t>(from.partial()) &
-                                      ~static_cast<std::uint8_t>(to.partial()));
-  Tensor value = local;
   ShardingSpec current = from;
-  if (summed != MeshAxes::kNone) {
-    comm.allReduce(place.group(summed), {&value});
+  if (MeshAxes summed = ir::withoutAxes(from.partial(), to.partial()); summed != MeshAxes::kNone) {
+    comm.allReduce(place.group(summed), {&local});
     current = ShardingSpec::fromDims(from.dims(), to.partial());
   }
   // Steps 2 and 3.
   ShardingSpec mid;
-  Tensor whole = gatherChanged(value, global, current, to, place, comm, mid);
-  Tensor out = whole;
+  Tensor out = gatherChanged(std::move(local), global, current, to, place, comm, mid);
   if (mid.dims() != to.dims()) {
-    out = like(whole, localShape(to, global, place));
-    Shape offset = boxOffset(to, global, place);
-    Shape base = boxOffset(mid, global, place);
-    for (std::size_t d = 0; d < offset.size(); ++d) offset[d] -= base[d];
-    extractBox(whole, out, offset);
+    Tensor box = like(out, localShape(to, global, place));
+    extractBox(out, box, offsetWithin(to, mid, global, place));
+    out = std::move(box);
   }
   // Step 4: a new partial sum keeps the value on the first member of its group.
+  MeshAxes added = ir::withoutAxes(to.partial(), from.partial());
   if (added != MeshAxes::kNone && place.pieceIndex(added) != 0) out = like(out, out.shape());
   return out;
 }

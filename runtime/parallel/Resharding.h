@@ -72,7 +72,8 @@ Tensor takeShard(const Tensor& full, const ir::ShardingSpec& spec, const MeshPla
 /// This device's box under `to` of the tensor whose box under `from` is `local`.
 /// Every device of the mesh calls it with the same arguments but `local`.
 /// Throws ReshardError for a spec that does not fit or a box of the wrong shape.
-Tensor reshard(const Tensor& local, std::span<const std::int64_t> global, const ir::ShardingSpec& from,
+/// `local` is taken by value: pass it moved when the caller no longer needs it.
+Tensor reshard(Tensor local, std::span<const std::int64_t> global, const ir::ShardingSpec& from,
                const ir::ShardingSpec& to, const MeshPlace& place, Communicator& comm);
 
 }  // namespace meshflow::runtime

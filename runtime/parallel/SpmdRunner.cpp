@@ -9,7 +9,7 @@ namespace meshflow::runtime {
 
 SpmdRunner::SpmdRunner(const ir::Graph& graph, std::int64_t microbatch, std::array<std::int64_t, 2> mesh,
                        std::map<ir::OpId, PlannedSpecs> planned)
-    : graph_(graph), planned_(std::move(planned)) {
+    : graph_(graph), planned_(std::move(planned)), names_(leafNames(graph)) {
   mesh_.shape = mesh;
   shapes_.reserve(graph.valueCount());
   for (ir::ValueId v = 0; v < graph.valueCount(); ++v)
@@ -54,20 +54,9 @@ const ShardedValue& SpmdRunner::lookup(ir::OpId reader, ir::ValueId v, ShardedVa
                                        const TensorMap& state, const TensorMap& inputs,
                                        const MeshPlace& place) const {
   if (auto it = values.find(v); it != values.end()) return it->second;
-  ir::OpKind producer = graph_.op(graph_.value(v).producer).kind;
-  const TensorMap* leaves = producer == ir::OpKind::Parameter ? &state
-                            : producer == ir::OpKind::Input   ? &inputs
-                                                              : nullptr;
-  std::string name = leaves ? bindingName(graph_, v) : "";
-  auto it = leaves ? leaves->find(name) : TensorMap::const_iterator{};
-  if (!leaves || it == leaves->end())
-    throw ExecutionError(graph_, reader, fmt::format("value {}{} is not on this device", v,
-                                                     name.empty() ? "" : " (`" + name + "`)"));
-  if (it->second.shape() != shapes_[v])
-    throw ExecutionError(graph_, reader, fmt::format("`{}` is {} but the graph expects shape {}", name,
-                                                     it->second.typeText(), shapeText(shapes_[v])));
+  const Tensor& whole = boundLeaf(graph_, reader, v, names_[v], shapes_[v], state, inputs);
   ir::ShardingSpec spec = leafSpec(v);
-  return values[v] = ShardedValue{takeShard(it->second, spec, place), spec};
+  return values[v] = ShardedValue{takeShard(whole, spec, place), spec};
 }
 
 void SpmdRunner::run(std::span<const ir::OpId> ops, ShardedValues& values, const TensorMap& state,
@@ -82,7 +71,6 @@ void SpmdRunner::run(std::span<const ir::OpId> ops, ShardedValues& values, const
     try {
       std::vector<ir::ShardingSpec> held;
       std::vector<Shape> inShapes, outShapes;
-      std::vector<Tensor> operands;
       for (ir::ValueId v : op.inputs) {
         const ShardedValue& sv = lookup(id, v, values, state, inputs, place);
         held.push_back(sv.spec);
@@ -91,25 +79,26 @@ void SpmdRunner::run(std::span<const ir::OpId> ops, ShardedValues& values, const
       for (ir::ValueId v : op.outputs) outShapes.push_back(shapes_[v]);
       PlannedSpecs plan = usablePlan(id);
       SpmdLayout layout = spmdLayout(op, held, inShapes, outShapes, plan.inputs, mesh);
+      // Operands in the held layout are read in place; the others resharded.
+      std::vector<Tensor> resharded(op.inputs.size());
+      std::vector<const Tensor*> in;
       for (std::size_t i = 0; i < op.inputs.size(); ++i) {
         const ShardedValue& sv = values.at(op.inputs[i]);
-        operands.push_back(sv.spec == layout.inputs[i]
-                               ? sv.local
-                               : reshard(sv.local, inShapes[i], sv.spec, layout.inputs[i], place, comm));
+        if (sv.spec != layout.inputs[i])
+          resharded[i] = reshard(sv.local, inShapes[i], sv.spec, layout.inputs[i], place, comm);
+        in.push_back(sv.spec == layout.inputs[i] ? &sv.local : &resharded[i]);
       }
       std::vector<Tensor> results;
       for (std::size_t j = 0; j < op.outputs.size(); ++j)
         results.emplace_back(graph_.value(op.outputs[j]).type.dtype,
                              localShape(layout.outputs[j], outShapes[j], place));
-      std::vector<const Tensor*> in;
       std::vector<Tensor*> out;
-      for (const Tensor& t : operands) in.push_back(&t);
       for (Tensor& t : results) out.push_back(&t);
       cpu::runKernel(op, in, out, cpu::KernelContext{step, id});
       for (std::size_t j = 0; j < op.outputs.size(); ++j) {
         ir::ShardingSpec spec = layout.outputs[j];
         if (!plan.outputs.empty() && plan.outputs[j] != spec) {
-          results[j] = reshard(results[j], outShapes[j], spec, plan.outputs[j], place, comm);
+          results[j] = reshard(std::move(results[j]), outShapes[j], spec, plan.outputs[j], place, comm);
           spec = plan.outputs[j];
         }
         values[op.outputs[j]] = ShardedValue{std::move(results[j]), spec};

@@ -15,6 +15,7 @@
 #include "ir/Sharding.h"
 #include "runtime/Communicator.h"
 #include "runtime/Tensor.h"
+#include "runtime/parallel/OpRunner.h"
 #include "runtime/parallel/Resharding.h"
 #include "runtime/reference/SerialExecutor.h"
 
@@ -66,6 +67,7 @@ class SpmdRunner {
   const ir::Graph& graph_;
   std::map<ir::OpId, PlannedSpecs> planned_;
   ir::LogicalMesh mesh_;
+  std::vector<std::string> names_;
   std::vector<Shape> shapes_;
 };
 

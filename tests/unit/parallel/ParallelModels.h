@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include <array>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -14,6 +16,7 @@
 #include "interp/Tracing.h"
 #include "meshflow/meshflow.h"
 #include "passes/Autodiff.h"
+#include "passes/strategies/Strategy.h"
 #include "runtime/data/DataSource.h"
 #include "runtime/parallel/ParallelTrainer.h"
 #include "runtime/reference/SerialExecutor.h"
@@ -60,6 +63,27 @@ inline std::vector<int> evenStages(const ir::Graph& forward, int stages) {
   std::size_t n = computeOps(forward).size();
   for (int s = 1; s < stages; ++s) cuts.push_back(n * static_cast<std::size_t>(s) / static_cast<std::size_t>(stages));
   return stagesAt(forward, cuts);
+}
+
+/// A random strategy for every forward op on an a × b logical mesh, drawn from
+/// the planner's strategy families at `batch` samples; `sharded`, if given,
+/// counts the outputs that are not replicated.
+inline std::map<ir::OpId, runtime::PlannedSpecs> randomStrategies(const ir::Graph& forward, std::int64_t batch,
+                                                                  std::array<std::int64_t, 2> meshShape,
+                                                                  std::mt19937& rng, int* sharded = nullptr) {
+  ir::LogicalMesh mesh;
+  mesh.shape = meshShape;
+  std::map<ir::OpId, runtime::PlannedSpecs> planned;
+  for (ir::OpId id = 0; id < forward.ops().size(); ++id) {
+    if (forward.op(id).kind == ir::OpKind::Constant) continue;
+    passes::OpContext ctx{forward, id, batch, mesh, std::vector<bool>(forward.op(id).inputs.size(), true), {}};
+    std::vector<passes::Strategy> options = passes::strategiesFor(ctx);
+    const passes::Strategy& s = options[rng() % options.size()];
+    planned[id] = {s.inputs, s.outputs};
+    if (sharded)
+      for (const auto& spec : s.outputs) *sharded += spec.isReplicated() ? 0 : 1;
+  }
+  return planned;
 }
 
 /// Options for a step of `batch` samples, everything else by default.

@@ -2,7 +2,6 @@
 // small models × random valid plans, training steps on the cpu backend give the
 // serial reference's losses, weights and optimizer state within fp32 tolerance.
 #include "ParallelModels.h"
-#include "passes/strategies/Strategy.h"
 
 using namespace meshflow;
 using namespace meshflow::parallel_test;
@@ -43,23 +42,6 @@ struct RandomPlan {
 
 // A valid random plan: schedule, ranks, chunks, replicas, microbatches, stage cuts
 // (anywhere between compute ops), device numbering.
-// A random strategy for every forward op on the (1, t) tensor-parallel mesh,
-// from the planner's strategy families.
-std::map<ir::OpId, runtime::PlannedSpecs> randomStrategies(const ir::Graph& forward, std::int64_t microbatch,
-                                                           int t, std::mt19937& rng) {
-  ir::LogicalMesh mesh;
-  mesh.shape = {1, t};
-  std::map<ir::OpId, runtime::PlannedSpecs> planned;
-  for (ir::OpId id = 0; id < forward.ops().size(); ++id) {
-    if (forward.op(id).kind == ir::OpKind::Constant) continue;
-    passes::OpContext ctx{forward, id, microbatch, mesh, std::vector<bool>(forward.op(id).inputs.size(), true), {}};
-    auto options = passes::strategiesFor(ctx);
-    const passes::Strategy& s = options[rng() % options.size()];
-    planned[id] = {s.inputs, s.outputs};
-  }
-  return planned;
-}
-
 RandomPlan randomPlan(const ir::Graph& forward, std::mt19937& rng, int tensorParallel = 1) {
   auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   static const char* kSchedules[] = {"gpipe", "1f1b", "interleaved", "zb-h1", "zbv"};
@@ -96,7 +78,7 @@ RandomPlan randomPlan(const ir::Graph& forward, std::mt19937& rng, int tensorPar
     for (int k = 0; k < replicas * t; ++k)
       r.plan.rankDevices[static_cast<std::size_t>(rank)].push_back(devices[static_cast<std::size_t>(k * ranks + rank)]);
   r.plan.tensorParallel = t;
-  if (t > 1) r.plan.strategies = randomStrategies(forward, perShare, t, rng);
+  if (t > 1) r.plan.strategies = randomStrategies(forward, perShare, {1, t}, rng);
   r.text = fmt::format("{} ranks={} chunks={} replicas={} tp={} microbatches={} batch={} cuts=[{}]", schedule,
                        ranks, chunks, replicas, t, microbatches, r.batch, fmt::join(cuts, ","));
   return r;

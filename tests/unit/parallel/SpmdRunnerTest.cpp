@@ -4,7 +4,6 @@
 // occur), every device running every op on its boxes gives the serial
 // reference's losses, weights and optimizer state.
 #include "ParallelModels.h"
-#include "passes/strategies/Strategy.h"
 #include "runtime/cpu/LocalCluster.h"
 #include "runtime/parallel/SpmdRunner.h"
 
@@ -22,24 +21,6 @@ model wide_mlp(width = 8, classes = 4) {
   return cross_entropy(linear(h, classes, name = "out"), labels)
 }
 )";
-
-// A strategy per forward op, drawn at random; `megatronOnly` keeps the ones
-// without a 2-D split of one tensor.
-std::map<ir::OpId, runtime::PlannedSpecs> randomStrategies(const ir::Graph& forward, std::int64_t batch,
-                                                           const ir::LogicalMesh& mesh, std::mt19937& rng,
-                                                           int& sharded) {
-  std::map<ir::OpId, runtime::PlannedSpecs> planned;
-  for (ir::OpId id = 0; id < forward.ops().size(); ++id) {
-    if (forward.op(id).kind == ir::OpKind::Constant) continue;
-    passes::OpContext ctx{forward, id, batch, mesh,
-                          std::vector<bool>(forward.op(id).inputs.size(), true), {}};
-    std::vector<passes::Strategy> options = passes::strategiesFor(ctx);
-    const passes::Strategy& s = options[rng() % options.size()];
-    planned[id] = {s.inputs, s.outputs};
-    for (const auto& spec : s.outputs) sharded += spec.isReplicated() ? 0 : 1;
-  }
-  return planned;
-}
 
 // `steps` training steps with every device of an a × b mesh running the whole
 // training graph SPMD; the state is kept whole between steps.
@@ -99,9 +80,7 @@ TEST_CASE("SPMD steps on a logical mesh equal the serial reference", "[parallel]
       for (auto mesh : meshes)
         for (int draw = 0; draw < 3; ++draw) {
           const std::int64_t batch = 4;
-          ir::LogicalMesh logical;
-          logical.shape = mesh;
-          auto planned = randomStrategies(forward, batch, logical, rng, sharded);
+          auto planned = randomStrategies(forward, batch, mesh, rng, &sharded);
           std::uint64_t seed = rng();
           INFO(model << (adam ? " adam" : " sgd") << " on (" << mesh[0] << ", " << mesh[1] << "), draw " << draw);
           requireSameRun(runSpmd(training, mesh, planned, batch, 2, seed), runSerial(training, batch, 2, seed));

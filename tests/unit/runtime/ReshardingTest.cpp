@@ -102,8 +102,8 @@ TEST_CASE("reshard gives every device its box under the target spec", "[runtime]
         // What the device must hold: the terms summed over the axes the target
         // no longer keeps partial, boxed under `to`; zeros off the first member
         // of a partial sum the target adds.
-        auto summed = static_cast<MeshAxes>(static_cast<int>(from.partial()) & ~static_cast<int>(to.partial()));
-        auto added = static_cast<MeshAxes>(static_cast<int>(to.partial()) & ~static_cast<int>(from.partial()));
+        MeshAxes summed = meshflow::ir::withoutAxes(from.partial(), to.partial());
+        MeshAxes added = meshflow::ir::withoutAxes(to.partial(), from.partial());
         Tensor expected = Tensor::zeros(c.global);
         for (std::size_t m = 0; m < place.group(summed).size(); ++m)
           expected = plus(expected, terms[std::size_t(place.memberOf(summed, m).pieceIndex(from.partial()))]);
