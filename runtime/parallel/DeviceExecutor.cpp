@@ -1,6 +1,7 @@
 #include "runtime/parallel/DeviceExecutor.h"
 
 #include "runtime/cpu/Kernels.h"
+#include "runtime/parallel/Tiles.h"
 
 #include <fmt/format.h>
 
@@ -134,7 +135,7 @@ class DeviceRun {
         return;
       case ir::Opcode::kSend: {
         auto start = Clock::now();
-        s_.comm->send(in.peer, in.target, encode(std::move(buffers_[uses[0]])));
+        s_.comm->send(in.peer, in.target, encode(outgoing(in, uses[0])));
         result_.times.commSeconds += secondsSince(start);
         return;
       }
@@ -152,6 +153,14 @@ class DeviceRun {
         result_.times.commSeconds += secondsSince(start);
         return;
       }
+      case ir::Opcode::kAllGather: {
+        auto start = Clock::now();
+        buffers_[defs[0]] = gatherTiles(std::move(buffers_[uses[0]]),
+                                        s_.program->groups.at(static_cast<std::size_t>(in.peer)), *s_.comm,
+                                        [this](ir::ValueId v) -> const Shape& { return s_.runner->shape(v); });
+        result_.times.commSeconds += secondsSince(start);
+        return;
+      }
       case ir::Opcode::kFree:
         buffers_.erase(uses[0]);
         return;
@@ -162,6 +171,14 @@ class DeviceRun {
         throw std::runtime_error(
             fmt::format("the cpu runtime cannot run {} instructions yet", ir::opcodeName(in.op)));
     }
+  }
+
+  // What a SEND carries: the buffer itself, or for a receiver on a mesh of
+  // another size its tile of it (the buffer stays for the other tiles' SENDs).
+  ValueTable outgoing(const Instruction& send, BufferId buffer) {
+    if (role(send.target) != BufferRole::kTile) return std::move(buffers_[buffer]);
+    const MeshMember& receiver = s_.members->at(static_cast<std::size_t>(send.peer));
+    return tileOf(buffers_.at(buffer), receiver.index, receiver.size);
   }
 
   void runStage(const Instruction& in, std::span<const BufferId> uses, std::span<const BufferId> defs) {
@@ -196,12 +213,12 @@ class DeviceRun {
       sharded.emplace(v, ShardedValue{std::move(t), ir::ShardingSpec::replicated(rank)});
     }
     values.clear();
-    s_.spmd->run(ops, sharded, *s_.state, inputs, s_.step, s_.tensorGroup, *s_.comm);
+    s_.spmd->run(ops, sharded, *s_.state, inputs, s_.step, s_.mesh, *s_.comm);
     for (ir::ValueId v : outliving(vs, forward)) {
       auto it = sharded.find(v);
       if (it == sharded.end()) continue;
       values.emplace(v, it->second.spec.isReplicated() ? std::move(it->second.local)
-                                                       : s_.spmd->whole(v, sharded, s_.tensorGroup, *s_.comm));
+                                                       : s_.spmd->whole(v, sharded, s_.mesh, *s_.comm));
     }
     result_.times.kernelSeconds += secondsSince(start);
   }
@@ -228,7 +245,7 @@ class DeviceRun {
     ValueTable values;
     for (BufferId u : uses) mergeInto(values, std::move(buffers_[u]));
     runStageOps(p.forward, values, inputsOf(in), in.stage, true);
-    if (in.stage == s_.partition->lossStage && s_.tensorGroup.index == 0) {
+    if (in.stage == s_.partition->lossStage && s_.mesh.index == 0) {
       result_.lossSum += values.at(s_.partition->loss).item();
       ++result_.losses;
     }
@@ -322,15 +339,17 @@ class DeviceRun {
   }
 
   // The global gradient norm over every stage of this replica, and the clip
-  // scale the updates read.
+  // scale the updates read. The members of a mesh hold the same whole
+  // gradients: the first one counts them.
   void clipScale(ValueTable& values) {
     double squares = 0;
-    for (int vs : stages_)
-      for (ir::ValueId g : piece(vs).gradients)
-        for (float x : values.at(g).f32()) squares += static_cast<double>(x) * x;
+    if (s_.mesh.index == 0)
+      for (int vs : stages_)
+        for (ir::ValueId g : piece(vs).gradients)
+          for (float x : values.at(g).f32()) squares += static_cast<double>(x) * x;
     Tensor total = Tensor::scalar(static_cast<float>(squares));
     auto start = Clock::now();
-    s_.comm->allReduce(*s_.pipelineGroup, {&total});
+    s_.comm->allReduce(*s_.replicaGroup, {&total});
     result_.times.commSeconds += secondsSince(start);
     Tensor norm = Tensor::scalar(std::sqrt(total.item()));
     const ir::Op& op = s_.runner->graph().op(s_.partition->clip->clipScale);

@@ -1,5 +1,5 @@
 // The executor of one virtual device: runs that device's instruction stream of
-// an ir::Program — RUN, SEND, RECV, ALL_REDUCE, FREE, UPDATE — against real
+// an ir::Program — RUN, SEND, RECV, ALL_REDUCE, ALL_GATHER, FREE, UPDATE — against real
 // tensors (docs/runtime.md, "The executor").
 //
 // A RUN executes the local kernels of its stage's forward, backward (B, or I and
@@ -38,6 +38,12 @@ struct DeviceTimes {
   double totalSeconds = 0;   ///< The whole instruction stream.
 };
 
+/// A device's place in its replica's mesh: its index and the mesh's size.
+struct MeshMember {
+  int index = 0;
+  int size = 1;
+};
+
 /// What one device needs to run its stream for one step.
 struct DeviceStep {
   int device = 0;
@@ -45,10 +51,13 @@ struct DeviceStep {
   const ir::Program* program = nullptr;
   const passes::StagePartition* partition = nullptr;
   const OpRunner* runner = nullptr;
-  /// With tensor parallelism: RUNs run their ops SPMD on `tensorGroup`;
-  /// values that outlive a RUN (carries, stash, gradients) are kept whole.
+  /// On a mesh of several devices: RUNs run their ops SPMD on `mesh`; values
+  /// that outlive a RUN (carries, stash, gradients) are kept whole.
   const SpmdRunner* spmd = nullptr;
-  MeshPlace tensorGroup;
+  MeshPlace mesh;
+  /// Every device's MeshMember, by device id: which tile of a value a SEND to
+  /// a device of a mesh of another size carries.
+  const std::vector<MeshMember>* members = nullptr;
   Communicator* comm = nullptr;
   /// Parameters and optimizer state of the stages this device runs; updated in place.
   TensorMap* state = nullptr;
@@ -56,10 +65,10 @@ struct DeviceStep {
   const std::vector<TensorMap>* microbatches = nullptr;
   /// Accumulated gradients are multiplied by this before the update (1 / samples' share).
   float gradientScale = 1;
-  /// This device's replica of the pipeline: one device per rank, in rank order
-  /// (the same tensor-parallel member on each). Gradient clipping all-reduces
-  /// the squared gradient norm over it.
-  const std::vector<int>* pipelineGroup = nullptr;
+  /// Every device of this device's data-parallel replica, on every rank.
+  /// Gradient clipping all-reduces the squared gradient norm over it (each
+  /// mesh's first member contributes its stages' share).
+  const std::vector<int>* replicaGroup = nullptr;
   std::optional<InjectedFault> fault;
 };
 

@@ -36,6 +36,17 @@ Tensor rows(const Tensor& t, std::int64_t first, std::int64_t count) {
 
 }  // namespace
 
+std::array<std::int64_t, 2> ParallelPlan::meshOf(int rank) const {
+  return rankMeshes.empty() ? std::array<std::int64_t, 2>{1, 1} : rankMeshes.at(static_cast<std::size_t>(rank));
+}
+
+int ParallelPlan::meshSize(int rank) const {
+  auto [a, b] = meshOf(rank);
+  return static_cast<int>(a * b);
+}
+
+int ParallelPlan::replicas() const { return static_cast<int>(rankDevices.at(0).size()) / meshSize(0); }
+
 ParallelTrainer::ParallelTrainer(const passes::TrainingGraph& training, ParallelPlan plan,
                                  ParallelOptions options)
     : training_(training), plan_(std::move(plan)), options_(options) {
@@ -43,15 +54,19 @@ ParallelTrainer::ParallelTrainer(const passes::TrainingGraph& training, Parallel
   if (ranks < 1 || plan_.virtualStages % ranks != 0)
     throw ParallelRunError(fmt::format("{} virtual stages cannot be spread over {} pipeline ranks",
                                        plan_.virtualStages, ranks));
-  const int t = plan_.tensorParallel;
-  if (t < 1 || plan_.rankDevices[0].empty() || static_cast<int>(plan_.rankDevices[0].size()) % t != 0)
-    throw ParallelRunError(fmt::format("rank 0's {} devices do not form tensor-parallel groups of {}",
-                                       plan_.rankDevices[0].size(), t));
-  const int replicas = static_cast<int>(plan_.rankDevices[0].size()) / t;
-  for (const auto& devices : plan_.rankDevices)
-    if (devices.size() != plan_.rankDevices[0].size())
-      throw ParallelRunError("every pipeline rank needs the same number of data-parallel replicas and "
-                             "tensor-parallel devices");
+  if (!plan_.rankMeshes.empty() && static_cast<int>(plan_.rankMeshes.size()) != ranks)
+    throw ParallelRunError(fmt::format("{} meshes for {} pipeline ranks", plan_.rankMeshes.size(), ranks));
+  for (int r = 0; r < ranks; ++r) {
+    const auto& devices = plan_.rankDevices[static_cast<std::size_t>(r)];
+    auto [a, b] = plan_.meshOf(r);
+    const int n = a < 1 || b < 1 ? 0 : plan_.meshSize(r);
+    if (n == 0 || devices.empty() || devices.size() % static_cast<std::size_t>(n) != 0)
+      throw ParallelRunError(fmt::format("rank {}'s {} devices do not form meshes of ({}, {})", r,
+                                         devices.size(), a, b));
+    if (devices.size() / static_cast<std::size_t>(n) != static_cast<std::size_t>(plan_.replicas()))
+      throw ParallelRunError("every pipeline rank needs the same number of data-parallel replicas");
+  }
+  const int replicas = plan_.replicas();
   const std::int64_t shares = std::int64_t{plan_.microbatches} * replicas;
   if (plan_.microbatches < 1 || options_.batch % shares != 0)
     throw ParallelRunError(fmt::format("batch {} does not split into {} microbatches × {} replicas",
@@ -68,9 +83,10 @@ ParallelTrainer::ParallelTrainer(const passes::TrainingGraph& training, Parallel
 
   partition_ = passes::partitionStages(training_, plan_.stageOfForwardOp, plan_.virtualStages);
   runner_ = std::make_unique<OpRunner>(training_.graph, microbatchSize_);
-  if (t > 1)
-    spmd_ = std::make_unique<SpmdRunner>(training_.graph, microbatchSize_, std::array<std::int64_t, 2>{1, t},
-                                         plan_.strategies);
+  for (int r = 0; r < ranks; ++r)
+    spmd_.push_back(plan_.meshSize(r) == 1 ? nullptr
+                                           : std::make_unique<SpmdRunner>(training_.graph, microbatchSize_,
+                                                                          plan_.meshOf(r), plan_.strategies));
   // Where the schedule puts each virtual stage (chunk c of rank r: c·p + r, or ZB-V's V).
   const int chunks = plan_.virtualStages / ranks;
   const ir::PipelineSchedule layout =
@@ -84,13 +100,17 @@ ParallelTrainer::ParallelTrainer(const passes::TrainingGraph& training, Parallel
   int devices = std::max(options_.devices, program_.deviceCount());
   rankOf_.assign(static_cast<std::size_t>(devices), -1);
   slotOf_.assign(static_cast<std::size_t>(devices), -1);
-  pipelines_.assign(plan_.rankDevices[0].size(), {});
+  members_.assign(static_cast<std::size_t>(devices), {});
+  replicaDevices_.assign(static_cast<std::size_t>(replicas), {});
   for (int r = 0; r < ranks; ++r) {
     const auto& rank = plan_.rankDevices[static_cast<std::size_t>(r)];
+    const int n = plan_.meshSize(r);
     for (std::size_t k = 0; k < rank.size(); ++k) {
-      rankOf_.at(static_cast<std::size_t>(rank[k])) = r;
-      slotOf_.at(static_cast<std::size_t>(rank[k])) = static_cast<int>(k);
-      pipelines_[k].push_back(rank[k]);
+      auto d = static_cast<std::size_t>(rank[k]);
+      rankOf_.at(d) = r;
+      slotOf_.at(d) = static_cast<int>(k);
+      members_.at(d) = {static_cast<int>(k) % n, n};
+      replicaDevices_[k / static_cast<std::size_t>(n)].push_back(rank[k]);
     }
   }
   deviceState_.resize(static_cast<std::size_t>(devices));
@@ -99,9 +119,7 @@ ParallelTrainer::ParallelTrainer(const passes::TrainingGraph& training, Parallel
 
 ParallelTrainer::~ParallelTrainer() = default;
 
-int ParallelTrainer::replicas() const {
-  return static_cast<int>(plan_.rankDevices[0].size()) / plan_.tensorParallel;
-}
+int ParallelTrainer::replicas() const { return plan_.replicas(); }
 
 passes::PipelineDescription ParallelTrainer::describe() const {
   const int ranks = static_cast<int>(plan_.rankDevices.size());
@@ -117,9 +135,9 @@ passes::PipelineDescription ParallelTrainer::describe() const {
     if (static_cast<std::size_t>(r) < plan_.costs.size()) stage = plan_.costs[static_cast<std::size_t>(r)];
     stage.meshes.clear();
     const auto& devices = plan_.rankDevices[static_cast<std::size_t>(r)];
-    for (std::size_t k = 0; k < devices.size(); k += std::size_t(plan_.tensorParallel))
-      stage.meshes.emplace_back(devices.begin() + std::ptrdiff_t(k),
-                                devices.begin() + std::ptrdiff_t(k) + plan_.tensorParallel);
+    const auto n = static_cast<std::size_t>(plan_.meshSize(r));
+    for (std::size_t k = 0; k < devices.size(); k += n)
+      stage.meshes.emplace_back(devices.begin() + std::ptrdiff_t(k), devices.begin() + std::ptrdiff_t(k + n));
     // Real sizes where the program's buffers mirror them; the gradient bytes also
     // decide the buckets, and every chunk with gradients needs one.
     std::int64_t activation = 0, gradients = 0;
@@ -198,25 +216,25 @@ ParallelStepResult ParallelTrainer::step(const TensorMap& batch, std::int64_t st
     cluster_->run([&](int device) {
       auto d = static_cast<std::size_t>(device);
       if (slotOf_[d] < 0) return;
-      const int slot = slotOf_[d], t = plan_.tensorParallel;
+      const int slot = slotOf_[d], rank = rankOf_[d];
+      const int n = plan_.meshSize(rank);
       DeviceStep s;
       s.device = device;
       s.step = step;
       s.program = &program_;
       s.partition = &partition_;
       s.runner = runner_.get();
-      if (spmd_) {
-        s.spmd = spmd_.get();
-        s.tensorGroup.shape = {1, plan_.tensorParallel};
-        const auto& rank = plan_.rankDevices[static_cast<std::size_t>(rankOf_[d])];
-        s.tensorGroup.devices.assign(rank.begin() + (slot - slot % t), rank.begin() + (slot - slot % t + t));
-        s.tensorGroup.index = slot % t;
-      }
+      s.spmd = spmd_[static_cast<std::size_t>(rank)].get();
+      const auto& devices = plan_.rankDevices[static_cast<std::size_t>(rank)];
+      s.mesh.shape = plan_.meshOf(rank);
+      s.mesh.devices.assign(devices.begin() + (slot - slot % n), devices.begin() + (slot - slot % n + n));
+      s.mesh.index = slot % n;
+      s.members = &members_;
       s.comm = &cluster_->communicator(device);
       s.state = &deviceState_[d];
-      s.microbatches = &inputs[static_cast<std::size_t>(slot / t)];
+      s.microbatches = &inputs[static_cast<std::size_t>(slot / n)];
       s.gradientScale = scale;
-      s.pipelineGroup = &pipelines_[static_cast<std::size_t>(slot)];
+      s.replicaGroup = &replicaDevices_[static_cast<std::size_t>(slot / n)];
       s.fault = options_.fault;
       results[d] = executeDevice(s);
     });

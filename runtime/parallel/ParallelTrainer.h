@@ -10,6 +10,7 @@
 // sum over microbatches and replicas is scaled by 1 / (microbatches × replicas).
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -38,14 +39,17 @@ struct ParallelPlan {
   /// The virtual stage of each op of the forward graph (leaves are ignored).
   std::vector<int> stageOfForwardOp;
   int virtualStages = 1;
-  /// rankDevices[r]: the devices of pipeline rank r, replica-major: with t =
-  /// tensorParallel, device i·t + j is member j of the tensor-parallel group of
-  /// data-parallel replica i. Every rank has the same replicas and t; with v
+  /// rankDevices[r]: the devices of pipeline rank r, replica-major: with n the
+  /// devices of the rank's mesh, device i·n + j is device j (row-major) of
+  /// data-parallel replica i's mesh. Every rank has the same replicas; with v
   /// chunks per rank, rank r runs the virtual stages the schedule gives it.
   std::vector<std::vector<int>> rankDevices{{0}};
-  /// Devices that run each stage's ops SPMD on a (1, t) mesh (1: whole ops).
-  int tensorParallel = 1;
-  /// The strategy of each forward op on that (1, t) mesh; ops without one (and
+  /// rankMeshes[r]: the logical mesh (a, b) on which each replica of rank r
+  /// runs its stages' ops SPMD; a 1 × 1 mesh (and every rank when empty) runs
+  /// whole ops on one device. Ranks may differ: a value crossing to a rank of
+  /// another mesh size travels in tiles and is gathered (docs/runtime.md).
+  std::vector<std::array<std::int64_t, 2>> rankMeshes;
+  /// The strategy of each forward op on its rank's mesh; ops without one (and
   /// every op when it is empty) take their layout from the SPMD rules.
   std::map<ir::OpId, PlannedSpecs> strategies;
   std::string schedule = "1f1b";
@@ -55,6 +59,13 @@ struct ParallelPlan {
   /// gradient, update); they only time the Program for the simulator. Empty:
   /// 1, 2, 1 and 0 seconds.
   std::vector<passes::StageDescription> costs;
+
+  /// Rank r's mesh ({1, 1} when rankMeshes is empty).
+  std::array<std::int64_t, 2> meshOf(int rank) const;
+  /// Devices of one replica's mesh on rank r.
+  int meshSize(int rank) const;
+  /// Data-parallel replicas of every rank.
+  int replicas() const;
 };
 
 struct ParallelOptions {
@@ -112,15 +123,17 @@ class ParallelTrainer {
   std::int64_t microbatchSize_ = 1;
   ir::Program program_;
   std::unique_ptr<OpRunner> runner_;
-  std::unique_ptr<SpmdRunner> spmd_;  // when tensorParallel > 1
+  std::vector<std::unique_ptr<SpmdRunner>> spmd_;  // per rank; null on a 1 × 1 mesh
   std::unique_ptr<cpu::LocalCluster> cluster_;
   std::vector<TensorMap> deviceState_;
   std::vector<std::vector<int>> stagesOfRank_;  // per pipeline rank: its virtual stages
   // Per device (-1 if unused): its pipeline rank, and its slot in that rank's
-  // devices (replica slot / t, tensor-parallel member slot % t).
+  // devices (replica slot / n, member of the replica's mesh slot % n).
   std::vector<int> rankOf_, slotOf_;
-  // Per (replica, member) i·t + j: that member's device of every rank.
-  std::vector<std::vector<int>> pipelines_;
+  // Per device: its member index in its replica's mesh and that mesh's size.
+  std::vector<MeshMember> members_;
+  // Per replica: its devices on every rank, rank-major.
+  std::vector<std::vector<int>> replicaDevices_;
 };
 
 }  // namespace meshflow::runtime

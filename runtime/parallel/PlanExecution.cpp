@@ -13,47 +13,53 @@ namespace {
 // the replicas', so only dimension 1 is left.
 ir::MeshAxes onColumns(ir::MeshAxes axes) { return ir::hasAxis(axes, 1) ? ir::MeshAxes::k1 : ir::MeshAxes::kNone; }
 
-ir::ShardingSpec onColumns(const std::string& text) {
-  ir::ShardingSpec spec = ir::ShardingSpec::parse(text);
+ir::ShardingSpec onColumns(const ir::ShardingSpec& spec) {
   std::vector<ir::MeshAxes> dims;
   for (ir::MeshAxes a : spec.dims()) dims.push_back(onColumns(a));
   return ir::ShardingSpec::fromDims(dims, onColumns(spec.partial()));
 }
 
+// The specs of the strategy `s` (inputs, then outputs), parsed; throws
+// ParallelRunError when it does not fit `forward`.
+PlannedSpecs parsedSpecs(const ir::Graph& forward, const ir::OpStrategy& s) {
+  if (s.op >= forward.ops().size() || s.kind != ir::opName(forward.op(s.op).kind))
+    throw ParallelRunError(fmt::format("the plan does not fit the model: its op {} is a {}, the model's is {}", s.op,
+                                       s.kind, s.op < forward.ops().size() ? ir::opName(forward.op(s.op).kind) : "missing"));
+  PlannedSpecs specs;
+  try {
+    for (const std::string& t : s.inputs) specs.inputs.push_back(ir::ShardingSpec::parse(t));
+    for (const std::string& t : s.outputs) specs.outputs.push_back(ir::ShardingSpec::parse(t));
+  } catch (const ir::ShardingParseError& e) {
+    throw ParallelRunError(fmt::format("the plan's strategy of op {} (`{}`): {}", s.op, s.scope, e.what()));
+  }
+  return specs;
+}
+
 }  // namespace
 
-std::map<ir::OpId, PlannedSpecs> tensorParallelStrategies(const ir::Graph& forward, const ir::Plan& plan) {
+std::map<ir::OpId, PlannedSpecs> plannedStrategies(const ir::Graph& forward, const ir::Plan& plan, bool columns) {
   std::map<ir::OpId, PlannedSpecs> out;
   for (const ir::PlanStage& stage : plan.stages)
     for (const ir::OpStrategy& s : stage.strategies) {
-      if (s.op >= forward.ops().size() || s.kind != ir::opName(forward.op(s.op).kind))
-        throw ParallelRunError(fmt::format("the plan does not fit the model: its op {} is a {}, the model's is {}",
-                                           s.op, s.kind,
-                                           s.op < forward.ops().size() ? ir::opName(forward.op(s.op).kind) : "missing"));
-      PlannedSpecs specs;
-      try {
-        for (const std::string& t : s.inputs) specs.inputs.push_back(onColumns(t));
-        for (const std::string& t : s.outputs) specs.outputs.push_back(onColumns(t));
-      } catch (const ir::ShardingParseError& e) {
-        throw ParallelRunError(fmt::format("the plan's strategy of op {} (`{}`): {}", s.op, s.scope, e.what()));
+      PlannedSpecs specs = parsedSpecs(forward, s);
+      if (columns) {
+        for (auto& spec : specs.inputs) spec = onColumns(spec);
+        for (auto& spec : specs.outputs) spec = onColumns(spec);
       }
       out[s.op] = std::move(specs);
     }
   return out;
 }
 
+bool rowsAreReplicas(const ir::Plan& plan) {
+  for (const ir::PlanStage& stage : plan.stages)
+    if (stage.logicalMesh[0] != plan.stages[0].logicalMesh[0]) return false;
+  return true;
+}
+
 ParallelPlan parallelPlanOf(const ir::Graph& forward, const ir::Plan& plan) {
   const int ranks = plan.pipelineRanks();
   if (plan.stages.empty() || ranks < 1) throw ParallelRunError("the plan has no stages");
-  const auto& first = plan.stages[0].logicalMesh;
-  for (std::size_t s = 0; s < plan.stages.size(); ++s) {
-    const auto& mesh = plan.stages[s].logicalMesh;
-    if (mesh != first)
-      throw ParallelRunError(fmt::format(
-          "stage {} runs on a ({}, {}) logical mesh and stage 0 on ({}, {}); the cpu runtime needs the same "
-          "data-parallel rows and tensor-parallel columns on every stage",
-          s, mesh[0], mesh[1], first[0], first[1]));
-  }
   passes::PipelineDescription description = passes::describePipeline(plan);
   ParallelPlan p;
   try {
@@ -61,11 +67,17 @@ ParallelPlan parallelPlanOf(const ir::Graph& forward, const ir::Plan& plan) {
   } catch (const passes::PlanningError& e) {
     throw ParallelRunError(fmt::format("the plan does not fit the model: {}", e.what()));
   }
+  const bool rows = rowsAreReplicas(plan);
   p.virtualStages = static_cast<int>(plan.stages.size());
   p.rankDevices.clear();
-  for (int r = 0; r < ranks; ++r) p.rankDevices.push_back(plan.stages[static_cast<std::size_t>(r)].devices);
-  p.tensorParallel = static_cast<int>(first[1]);
-  if (p.tensorParallel > 1) p.strategies = tensorParallelStrategies(forward, plan);
+  bool spmd = false;
+  for (int r = 0; r < ranks; ++r) {
+    const ir::PlanStage& stage = plan.stages[static_cast<std::size_t>(r)];
+    p.rankDevices.push_back(stage.devices);
+    p.rankMeshes.push_back(rows ? std::array<std::int64_t, 2>{1, stage.logicalMesh[1]} : stage.logicalMesh);
+    spmd = spmd || p.meshSize(r) > 1;
+  }
+  if (spmd) p.strategies = plannedStrategies(forward, plan, rows);
   p.schedule = description.schedule;
   p.microbatches = description.microbatches;
   p.groupSize = description.groupSize;
@@ -73,20 +85,35 @@ ParallelPlan parallelPlanOf(const ir::Graph& forward, const ir::Plan& plan) {
   return p;
 }
 
+namespace {
+
+// "", " × 2 tensor-parallel", " on (2, 2) meshes" or " on meshes (1, 2), (2, 2)".
+std::string meshText(const ParallelPlan& plan) {
+  const int ranks = static_cast<int>(plan.rankDevices.size());
+  bool same = true;
+  for (int r = 1; r < ranks; ++r) same = same && plan.meshOf(r) == plan.meshOf(0);
+  auto [a, b] = plan.meshOf(0);
+  if (same) return a == 1 ? (b > 1 ? fmt::format(" × {} tensor-parallel", b) : "") : fmt::format(" on ({}, {}) meshes", a, b);
+  std::string text = " on meshes ";
+  for (int r = 0; r < ranks; ++r) text += fmt::format("{}({}, {})", r ? ", " : "", plan.meshOf(r)[0], plan.meshOf(r)[1]);
+  return text;
+}
+
+}  // namespace
+
 std::string parallelPlanText(const ParallelPlan& plan, std::int64_t batch) {
   const std::size_t ranks = plan.rankDevices.size();
-  const std::size_t perRank = plan.rankDevices.empty() ? 0 : plan.rankDevices[0].size();
-  const std::size_t t = static_cast<std::size_t>(std::max(1, plan.tensorParallel));
-  const std::size_t replicas = perRank / t;
+  const std::size_t replicas = static_cast<std::size_t>(plan.replicas());
+  std::size_t devices = 0;
+  for (const auto& rank : plan.rankDevices) devices += rank.size();
   std::string chunks = static_cast<std::size_t>(plan.virtualStages) > ranks
                            ? fmt::format(" ({} virtual)", plan.virtualStages)
                            : "";
-  std::string tensor = t > 1 ? fmt::format(" × {} tensor-parallel", t) : "";
   return fmt::format("{} stage{}{} × {} replica{}{}, {}, {} microbatch{} of {}, {} devices", ranks,
-                     ranks == 1 ? "" : "s", chunks, replicas, replicas == 1 ? "" : "s", tensor, plan.schedule,
+                     ranks == 1 ? "" : "s", chunks, replicas, replicas == 1 ? "" : "s", meshText(plan), plan.schedule,
                      plan.microbatches, plan.microbatches == 1 ? "" : "es",
                      batch / std::max<std::int64_t>(1, plan.microbatches * static_cast<std::int64_t>(replicas)),
-                     ranks * perRank);
+                     devices);
 }
 
 }  // namespace meshflow::runtime

@@ -11,18 +11,26 @@ namespace meshflow::runtime {
 /// every op from the plan's layer ranges, pipeline rank r on the devices of
 /// stage r, the schedule and the cost model's seconds per rank.
 ///
-/// Every stage's logical mesh must be the same (a, b): row i (b devices) is
-/// data-parallel replica i, and runs the stage's ops SPMD as a (1, b)
-/// tensor-parallel group with the plan's strategies projected onto mesh
-/// dimension 1 (a split or partial sum over dimension 0 is the replicas'
-/// business: each row gets its own share of the batch). Other plans are
-/// refused with ParallelRunError naming the stage.
+/// When every stage's logical mesh has the same rows, (a, b_r), row i is
+/// data-parallel replica i on every rank and runs the stage's ops SPMD on a
+/// (1, b_r) mesh with the strategies projected onto dimension 1: each row
+/// takes its share of the batch, whatever the plan does along dimension 0
+/// (the same result; a plan that also shards weights along dimension 0 is
+/// run as data parallelism there). Otherwise each rank is one replica that
+/// runs its stages' ops SPMD on its whole (a_r, b_r) mesh with the strategies
+/// as planned, and values crossing to a rank of another mesh size travel in
+/// tiles (docs/runtime.md).
 ParallelPlan parallelPlanOf(const ir::Graph& forward, const ir::Plan& plan);
 
-/// The plan's strategies seen from one data-parallel row: each spec with mesh
-/// dimension 0 dropped (S01 becomes S1). Throws ParallelRunError when a
-/// strategy names an op the model does not have.
-std::map<ir::OpId, PlannedSpecs> tensorParallelStrategies(const ir::Graph& forward, const ir::Plan& plan);
+/// Whether every stage of `plan` has the same rows (mesh dimension 0), so
+/// that they can run as data-parallel replicas.
+bool rowsAreReplicas(const ir::Plan& plan);
+
+/// The plan's strategies by forward op; with `onColumns`, each spec seen from
+/// one data-parallel row (mesh dimension 0 dropped: S01 becomes S1). Throws
+/// ParallelRunError when a strategy names an op the model does not have or a
+/// spec does not parse.
+std::map<ir::OpId, PlannedSpecs> plannedStrategies(const ir::Graph& forward, const ir::Plan& plan, bool onColumns);
 
 /// "2 stages × 2 replicas, 1f1b, 4 microbatches of 2, 4 devices".
 std::string parallelPlanText(const ParallelPlan& plan, std::int64_t batch);

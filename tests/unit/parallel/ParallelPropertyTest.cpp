@@ -3,6 +3,8 @@
 // serial reference's losses, weights and optimizer state within fp32 tolerance.
 #include "ParallelModels.h"
 
+#include "passes/schedules/Schedules.h"
+
 using namespace meshflow;
 using namespace meshflow::parallel_test;
 
@@ -77,10 +79,63 @@ RandomPlan randomPlan(const ir::Graph& forward, std::mt19937& rng, int tensorPar
   for (int rank = 0; rank < ranks; ++rank)
     for (int k = 0; k < replicas * t; ++k)
       r.plan.rankDevices[static_cast<std::size_t>(rank)].push_back(devices[static_cast<std::size_t>(k * ranks + rank)]);
-  r.plan.tensorParallel = t;
+  r.plan.rankMeshes.assign(static_cast<std::size_t>(ranks), {1, t});
   if (t > 1) r.plan.strategies = randomStrategies(forward, perShare, {1, t}, rng);
   r.text = fmt::format("{} ranks={} chunks={} replicas={} tp={} microbatches={} batch={} cuts=[{}]", schedule,
                        ranks, chunks, replicas, t, microbatches, r.batch, fmt::join(cuts, ","));
+  return r;
+}
+
+// The strategies of a plan whose rank r runs SPMD on meshes[r]: each forward
+// op's drawn on its rank's mesh (a leaf's on its first reader's).
+std::map<ir::OpId, runtime::PlannedSpecs> strategiesPerRank(const ir::Graph& forward, const runtime::ParallelPlan& plan,
+                                                             std::int64_t microbatch, std::mt19937& rng) {
+  const int ranks = static_cast<int>(plan.rankDevices.size());
+  const int chunks = plan.virtualStages / ranks;
+  ir::PipelineSchedule layout =
+      passes::buildSchedule({plan.schedule, ranks, plan.microbatches, chunks, plan.groupSize});
+  std::vector<int> rankOfStage(static_cast<std::size_t>(plan.virtualStages));
+  for (int r = 0; r < ranks; ++r)
+    for (int c = 0; c < chunks; ++c) rankOfStage[static_cast<std::size_t>(layout.virtualStage(r, c))] = r;
+  auto consumers = forward.consumers();
+  auto stageOf = [&](ir::OpId id) {
+    ir::OpKind kind = forward.op(id).kind;
+    if (kind == ir::OpKind::Input || kind == ir::OpKind::Parameter) {
+      const auto& readers = consumers.at(forward.op(id).outputs.at(0));
+      if (!readers.empty()) id = *std::min_element(readers.begin(), readers.end());
+    }
+    return plan.stageOfForwardOp.at(id);
+  };
+  std::map<ir::OpId, runtime::PlannedSpecs> planned;
+  for (int r = 0; r < ranks; ++r) {
+    auto all = randomStrategies(forward, microbatch, plan.meshOf(r), rng);
+    for (auto& [id, specs] : all)
+      if (rankOfStage[static_cast<std::size_t>(stageOf(id))] == r) planned[id] = std::move(specs);
+  }
+  return planned;
+}
+
+// A random plan whose ranks run SPMD on meshes of their own shape, each rank
+// one replica: values crossing between meshes of different sizes travel in
+// tiles, and dimension-0 strategies other than the batch split are honoured.
+RandomPlan unequalMeshPlan(const ir::Graph& forward, std::mt19937& rng) {
+  static const std::array<std::int64_t, 2> kMeshes[] = {{1, 1}, {1, 2}, {2, 1}, {2, 2}, {1, 3}, {3, 1}};
+  RandomPlan r = randomPlan(forward, rng);
+  const int ranks = static_cast<int>(r.plan.rankDevices.size());
+  r.plan.rankMeshes.clear();
+  r.plan.rankDevices.assign(static_cast<std::size_t>(ranks), {});
+  int next = 0;
+  std::string meshes;
+  for (int rank = 0; rank < ranks; ++rank) {
+    auto mesh = kMeshes[rng() % std::size(kMeshes)];
+    r.plan.rankMeshes.push_back(mesh);
+    for (std::int64_t k = 0; k < mesh[0] * mesh[1]; ++k) r.plan.rankDevices[static_cast<std::size_t>(rank)].push_back(next++);
+    meshes += fmt::format(" ({}, {})", mesh[0], mesh[1]);
+  }
+  std::int64_t microbatch = r.batch / r.plan.replicas() / r.plan.microbatches;
+  r.batch = microbatch * r.plan.microbatches;  // one replica per rank
+  r.plan.strategies = strategiesPerRank(forward, r.plan, microbatch, rng);
+  r.text += " meshes" + meshes + fmt::format(" batch={}", r.batch);
   return r;
 }
 
@@ -140,4 +195,34 @@ TEST_CASE("random plans with tensor parallelism equal the serial reference", "[p
     }
   }
   CHECK(cases == 60);
+}
+
+TEST_CASE("random plans on unequal meshes equal the serial reference", "[parallel][property][spmd]") {
+  // Every rank one replica on its own (a, b) mesh, strategies along both mesh
+  // dimensions; carries and gradients cross between meshes of other sizes in
+  // tiles that the receivers all-gather.
+  std::mt19937 rng(20261123);
+  int cases = 0, tiled = 0;
+  for (const ModelCase& model : models()) {
+    ir::Graph forward = traceModel(kModels, model.expression);
+    passes::OptimizerConfig optimizer = passes::OptimizerConfig::adam();
+    passes::OptimizerConfig clipped = optimizer;
+    clipped.clipNorm = 0.05;
+    auto training = passes::buildTrainingGraph(forward, optimizer);
+    auto trainingClipped = passes::buildTrainingGraph(forward, clipped);
+    for (int trial = 0; trial < 12; ++trial) {
+      bool clip = trial % 4 == 3;
+      RandomPlan r = unequalMeshPlan(forward, rng);
+      auto seed = static_cast<std::uint64_t>(trial);
+      INFO(model.expression << (clip ? " clip_norm 0.05 " : " ") << r.text << " seed " << seed);
+      const auto& graph = clip ? trainingClipped : training;
+      runtime::ParallelTrainer probe(graph, r.plan, optionsFor(r.batch));
+      for (const ir::DeviceCode& code : probe.program().devices)
+        for (const ir::Instruction& in : code.code) tiled += in.op == ir::Opcode::kAllGather ? 1 : 0;
+      requireSameRun(runParallel(graph, r.plan, optionsFor(r.batch), 2, seed), runSerial(graph, r.batch, 2, seed));
+      ++cases;
+    }
+  }
+  CHECK(cases == 60);
+  CHECK(tiled > 0);
 }
