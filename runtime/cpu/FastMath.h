@@ -16,8 +16,10 @@
 
 namespace meshflow::runtime::cpu {
 
-/// exp(x) for x ≤ 0; arguments below −87 are taken as −87 (exp ≈ 1.6e-38,
-/// below every rounding that reads it), NaN stays NaN.
+/// exp(x) for x ≤ 0; 0 below −87 (where exp(x) < 1.7e-38, near the smallest
+/// normal float), NaN stays NaN. Flushing matters: softmax divides these
+/// values by its row sum, and a GEMM reading subnormal floats runs some 50×
+/// slower (the attention GEMM after a causal mask's −1e9 entries did).
 inline float expNonPositive(float x) {
   constexpr float kLog2e = 1.44269504088896341f;
   constexpr float kLn2Hi = 0.693359375f;  // ln 2 split so that n·kLn2Hi is exact
@@ -35,7 +37,7 @@ inline float expNonPositive(float x) {
   p = p * r + 1.0f;
   p = p * r + 1.0f;
   float result = p * std::bit_cast<float>(static_cast<std::uint32_t>(n + 127) << 23);
-  return x == x ? result : x;
+  return x == x ? (x >= -87.0f ? result : 0.0f) : x;
 }
 
 inline float fastTanh(float x) {

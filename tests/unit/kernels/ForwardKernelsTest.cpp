@@ -91,6 +91,19 @@ TEST_CASE("softmax over the last dimension is stable", "[kernels][forward]") {
               {0.0900306f, 0.244728f, 0.665241f, 0.0900306f, 0.244728f, 0.665241f});
 }
 
+TEST_CASE("softmax gives exact zeros for masked scores, never subnormals", "[kernels][forward]") {
+  // A causal mask writes -1e9; the masked probabilities must be 0, not tiny
+  // subnormal floats that make the next GEMM ~50x slower.
+  std::vector<float> row(64, 0.5f);
+  for (std::size_t i = 32; i < row.size(); ++i) row[i] = -1e9f;
+  Tensor y = run1(OpKind::Softmax, {Tensor::fromF32({1, 64}, row)});
+  for (std::size_t i = 0; i < row.size(); ++i) {
+    INFO("element " << i << " = " << y.f32()[i]);
+    if (i < 32) CHECK(y.f32()[i] == Approx(1.0 / 32));
+    else CHECK(y.f32()[i] == 0.0f);
+  }
+}
+
 TEST_CASE("layer_norm uses the biased variance and eps", "[kernels][forward]") {
   Tensor x = Tensor::fromF32({2, 4}, {1, 2, 3, 4, 2, 2, 2, 2});
   Tensor gamma = Tensor::fromF32({4}, {1, 1, 2, 1});
