@@ -32,6 +32,9 @@ constexpr double kLargeClusterTmaxGap = 0.01;
 std::string pinText(const LayerPin& pin) {
   return fmt::format("pin(layers = {}..{}, stage = {})", pin.firstLayer, pin.endLayer, pin.stage);
 }
+std::string pinText(const DevicePin& pin) {
+  return fmt::format("pin(stage = {}, devices = [{}])", pin.stage, fmt::join(pin.devices, ", "));
+}
 std::string pinText(const OpShardingPin& pin) {
   return fmt::format("pin(op = \"{}\", sharding = \"{}\")", pin.pattern, pin.spec);
 }
@@ -454,6 +457,23 @@ class Search {
         return PlanningError(pinText(request_.layerPins.front()),
                              fmt::format("no plan honours {} (plans without it exist): {}", pins,
                                          lastWhy_));
+      }
+    }
+    if (!request_.layerPins.empty() && !request_.devicePins.empty()) {
+      PlanRequest unpinned = request_;
+      unpinned.layerPins.clear();
+      unpinned.devicePins.clear();
+      if (fits(unpinned)) {
+        std::string pins;
+        for (const LayerPin& pin : request_.layerPins) pins += (pins.empty() ? "" : "; ") + pinText(pin);
+        for (const DevicePin& pin : request_.devicePins) pins += "; " + pinText(pin);
+        // `...`: the block may have written the layer pin with its devices.
+        const LayerPin& first = request_.layerPins.front();
+        return PlanningError(fmt::format("pin(layers = {}..{}, stage = {}...)", first.firstLayer, first.endLayer,
+                                         first.stage),
+                             fmt::format("no plan honours {} together (plans without them exist; pinned "
+                                         "layers are searched on equal submeshes only, docs/planning.md): {}",
+                                         pins, lastWhy_));
       }
     }
     std::string limit = request_.memoryPerDevice
