@@ -200,9 +200,10 @@ class DeviceRun {
     result_.times.kernelSeconds += secondsSince(start);
   }
 
-  // A RUN's ops of stage `vs`; with tensor parallelism SPMD on the device's
-  // group, after which the values that outlive the RUN are made whole, by every
-  // member in the same (sorted) order.
+  // A RUN's ops of stage `vs`; on a mesh of several devices SPMD, after which
+  // the values that outlive the RUN are made whole, by every member in the
+  // same (sorted) order — all but the weight gradients, which stay in their
+  // layouts (gradients_) until the update.
   void runStageOps(const std::vector<ir::OpId>& ops, ValueTable& values, const TensorMap& inputs, int vs,
                    bool forward) {
     if (!s_.spmd) return runOps(ops, values, inputs);
@@ -214,7 +215,10 @@ class DeviceRun {
     }
     values.clear();
     s_.spmd->run(ops, sharded, *s_.state, inputs, s_.step, s_.mesh, *s_.comm);
-    for (ir::ValueId v : outliving(vs, forward)) {
+    if (!forward)
+      for (ir::ValueId g : piece(vs).gradients)
+        if (auto it = sharded.find(g); it != sharded.end()) gradients_.insert_or_assign(g, it->second);
+    for (ir::ValueId v : outliving(vs, forward, !forward)) {
       auto it = sharded.find(v);
       if (it == sharded.end()) continue;
       values.emplace(v, it->second.spec.isReplicated() ? std::move(it->second.local)
@@ -224,14 +228,15 @@ class DeviceRun {
   }
 
   // What a forward (carry, stash, the loss) or backward (carry, stash, what W
-  // reads, gradients) RUN of stage `vs` leaves behind, sorted.
-  std::vector<ir::ValueId> outliving(int vs, bool forward) const {
+  // reads, and unless `withoutGradients` the gradients) RUN of stage `vs`
+  // leaves behind, sorted.
+  std::vector<ir::ValueId> outliving(int vs, bool forward, bool withoutGradients = false) const {
     const passes::StagePiece& p = piece(vs);
     if (forward) {
       std::vector<ir::ValueId> out = sortedUnion(p.forwardCarry, p.stash);
       return vs == s_.partition->lossStage ? sortedUnion(out, {s_.partition->loss}) : out;
     }
-    std::vector<ir::ValueId> gradients = p.gradients;
+    std::vector<ir::ValueId> gradients = withoutGradients ? std::vector<ir::ValueId>{} : p.gradients;
     std::sort(gradients.begin(), gradients.end());
     return sortedUnion(sortedUnion(p.backwardCarry, p.stash), sortedUnion(p.inputGradOutputs, gradients));
   }
@@ -288,7 +293,9 @@ class DeviceRun {
     buffers_[stash] = take(values, kept);
   }
 
-  // Adds the weight gradients this B, I or W step finished to the step's sums.
+  // Adds the weight gradients this B, I or W step finished to the step's sums,
+  // each in the layout its op left it (boxes of one layout add up: a partial
+  // sum stays one).
   void accumulate(int vs, ir::ActionKind action, ValueTable& values) {
     const passes::StagePiece& p = piece(vs);
     auto& sums = accumulated_[vs];
@@ -296,13 +303,22 @@ class DeviceRun {
     for (std::size_t i = 0; i < p.gradients.size(); ++i) {
       if (action == ir::ActionKind::kInputGrad && !p.gradientFromInputGrad[i]) continue;
       if (action == ir::ActionKind::kWeightGrad && p.gradientFromInputGrad[i]) continue;
-      const Tensor& made = values.at(p.gradients[i]);
+      const ir::ValueId g = p.gradients[i];
+      auto fresh = gradients_.find(g);
+      const Tensor& made = fresh != gradients_.end() ? fresh->second.local : values.at(g);
+      ir::ShardingSpec spec =
+          fresh != gradients_.end() ? fresh->second.spec : ir::ShardingSpec::replicated(made.rank());
+      auto [held, first] = gradientSpecs_.try_emplace(g, spec);
+      if (held->second != spec)
+        throw std::logic_error(fmt::format("the gradient value {} came as {} and as {}", g,
+                                           held->second.toString(), spec.toString()));
       if (sums[i].allocated()) {
         addInto(sums[i], made);
       } else {
         sums[i] = made;
       }
     }
+    gradients_.clear();
   }
 
   // Bucket `part` of `parts` of stage `vs`: a contiguous group of its gradients in
@@ -334,29 +350,46 @@ class DeviceRun {
         for (float& x : it->second.f32()) x *= s_.gradientScale;
       }
     }
-    if (s_.partition->clip) clipScale(values);
+    if (s_.spmd) return updateSharded(values);
+    if (s_.partition->clip) values[clipScaleValue()] = clipScale(gradientSquares(values));
     for (int vs : stages_) applyUpdate(piece(vs), values);
   }
 
-  // The global gradient norm over every stage of this replica, and the clip
-  // scale the updates read. The members of a mesh hold the same whole
-  // gradients: the first one counts them.
-  void clipScale(ValueTable& values) {
+  // The sum of squares of this replica's gradients that this device counts:
+  // the first member of a mesh counts them all (the members hold the same).
+  double gradientSquares(const ValueTable& values) const {
     double squares = 0;
     if (s_.mesh.index == 0)
       for (int vs : stages_)
-        for (ir::ValueId g : piece(vs).gradients)
-          for (float x : values.at(g).f32()) squares += static_cast<double>(x) * x;
+        for (ir::ValueId g : piece(vs).gradients) squares += sumOfSquares(values.at(g));
+    return squares;
+  }
+
+  static double sumOfSquares(const Tensor& t) {
+    double squares = 0;
+    for (float x : t.f32()) squares += static_cast<double>(x) * x;
+    return squares;
+  }
+
+  ir::ValueId clipScaleValue() const {
+    return s_.runner->graph().op(s_.partition->clip->clipScale).outputs.at(0);
+  }
+
+  // The global gradient norm over every stage of this replica — the squares
+  // this device counts, all-reduced over the replica's devices rank by rank —
+  // and the clip scale the updates read.
+  Tensor clipScale(double squares) {
     Tensor total = Tensor::scalar(static_cast<float>(squares));
     auto start = Clock::now();
     s_.comm->allReduce(*s_.replicaGroup, {&total});
     result_.times.commSeconds += secondsSince(start);
     Tensor norm = Tensor::scalar(std::sqrt(total.item()));
     const ir::Op& op = s_.runner->graph().op(s_.partition->clip->clipScale);
-    Tensor& scale = values[op.outputs.at(0)];
+    Tensor scale;
     std::vector<const Tensor*> in{&norm};
     std::vector<Tensor*> out{&scale};
     cpu::runKernel(op, in, out, cpu::KernelContext{s_.step, s_.partition->clip->clipScale});
+    return scale;
   }
 
   void applyUpdate(const passes::StagePiece& p, ValueTable& values) {
@@ -371,10 +404,70 @@ class DeviceRun {
     }
   }
 
+  // The update on a mesh of several devices: every member updates its boxes of
+  // the parameters and optimizer state (the SPMD runner brings each gradient
+  // into its parameter's layout), and keeps them.
+  void updateSharded(ValueTable& boxes) {
+    ShardedValues values;
+    for (auto& [g, box] : boxes) values.emplace(g, ShardedValue{std::move(box), gradientSpecs_.at(g)});
+    if (s_.partition->clip)
+      values[clipScaleValue()] = ShardedValue{clipScale(shardedSquares(values)), ir::ShardingSpec::replicated(0)};
+    static const TensorMap kNoInputs;
+    const ir::Graph& graph = s_.runner->graph();
+    auto start = Clock::now();
+    for (int vs : stages_) {
+      const passes::StagePiece& p = piece(vs);
+      s_.spmd->run(p.update, values, *s_.state, kNoInputs, s_.step, s_.mesh, *s_.comm);
+      for (ir::OpId id : p.update) {
+        const ir::Op& op = graph.op(id);
+        if (op.kind != ir::OpKind::SgdUpdate && op.kind != ir::OpKind::AdamUpdate) continue;
+        for (std::size_t j = 0; j < op.outputs.size(); ++j) {
+          const ir::ValueId held = op.inputs.at(updatedInput(j));
+          ShardedValue& updated = values.at(op.outputs[j]);
+          ir::ShardingSpec spec = s_.spmd->heldSpec(held);
+          (*s_.state)[bindingName(graph, held)] =
+              updated.spec == spec ? std::move(updated.local)
+                                   : reshard(std::move(updated.local), s_.spmd->shape(held), updated.spec, spec,
+                                             s_.mesh, *s_.comm);
+        }
+      }
+    }
+    result_.times.kernelSeconds += secondsSince(start);
+  }
+
+  // The squares of the gradients' elements this device counts: partial sums
+  // reduced first (in place: the update then reads them reduced), and a box
+  // repeated along a mesh dimension its layout does not split counted by the
+  // member at coordinate 0 of that dimension only.
+  double shardedSquares(ShardedValues& values) {
+    double squares = 0;
+    for (int vs : stages_)
+      for (ir::ValueId g : piece(vs).gradients) {
+        ShardedValue& sv = values.at(g);
+        if (sv.spec.partial() != ir::MeshAxes::kNone) {
+          ir::ShardingSpec reduced = ir::ShardingSpec::fromDims(sv.spec.dims(), ir::MeshAxes::kNone);
+          auto start = Clock::now();
+          sv.local = reshard(std::move(sv.local), s_.spmd->shape(g), sv.spec, reduced, s_.mesh, *s_.comm);
+          result_.times.commSeconds += secondsSince(start);
+          sv.spec = reduced;
+        }
+        if (countsOnce(sv.spec)) squares += sumOfSquares(sv.local);
+      }
+    return squares;
+  }
+
+  bool countsOnce(const ir::ShardingSpec& spec) const {
+    ir::MeshAxes used = ir::MeshAxes::kNone;
+    for (ir::MeshAxes a : spec.dims()) used = used | a;
+    return (ir::hasAxis(used, 0) || s_.mesh.row() == 0) && (ir::hasAxis(used, 1) || s_.mesh.column() == 0);
+  }
+
   const DeviceStep& s_;
   const ir::DeviceCode& code_;
   std::map<BufferId, ValueTable> buffers_;
-  std::map<int, std::vector<Tensor>> accumulated_;  // per virtual stage, per gradient
+  std::map<int, std::vector<Tensor>> accumulated_;  // per virtual stage, per gradient: boxes
+  std::map<ir::ValueId, ir::ShardingSpec> gradientSpecs_;  // the layout of each gradient's boxes
+  ShardedValues gradients_;  // the weight gradients of the last SPMD backward RUN
   ValueTable pendingOut_;
   std::set<int> stages_;
   DeviceResult result_;

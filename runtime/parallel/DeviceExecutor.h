@@ -51,15 +51,18 @@ struct DeviceStep {
   const ir::Program* program = nullptr;
   const passes::StagePartition* partition = nullptr;
   const OpRunner* runner = nullptr;
-  /// On a mesh of several devices: RUNs run their ops SPMD on `mesh`; values
-  /// that outlive a RUN (carries, stash, gradients) are kept whole.
+  /// On a mesh of several devices: RUNs and the UPDATE run their ops SPMD on
+  /// `mesh`; `state` holds this device's boxes of the parameters and optimizer
+  /// state, weight gradients accumulate in their ops' layouts, and the other
+  /// values that outlive a RUN (carries, the stash) are kept whole.
   const SpmdRunner* spmd = nullptr;
   MeshPlace mesh;
   /// Every device's MeshMember, by device id: which tile of a value a SEND to
   /// a device of a mesh of another size carries.
   const std::vector<MeshMember>* members = nullptr;
   Communicator* comm = nullptr;
-  /// Parameters and optimizer state of the stages this device runs; updated in place.
+  /// Parameters and optimizer state of the stages this device runs (its boxes
+  /// of them on a mesh of several devices); updated in place.
   TensorMap* state = nullptr;
   /// The graph inputs of each microbatch this device's replica runs.
   const std::vector<TensorMap>* microbatches = nullptr;

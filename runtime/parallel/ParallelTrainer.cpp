@@ -153,34 +153,72 @@ passes::PipelineDescription ParallelTrainer::describe() const {
   return d;
 }
 
+MeshPlace ParallelTrainer::placeOf(int device) const {
+  const auto d = static_cast<std::size_t>(device);
+  const int rank = rankOf_.at(d), slot = slotOf_.at(d), n = plan_.meshSize(rank);
+  const auto& devices = plan_.rankDevices[static_cast<std::size_t>(rank)];
+  MeshPlace place;
+  place.shape = plan_.meshOf(rank);
+  place.devices.assign(devices.begin() + (slot - slot % n), devices.begin() + (slot - slot % n + n));
+  place.index = slot % n;
+  return place;
+}
+
 void ParallelTrainer::setState(const TensorMap& state) {
   const ir::Graph& graph = training_.graph;
   for (std::size_t d = 0; d < deviceState_.size(); ++d) {
     TensorMap& mine = deviceState_[d];
     mine.clear();
     if (rankOf_[d] < 0) continue;
+    const SpmdRunner* spmd = spmd_[static_cast<std::size_t>(rankOf_[d])].get();
     for (int vs : stagesOfRank_[static_cast<std::size_t>(rankOf_[d])])
       for (ir::ValueId v : partition_.stages[static_cast<std::size_t>(vs)].state) {
         std::string name = bindingName(graph, v);
         auto it = state.find(name);
         if (it == state.end()) throw ParallelRunError(fmt::format("the state has no `{}`", name));
-        mine[name] = it->second;
+        mine[name] = spmd ? takeShard(it->second, spmd->heldSpec(v), placeOf(static_cast<int>(d))) : it->second;
       }
   }
 }
 
+std::vector<ParallelTrainer::HeldState> ParallelTrainer::heldState(int device) const {
+  std::vector<HeldState> held;
+  const int rank = rankOf_.at(static_cast<std::size_t>(device));
+  const SpmdRunner* spmd = spmd_[static_cast<std::size_t>(rank)].get();
+  for (int vs : stagesOfRank_[static_cast<std::size_t>(rank)])
+    for (ir::ValueId v : partition_.stages[static_cast<std::size_t>(vs)].state)
+      held.push_back({bindingName(training_.graph, v), runner_->shape(v),
+                      spmd ? spmd->heldSpec(v) : ir::ShardingSpec::replicated(runner_->shape(v).size())});
+  return held;
+}
+
 TensorMap ParallelTrainer::state() const {
   TensorMap all;
-  for (const auto& rank : plan_.rankDevices)
-    for (const auto& [name, tensor] : deviceState_.at(static_cast<std::size_t>(rank[0])))
-      all.emplace(name, tensor);
+  for (const auto& rank : plan_.rankDevices) {
+    // Replica 0's mesh: its members' boxes make every tensor.
+    const int n = static_cast<int>(placeOf(rank[0]).devices.size());
+    for (const HeldState& s : heldState(rank[0])) {
+      const Tensor& first = deviceState_.at(static_cast<std::size_t>(rank[0])).at(s.name);
+      Tensor whole(first.dtype(), s.shape);
+      for (int k = 0; k < n; ++k)
+        putShard(whole, deviceState_.at(static_cast<std::size_t>(rank[static_cast<std::size_t>(k)])).at(s.name),
+                 s.spec, placeOf(rank[static_cast<std::size_t>(k)]));
+      all.insert_or_assign(s.name, std::move(whole));
+    }
+  }
   return all;
 }
 
 std::vector<DeviceShard> ParallelTrainer::shards() const {
   std::vector<DeviceShard> shards;
   for (std::size_t d = 0; d < deviceState_.size(); ++d) {
-    if (!deviceState_[d].empty()) shards.push_back(wholeTensorShard(static_cast<int>(d), deviceState_[d]));
+    if (deviceState_[d].empty()) continue;
+    DeviceShard shard{static_cast<int>(d), {}};
+    MeshPlace place = placeOf(static_cast<int>(d));
+    for (const HeldState& s : heldState(static_cast<int>(d)))
+      shard.pieces.push_back(
+          {s.name, s.shape, shardOffset(s.spec, s.shape, place), deviceState_[d].at(s.name)});
+    shards.push_back(std::move(shard));
   }
   return shards;
 }
@@ -225,10 +263,7 @@ ParallelStepResult ParallelTrainer::step(const TensorMap& batch, std::int64_t st
       s.partition = &partition_;
       s.runner = runner_.get();
       s.spmd = spmd_[static_cast<std::size_t>(rank)].get();
-      const auto& devices = plan_.rankDevices[static_cast<std::size_t>(rank)];
-      s.mesh.shape = plan_.meshOf(rank);
-      s.mesh.devices.assign(devices.begin() + (slot - slot % n), devices.begin() + (slot - slot % n + n));
-      s.mesh.index = slot % n;
+      s.mesh = placeOf(device);
       s.members = &members_;
       s.comm = &cluster_->communicator(device);
       s.state = &deviceState_[d];

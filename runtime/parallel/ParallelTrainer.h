@@ -98,9 +98,11 @@ class ParallelTrainer {
 
   /// Hands every device the parameters and optimizer state of its stages.
   void setState(const TensorMap& state);
-  /// The whole state, gathered from the first replica of every rank.
+  /// The whole state, assembled from the first replica of every rank.
   TensorMap state() const;
-  /// What each device holds, for a checkpoint (whole tensors; replicas repeat them).
+  /// What each device holds, for a checkpoint: on a mesh of several devices
+  /// each its boxes of the parameters and optimizer state (under the plan's
+  /// layout of each parameter), else whole tensors; replicas repeat them.
   std::vector<DeviceShard> shards() const;
 
   /// Runs training step `step` (1-based) on `batch`, the graph inputs of the
@@ -113,6 +115,14 @@ class ParallelTrainer {
   int replicas() const;
 
  private:
+  // One tensor of the state a device holds: its name, whole shape and layout.
+  struct HeldState {
+    std::string name;
+    Shape shape;
+    ir::ShardingSpec spec;
+  };
+  std::vector<HeldState> heldState(int device) const;
+  MeshPlace placeOf(int device) const;
   std::vector<TensorMap> microbatchesOf(const TensorMap& batch, int replica) const;
   passes::PipelineDescription describe() const;
 
@@ -125,7 +135,7 @@ class ParallelTrainer {
   std::unique_ptr<OpRunner> runner_;
   std::vector<std::unique_ptr<SpmdRunner>> spmd_;  // per rank; null on a 1 × 1 mesh
   std::unique_ptr<cpu::LocalCluster> cluster_;
-  std::vector<TensorMap> deviceState_;
+  std::vector<TensorMap> deviceState_;  // on a mesh of several devices: boxes
   std::vector<std::vector<int>> stagesOfRank_;  // per pipeline rank: its virtual stages
   // Per device (-1 if unused): its pipeline rank, and its slot in that rank's
   // devices (replica slot / n, member of the replica's mesh slot % n).

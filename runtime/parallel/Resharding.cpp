@@ -188,6 +188,21 @@ Tensor takeShard(const Tensor& full, const ShardingSpec& spec, const MeshPlace& 
   return out;
 }
 
+Shape shardOffset(const ShardingSpec& spec, std::span<const std::int64_t> global, const MeshPlace& place) {
+  check(spec, global, place);
+  return boxOffset(spec, global, place);
+}
+
+void putShard(Tensor& full, const Tensor& box, const ShardingSpec& spec, const MeshPlace& place) {
+  if (box.shape() != localShape(spec, full.shape(), place) || box.dtype() != full.dtype())
+    throw ReshardError(fmt::format("a box of {} is not the one spec {} gives of {}", box.typeText(),
+                                   spec.toString(), full.typeText()));
+  Shape offset = boxOffset(spec, full.shape(), place);
+  byElementType(box.dtype(), [&]<class T>() {
+    copyBox<T>(elements<T>(box), elements<T>(full), box.shape(), full.shape(), offset, true);
+  });
+}
+
 Tensor reshard(Tensor local, std::span<const std::int64_t> global, const ShardingSpec& from, const ShardingSpec& to,
                const MeshPlace& place, Communicator& comm) {
   Shape expected = localShape(from, global, place);

@@ -69,6 +69,12 @@ Shape localShape(const ir::ShardingSpec& spec, std::span<const std::int64_t> glo
 /// A partial sum in `spec` is ignored: the box is of `full` itself.
 Tensor takeShard(const Tensor& full, const ir::ShardingSpec& spec, const MeshPlace& place);
 
+/// Where this device's box under `spec` starts in a tensor of `global` shape.
+Shape shardOffset(const ir::ShardingSpec& spec, std::span<const std::int64_t> global, const MeshPlace& place);
+
+/// Writes this device's box under `spec` into `full` (the inverse of takeShard).
+void putShard(Tensor& full, const Tensor& box, const ir::ShardingSpec& spec, const MeshPlace& place);
+
 /// This device's box under `to` of the tensor whose box under `from` is `local`.
 /// Every device of the mesh calls it with the same arguments but `local`.
 /// Throws ReshardError for a spec that does not fit or a box of the wrong shape.

@@ -16,7 +16,7 @@ SpmdRunner::SpmdRunner(const ir::Graph& graph, std::int64_t microbatch, std::arr
     shapes_.push_back(boundShape(graph.value(v).type, microbatch));
 }
 
-ir::ShardingSpec SpmdRunner::leafSpec(ir::ValueId v) const {
+ir::ShardingSpec SpmdRunner::heldSpec(ir::ValueId v) const {
   ir::OpId producer = graph_.value(v).producer;
   const ir::Op& op = graph_.op(producer);
   // Optimizer state is a Parameter of the update run whose forwardOp is its parameter.
@@ -54,8 +54,12 @@ const ShardedValue& SpmdRunner::lookup(ir::OpId reader, ir::ValueId v, ShardedVa
                                        const TensorMap& state, const TensorMap& inputs,
                                        const MeshPlace& place) const {
   if (auto it = values.find(v); it != values.end()) return it->second;
+  ir::ShardingSpec spec = heldSpec(v);
+  if (graph_.op(graph_.value(v).producer).kind == ir::OpKind::Parameter)  // the state holds boxes
+    return values[v] = ShardedValue{boundLeaf(graph_, reader, v, names_[v], localShape(spec, shapes_[v], place),
+                                              state, inputs),
+                                    spec};
   const Tensor& whole = boundLeaf(graph_, reader, v, names_[v], shapes_[v], state, inputs);
-  ir::ShardingSpec spec = leafSpec(v);
   return values[v] = ShardedValue{takeShard(whole, spec, place), spec};
 }
 

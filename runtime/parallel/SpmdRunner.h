@@ -45,9 +45,9 @@ class SpmdRunner {
              std::map<ir::OpId, PlannedSpecs> planned);
 
   /// Runs `ops` in order on this device. Parameters and optimizer state are
-  /// read whole from `state` and inputs from `inputs` (by bindingName), each
-  /// boxed in its planned spec (optimizer state in its parameter's; otherwise
-  /// replicated). Throws ExecutionError naming the op.
+  /// read from `state` as this device's boxes under heldSpec, inputs whole
+  /// from `inputs` (by bindingName) and boxed in theirs. Throws ExecutionError
+  /// naming the op.
   void run(std::span<const ir::OpId> ops, ShardedValues& values, const TensorMap& state,
            const TensorMap& inputs, std::int64_t step, const MeshPlace& place, Communicator& comm) const;
 
@@ -57,10 +57,14 @@ class SpmdRunner {
 
   const Shape& shape(ir::ValueId v) const { return shapes_.at(v); }
 
+  /// How the leaf value `v` (an input, parameter or optimizer state) is held:
+  /// its planned spec (optimizer state in its parameter's) when that fits,
+  /// otherwise replicated.
+  ir::ShardingSpec heldSpec(ir::ValueId v) const;
+
  private:
   const ShardedValue& lookup(ir::OpId reader, ir::ValueId v, ShardedValues& values, const TensorMap& state,
                              const TensorMap& inputs, const MeshPlace& place) const;
-  ir::ShardingSpec leafSpec(ir::ValueId v) const;
   bool fits(const ir::ShardingSpec& spec, const Shape& shape) const;
   PlannedSpecs usablePlan(ir::OpId id) const;
 

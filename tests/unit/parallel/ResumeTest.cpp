@@ -29,6 +29,21 @@ runtime::ParallelPlan twoByTwo(const ir::Graph& forward) {
   return plan;
 }
 
+// 2 stages on (1, 2) tensor-parallel meshes, with strategies that split at
+// least one parameter (the first such draw of a fixed generator).
+runtime::ParallelPlan tensorParallel(const ir::Graph& forward) {
+  runtime::ParallelPlan plan = twoByTwo(forward);
+  plan.rankDevices = {{0, 1}, {2, 3}};
+  plan.rankMeshes = {{1, 2}, {1, 2}};
+  std::mt19937 rng(7);
+  for (bool split = false; !split;) {
+    plan.strategies = randomStrategies(forward, 4, {1, 2}, rng);
+    for (const auto& [op, specs] : plan.strategies)
+      split = split || (forward.op(op).kind == ir::OpKind::Parameter && !specs.outputs.at(0).isReplicated());
+  }
+  return plan;
+}
+
 struct TempDir {
   std::filesystem::path path = std::filesystem::temp_directory_path() /
                                fmt::format("meshflow-resume-{}", std::random_device{}());
@@ -58,17 +73,18 @@ struct Comparison {
 };
 
 Comparison stopAndResume(const ir::Graph& forward, std::uint64_t seed, int stopAt, int total,
-                         const runtime::ParallelPlan& resumeOn) {
+                         const runtime::ParallelPlan& resumeOn, const runtime::ParallelPlan* runOn = nullptr) {
+  const runtime::ParallelPlan run = runOn ? *runOn : twoByTwo(forward);
   auto training = passes::buildTrainingGraph(forward, passes::OptimizerConfig::adam());
   runtime::TensorMap initial;
   runtime::initializeParameters(training.graph, seed, initial);
   Comparison c;
   c.straight = initial;
-  c.straightLosses = steps(training, twoByTwo(forward), c.straight, 1, total, nullptr);
+  c.straightLosses = steps(training, run, c.straight, 1, total, nullptr);
 
   TempDir dir;
   runtime::TensorMap first = initial;
-  steps(training, twoByTwo(forward), first, 1, stopAt, &dir.path);
+  steps(training, run, first, 1, stopAt, &dir.path);
   auto loaded = runtime::readLatestCheckpoint(dir.path);
   REQUIRE(loaded);
   REQUIRE(loaded->step == stopAt);
@@ -105,5 +121,36 @@ TEST_CASE("a checkpoint resumes on another plan and device count", "[parallel][c
   for (const auto& [name, tensor] : c.straight) {
     INFO(name);
     CHECK(runtime::allClose(c.resumed.at(name), tensor, 1e-3, 1e-4));
+  }
+}
+
+TEST_CASE("tensor-parallel devices hold boxes of the state, checkpoint them and resume", "[parallel][checkpoint]") {
+  ir::Graph forward = traceModel(kModel, "small()");
+  runtime::ParallelPlan plan = tensorParallel(forward);
+  auto training = passes::buildTrainingGraph(forward, passes::OptimizerConfig::adam());
+  runtime::TensorMap initial;
+  runtime::initializeParameters(training.graph, 4, initial);
+  runtime::ParallelTrainer trainer(training, plan, optionsFor(8));
+  trainer.setState(initial);
+  std::int64_t held = 0, whole = 0;
+  for (const runtime::DeviceShard& shard : trainer.shards())
+    for (const runtime::ShardPiece& piece : shard.pieces) {
+      held += piece.tensor.elements();
+      whole += runtime::shapeElements(piece.globalShape);
+    }
+  CHECK(held < whole);  // some parameter (and its Adam state) is split between the members
+
+  Comparison same = stopAndResume(forward, 4, 2, 4, plan, &plan);
+  CHECK(same.resumedLosses[0] == same.straightLosses[2]);
+  CHECK(same.resumedLosses[1] == same.straightLosses[3]);
+  for (const auto& [name, tensor] : same.straight) {
+    INFO(name);
+    CHECK(same.resumed.at(name).bitEqual(tensor));
+  }
+  Comparison other = stopAndResume(forward, 4, 2, 4, twoByTwo(forward), &plan);
+  CHECK(other.resumedLosses[0] == Approx(other.straightLosses[2]).epsilon(1e-4));
+  for (const auto& [name, tensor] : other.straight) {
+    INFO(name);
+    CHECK(runtime::allClose(other.resumed.at(name), tensor, 1e-3, 1e-4));
   }
 }

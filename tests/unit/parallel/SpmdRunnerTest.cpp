@@ -22,8 +22,21 @@ model wide_mlp(width = 8, classes = 4) {
 }
 )";
 
+// Each parameter and optimizer state tensor of `whole` as `place` holds it.
+runtime::TensorMap boxesOf(const ir::Graph& graph, const runtime::SpmdRunner& runner, const runtime::TensorMap& whole,
+                           const runtime::MeshPlace& place) {
+  runtime::TensorMap boxes;
+  for (ir::ValueId v = 0; v < graph.valueCount(); ++v)
+    if (graph.op(graph.value(v).producer).kind == ir::OpKind::Parameter) {
+      std::string name = runtime::bindingName(graph, v);
+      boxes[name] = runtime::takeShard(whole.at(name), runner.heldSpec(v), place);
+    }
+  return boxes;
+}
+
 // `steps` training steps with every device of an a × b mesh running the whole
-// training graph SPMD; the state is kept whole between steps.
+// training graph SPMD; the state is kept whole between steps and handed to
+// each device as its boxes.
 RunResult runSpmd(const passes::TrainingGraph& training, std::array<std::int64_t, 2> meshShape,
                   const std::map<ir::OpId, runtime::PlannedSpecs>& planned, std::int64_t batch, int steps,
                   std::uint64_t seed) {
@@ -48,7 +61,7 @@ RunResult runSpmd(const passes::TrainingGraph& training, std::array<std::int64_t
       place.index = int(std::find(devices.begin(), devices.end(), device) - devices.begin());
       runtime::ShardedValues values;
       auto& comm = cluster.communicator(device);
-      runner.run(ops, values, r.state, inputs, step, place, comm);
+      runner.run(ops, values, boxesOf(training.graph, runner, r.state, place), inputs, step, place, comm);
       losses[std::size_t(device)] = runner.whole(training.graph.outputs[0], values, place, comm).item();
       for (const passes::WriteBack& w : training.writeBacks)
         next[std::size_t(device)][runtime::bindingName(training.graph, w.target)] =
