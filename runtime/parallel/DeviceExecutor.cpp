@@ -1,6 +1,7 @@
 #include "runtime/parallel/DeviceExecutor.h"
 
 #include "runtime/cpu/Kernels.h"
+#include "runtime/parallel/Messages.h"
 #include "runtime/parallel/Tiles.h"
 
 #include <fmt/format.h>
@@ -47,30 +48,6 @@ std::vector<ir::ValueId> keysOf(const ValueTable& table) {
 
 void mergeInto(ValueTable& into, ValueTable&& from) {
   for (auto& [v, t] : from) into.insert_or_assign(v, std::move(t));
-}
-
-/// A message: an i32 tensor of the value ids, then the tensors in id order.
-std::vector<Tensor> encode(ValueTable&& table) {
-  std::vector<std::int32_t> ids;
-  std::vector<Tensor> message(1);
-  for (auto& [v, t] : table) {
-    ids.push_back(static_cast<std::int32_t>(v));
-    message.push_back(std::move(t));
-  }
-  const auto count = static_cast<std::int64_t>(ids.size());
-  message[0] = Tensor::fromI32({count}, std::move(ids));
-  return message;
-}
-
-ValueTable decode(std::vector<Tensor>&& message) {
-  if (message.empty() || message[0].dtype() != ir::DType::I32 ||
-      message[0].elements() + 1 != static_cast<std::int64_t>(message.size()))
-    throw std::runtime_error("a malformed message arrived");
-  ValueTable table;
-  auto ids = message[0].i32();
-  for (std::size_t i = 0; i < ids.size(); ++i)
-    table.emplace(static_cast<ir::ValueId>(ids[i]), std::move(message[i + 1]));
-  return table;
 }
 
 std::vector<ir::ValueId> sortedUnion(const std::vector<ir::ValueId>& a, const std::vector<ir::ValueId>& b) {
@@ -135,13 +112,13 @@ class DeviceRun {
         return;
       case ir::Opcode::kSend: {
         auto start = Clock::now();
-        s_.comm->send(in.peer, in.target, encode(outgoing(in, uses[0])));
+        s_.comm->send(in.peer, in.target, encodeMessage(outgoing(in, uses[0]), held_));
         result_.times.commSeconds += secondsSince(start);
         return;
       }
       case ir::Opcode::kRecv: {
         auto start = Clock::now();
-        buffers_[defs[0]] = decode(s_.comm->recv(in.peer, defs[0]));
+        buffers_[defs[0]] = decodeMessage(s_.comm->recv(in.peer, defs[0]), held_);
         result_.times.commSeconds += secondsSince(start);
         return;
       }
@@ -200,29 +177,42 @@ class DeviceRun {
     result_.times.kernelSeconds += secondsSince(start);
   }
 
-  // A RUN's ops of stage `vs`; on a mesh of several devices SPMD, after which
-  // the values that outlive the RUN are made whole, by every member in the
-  // same (sorted) order — all but the weight gradients, which stay in their
-  // layouts (gradients_) until the update.
+  // A RUN's ops of stage `vs`; on a mesh of several devices SPMD. The values
+  // that outlive the RUN stay in their layouts (held_) — the weight gradients
+  // in gradients_ until the update —, except the loss and, unless the step's
+  // meshes all share one shape, the carries to other stages: those are made
+  // whole, by every member in the same (sorted) order.
   void runStageOps(const std::vector<ir::OpId>& ops, ValueTable& values, const TensorMap& inputs, int vs,
                    bool forward) {
     if (!s_.spmd) return runOps(ops, values, inputs);
     auto start = Clock::now();
     ShardedValues sharded;
     for (auto& [v, t] : values) {
+      auto it = held_.find(v);
       std::size_t rank = t.rank();
-      sharded.emplace(v, ShardedValue{std::move(t), ir::ShardingSpec::replicated(rank)});
+      sharded.emplace(v, ShardedValue{std::move(t), it != held_.end() ? it->second : ir::ShardingSpec::replicated(rank)});
     }
     values.clear();
     s_.spmd->run(ops, sharded, *s_.state, inputs, s_.step, s_.mesh, *s_.comm);
+    const passes::StagePiece& p = piece(vs);
     if (!forward)
-      for (ir::ValueId g : piece(vs).gradients)
+      for (ir::ValueId g : p.gradients)
         if (auto it = sharded.find(g); it != sharded.end()) gradients_.insert_or_assign(g, it->second);
+    const std::vector<ir::ValueId>& carry = forward ? p.forwardCarry : p.backwardCarry;
     for (ir::ValueId v : outliving(vs, forward, !forward)) {
       auto it = sharded.find(v);
       if (it == sharded.end()) continue;
-      values.emplace(v, it->second.spec.isReplicated() ? std::move(it->second.local)
-                                                       : s_.spmd->whole(v, sharded, s_.mesh, *s_.comm));
+      ShardedValue& sv = it->second;
+      const bool whole = (forward && v == s_.partition->loss) ||
+                         (!s_.shardedCarries && std::find(carry.begin(), carry.end(), v) != carry.end());
+      if (sv.spec.isReplicated() || !whole) {
+        if (sv.spec.isReplicated()) held_.erase(v);
+        else held_.insert_or_assign(v, sv.spec);
+        values.emplace(v, std::move(sv.local));
+      } else {
+        values.emplace(v, s_.spmd->whole(v, sharded, s_.mesh, *s_.comm));
+        held_.erase(v);
+      }
     }
     result_.times.kernelSeconds += secondsSince(start);
   }
@@ -468,6 +458,7 @@ class DeviceRun {
   std::map<int, std::vector<Tensor>> accumulated_;  // per virtual stage, per gradient: boxes
   std::map<ir::ValueId, ir::ShardingSpec> gradientSpecs_;  // the layout of each gradient's boxes
   ShardedValues gradients_;  // the weight gradients of the last SPMD backward RUN
+  HeldSpecs held_;           // how the values in buffers are held (absent: whole)
   ValueTable pendingOut_;
   std::set<int> stages_;
   DeviceResult result_;

@@ -53,10 +53,13 @@ struct DeviceStep {
   const OpRunner* runner = nullptr;
   /// On a mesh of several devices: RUNs and the UPDATE run their ops SPMD on
   /// `mesh`; `state` holds this device's boxes of the parameters and optimizer
-  /// state, weight gradients accumulate in their ops' layouts, and the other
-  /// values that outlive a RUN (carries, the stash) are kept whole.
+  /// state, and the values that outlive a RUN (the stash, gradients, and with
+  /// `shardedCarries` the carries) stay in their layouts.
   const SpmdRunner* spmd = nullptr;
   MeshPlace mesh;
+  /// Every rank runs on a mesh of the same shape, so member j sends member j
+  /// its boxes of the carries; otherwise carries cross whole.
+  bool shardedCarries = false;
   /// Every device's MeshMember, by device id: which tile of a value a SEND to
   /// a device of a mesh of another size carries.
   const std::vector<MeshMember>* members = nullptr;

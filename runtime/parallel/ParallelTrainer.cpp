@@ -113,6 +113,8 @@ ParallelTrainer::ParallelTrainer(const passes::TrainingGraph& training, Parallel
       replicaDevices_[k / static_cast<std::size_t>(n)].push_back(rank[k]);
     }
   }
+  sameMeshes_ = true;
+  for (int r = 1; r < ranks; ++r) sameMeshes_ = sameMeshes_ && plan_.meshOf(r) == plan_.meshOf(0);
   deviceState_.resize(static_cast<std::size_t>(devices));
   cluster_ = std::make_unique<cpu::LocalCluster>(cpu::LocalClusterOptions{devices, options_.timeout});
 }
@@ -264,6 +266,7 @@ ParallelStepResult ParallelTrainer::step(const TensorMap& batch, std::int64_t st
       s.runner = runner_.get();
       s.spmd = spmd_[static_cast<std::size_t>(rank)].get();
       s.mesh = placeOf(device);
+      s.shardedCarries = sameMeshes_;
       s.members = &members_;
       s.comm = &cluster_->communicator(device);
       s.state = &deviceState_[d];
