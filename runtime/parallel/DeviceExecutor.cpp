@@ -1,7 +1,7 @@
 #include "runtime/parallel/DeviceExecutor.h"
 
-#include "runtime/cpu/Kernels.h"
 #include "runtime/parallel/Messages.h"
+#include "runtime/parallel/OptimizerStep.h"
 #include "runtime/parallel/Tiles.h"
 
 #include <fmt/format.h>
@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <chrono>
 #include <iterator>
-#include <cmath>
 #include <set>
 #include <utility>
 
@@ -62,9 +61,6 @@ void addInto(Tensor& sum, const Tensor& x) {
   if (s.size() != a.size()) throw std::logic_error("gradients of different shapes");
   for (std::size_t i = 0; i < s.size(); ++i) s[i] += a[i];
 }
-
-// Output j of an optimizer update replaces its input 0 (w), 3 or 4 (state).
-std::size_t updatedInput(std::size_t output) { return output == 0 ? 0 : output + 2; }
 
 class DeviceRun {
  public:
@@ -333,123 +329,10 @@ class DeviceRun {
       auto& sums = accumulated_[vs];
       for (std::size_t i = 0; i < sums.size(); ++i)
         if (sums[i].allocated()) values.insert_or_assign(p.gradients[i], std::exchange(sums[i], Tensor()));
-      for (ir::ValueId g : p.gradients) {
-        auto it = values.find(g);
-        if (it == values.end() || !it->second.allocated())
-          throw std::logic_error(fmt::format("the gradient value {} of stage {} is missing", g, vs));
-        for (float& x : it->second.f32()) x *= s_.gradientScale;
-      }
     }
-    if (s_.spmd) return updateSharded(values);
-    if (s_.partition->clip) values[clipScaleValue()] = clipScale(gradientSquares(values));
-    for (int vs : stages_) applyUpdate(piece(vs), values);
-  }
-
-  // The sum of squares of this replica's gradients that this device counts:
-  // the first member of a mesh counts them all (the members hold the same).
-  double gradientSquares(const ValueTable& values) const {
-    double squares = 0;
-    if (s_.mesh.index == 0)
-      for (int vs : stages_)
-        for (ir::ValueId g : piece(vs).gradients) squares += sumOfSquares(values.at(g));
-    return squares;
-  }
-
-  static double sumOfSquares(const Tensor& t) {
-    double squares = 0;
-    for (float x : t.f32()) squares += static_cast<double>(x) * x;
-    return squares;
-  }
-
-  ir::ValueId clipScaleValue() const {
-    return s_.runner->graph().op(s_.partition->clip->clipScale).outputs.at(0);
-  }
-
-  // The global gradient norm over every stage of this replica — the squares
-  // this device counts, all-reduced over the replica's devices rank by rank —
-  // and the clip scale the updates read.
-  Tensor clipScale(double squares) {
-    Tensor total = Tensor::scalar(static_cast<float>(squares));
-    auto start = Clock::now();
-    s_.comm->allReduce(*s_.replicaGroup, {&total});
-    result_.times.commSeconds += secondsSince(start);
-    Tensor norm = Tensor::scalar(std::sqrt(total.item()));
-    const ir::Op& op = s_.runner->graph().op(s_.partition->clip->clipScale);
-    Tensor scale;
-    std::vector<const Tensor*> in{&norm};
-    std::vector<Tensor*> out{&scale};
-    cpu::runKernel(op, in, out, cpu::KernelContext{s_.step, s_.partition->clip->clipScale});
-    return scale;
-  }
-
-  void applyUpdate(const passes::StagePiece& p, ValueTable& values) {
-    static const TensorMap kNoInputs;
-    runOps(p.update, values, kNoInputs);
-    const ir::Graph& graph = s_.runner->graph();
-    for (ir::OpId id : p.update) {
-      const ir::Op& op = graph.op(id);
-      if (op.kind != ir::OpKind::SgdUpdate && op.kind != ir::OpKind::AdamUpdate) continue;
-      for (std::size_t j = 0; j < op.outputs.size(); ++j)
-        (*s_.state)[bindingName(graph, op.inputs.at(updatedInput(j)))] = std::move(values.at(op.outputs[j]));
-    }
-  }
-
-  // The update on a mesh of several devices: every member updates its boxes of
-  // the parameters and optimizer state (the SPMD runner brings each gradient
-  // into its parameter's layout), and keeps them.
-  void updateSharded(ValueTable& boxes) {
-    ShardedValues values;
-    for (auto& [g, box] : boxes) values.emplace(g, ShardedValue{std::move(box), gradientSpecs_.at(g)});
-    if (s_.partition->clip)
-      values[clipScaleValue()] = ShardedValue{clipScale(shardedSquares(values)), ir::ShardingSpec::replicated(0)};
-    static const TensorMap kNoInputs;
-    const ir::Graph& graph = s_.runner->graph();
-    auto start = Clock::now();
-    for (int vs : stages_) {
-      const passes::StagePiece& p = piece(vs);
-      s_.spmd->run(p.update, values, *s_.state, kNoInputs, s_.step, s_.mesh, *s_.comm);
-      for (ir::OpId id : p.update) {
-        const ir::Op& op = graph.op(id);
-        if (op.kind != ir::OpKind::SgdUpdate && op.kind != ir::OpKind::AdamUpdate) continue;
-        for (std::size_t j = 0; j < op.outputs.size(); ++j) {
-          const ir::ValueId held = op.inputs.at(updatedInput(j));
-          ShardedValue& updated = values.at(op.outputs[j]);
-          ir::ShardingSpec spec = s_.spmd->heldSpec(held);
-          (*s_.state)[bindingName(graph, held)] =
-              updated.spec == spec ? std::move(updated.local)
-                                   : reshard(std::move(updated.local), s_.spmd->shape(held), updated.spec, spec,
-                                             s_.mesh, *s_.comm);
-        }
-      }
-    }
-    result_.times.kernelSeconds += secondsSince(start);
-  }
-
-  // The squares of the gradients' elements this device counts: partial sums
-  // reduced first (in place: the update then reads them reduced), and a box
-  // repeated along a mesh dimension its layout does not split counted by the
-  // member at coordinate 0 of that dimension only.
-  double shardedSquares(ShardedValues& values) {
-    double squares = 0;
-    for (int vs : stages_)
-      for (ir::ValueId g : piece(vs).gradients) {
-        ShardedValue& sv = values.at(g);
-        if (sv.spec.partial() != ir::MeshAxes::kNone) {
-          ir::ShardingSpec reduced = ir::ShardingSpec::fromDims(sv.spec.dims(), ir::MeshAxes::kNone);
-          auto start = Clock::now();
-          sv.local = reshard(std::move(sv.local), s_.spmd->shape(g), sv.spec, reduced, s_.mesh, *s_.comm);
-          result_.times.commSeconds += secondsSince(start);
-          sv.spec = reduced;
-        }
-        if (countsOnce(sv.spec)) squares += sumOfSquares(sv.local);
-      }
-    return squares;
-  }
-
-  bool countsOnce(const ir::ShardingSpec& spec) const {
-    ir::MeshAxes used = ir::MeshAxes::kNone;
-    for (ir::MeshAxes a : spec.dims()) used = used | a;
-    return (ir::hasAxis(used, 0) || s_.mesh.row() == 0) && (ir::hasAxis(used, 1) || s_.mesh.column() == 0);
+    DeviceTimes spent = runUpdate(s_, stages_, std::move(values), gradientSpecs_);
+    result_.times.kernelSeconds += spent.kernelSeconds;
+    result_.times.commSeconds += spent.commSeconds;
   }
 
   const DeviceStep& s_;
