@@ -25,6 +25,14 @@ struct DeviceSpec {
   double memoryBytes = 0;      ///< Device memory.
   double peakFlops = 0;        ///< Dense peak FLOP/s at the training precision.
   double memoryBandwidth = 0;  ///< Bytes per second to device memory.
+  /// FLOP/s of the kernels that are not matrix products (element-wise ops,
+  /// normalisation, reductions, losses), a peak like peakFlops: a GPU's CUDA
+  /// cores beside its tensor cores, a CPU's vector loops beside its sgemm.
+  /// 0 means peakFlops.
+  double vectorFlops = 0;
+  /// Seconds every kernel costs beyond its roofline time: a launch, or a CPU
+  /// runtime's dispatch and output allocation. 0 means none.
+  double kernelLatency = 0;
 };
 
 struct LinkSpec {

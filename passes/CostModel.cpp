@@ -45,15 +45,43 @@ double unfusedShare(const ir::Graph& graph, const ir::Op& op, std::int64_t batch
   return std::clamp((c.bytes() - inputBytes) / c.bytes(), 0.0, 1.0);
 }
 
+// The device as it runs op `kind`: a matrix product at the device's peak, any
+// other kernel at its vector rate.
+ir::DeviceSpec unitsFor(ir::OpKind kind, const ir::DeviceSpec& device) {
+  ir::DeviceSpec units = device;
+  if (kind != ir::OpKind::MatMul && device.vectorFlops > 0) units.peakFlops = device.vectorFlops;
+  return units;
+}
+
+// Kernels the op runs: none for a leaf the executor binds; one forward, and
+// for a backward one per floating input that another op computed or that is
+// a parameter (the gradients autodiff emits).
+int kernelCount(const ir::Graph& graph, const ir::Op& op, const ir::OpCost& c) {
+  if (op.kind == ir::OpKind::Input || op.kind == ir::OpKind::Parameter) return 0;
+  int kernels = 1;
+  if (c.backwardFlops <= 0 && c.backwardBytes() <= 0) return kernels;
+  for (ir::ValueId v : op.inputs) {
+    const ir::ValueInfo& in = graph.value(v);
+    ir::OpKind producer = graph.op(in.producer).kind;
+    bool floating = in.type.dtype == ir::DType::F32 || in.type.dtype == ir::DType::F16 ||
+                    in.type.dtype == ir::DType::BF16;
+    if (floating && producer != ir::OpKind::Input && producer != ir::OpKind::Constant) ++kernels;
+  }
+  return kernels;
+}
+
 }  // namespace
 
 double opComputeTime(const ir::Graph& graph, ir::OpId id, std::int64_t batch,
                      std::int64_t parallelism, const ir::DeviceSpec& device) {
+  const ir::Op& op = graph.op(id);
   ir::OpCost c = ir::opCost(graph, id, batch);
   double p = double(std::max<std::int64_t>(parallelism, 1));
-  double share = unfusedShare(graph, graph.op(id), batch, c);
-  return rooflineTime(c.flops / p, share * c.bytes() / p, device) +
-         rooflineTime(c.backwardFlops / p, share * c.backwardBytes() / p, device);
+  double share = unfusedShare(graph, op, batch, c);
+  ir::DeviceSpec units = unitsFor(op.kind, device);
+  double latency = device.kernelLatency > 0 ? device.kernelLatency * kernelCount(graph, op, c) : 0;
+  return rooflineTime(c.flops / p, share * c.bytes() / p, units) +
+         rooflineTime(c.backwardFlops / p, share * c.backwardBytes() / p, units) + latency;
 }
 
 MemoryBreakdown& MemoryBreakdown::operator+=(const MemoryBreakdown& other) {

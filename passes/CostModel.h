@@ -22,7 +22,10 @@ inline constexpr double kComputeEfficiency = 0.6;
 double rooflineTime(double flops, double bytes, const ir::DeviceSpec& device);
 
 /// Forward plus backward time of op `id` when `parallelism` devices share its
-/// work evenly (FLOPs and bytes both divided), each half priced by the roofline.
+/// work evenly (FLOPs and bytes both divided), each half priced by the roofline
+/// — a MatMul's FLOPs at the device's peak, any other op's at its vectorFlops —
+/// plus the device's kernelLatency per kernel: one for the op, and for its
+/// backward one per input that gets a gradient (what autodiff emits at least).
 /// An element-wise op (softmax included) whose first input another op produced
 /// is taken as fused into that op's kernel: it does not read that input back.
 double opComputeTime(const ir::Graph& graph, ir::OpId id, std::int64_t batch,

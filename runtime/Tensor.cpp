@@ -47,7 +47,7 @@ Shape boundShape(const ir::TensorType& type, std::int64_t batchSize) {
   return shape;
 }
 
-Tensor::Tensor(ir::DType dtype, Shape shape)
+Tensor::Tensor(ir::DType dtype, Shape shape, Uninitialized)
     : dtype_(dtype), shape_(std::move(shape)), allocated_(true) {
   requireHostDType(dtype);
   for (auto d : shape_)
@@ -55,32 +55,41 @@ Tensor::Tensor(ir::DType dtype, Shape shape)
       throw std::invalid_argument("negative dimension in tensor shape " + shapeText(shape_));
   auto n = static_cast<std::size_t>(elements());
   if (dtype == ir::DType::F32)
-    f32_.assign(n, 0.0f);
+    f32_.resize(n);
   else
-    i32_.assign(n, 0);
+    i32_.resize(n);
+}
+
+Tensor::Tensor(ir::DType dtype, Shape shape) : Tensor(dtype, std::move(shape), Uninitialized{}) {
+  std::fill(f32_.begin(), f32_.end(), 0.0f);
+  std::fill(i32_.begin(), i32_.end(), 0);
+}
+
+Tensor Tensor::uninitialized(ir::DType dtype, Shape shape) {
+  return Tensor(dtype, std::move(shape), Uninitialized{});
 }
 
 Tensor Tensor::full(Shape shape, float value) {
-  Tensor t(ir::DType::F32, std::move(shape));
+  Tensor t(ir::DType::F32, std::move(shape), Uninitialized{});
   std::fill(t.f32_.begin(), t.f32_.end(), value);
   return t;
 }
 
 Tensor Tensor::fromF32(Shape shape, std::vector<float> values) {
-  Tensor t(ir::DType::F32, std::move(shape));
+  Tensor t(ir::DType::F32, std::move(shape), Uninitialized{});
   if (values.size() != t.f32_.size())
     throw std::invalid_argument(
         fmt::format("{} values for a tensor of shape {}", values.size(), shapeText(t.shape_)));
-  t.f32_ = std::move(values);
+  std::copy(values.begin(), values.end(), t.f32_.begin());
   return t;
 }
 
 Tensor Tensor::fromI32(Shape shape, std::vector<std::int32_t> values) {
-  Tensor t(ir::DType::I32, std::move(shape));
+  Tensor t(ir::DType::I32, std::move(shape), Uninitialized{});
   if (values.size() != t.i32_.size())
     throw std::invalid_argument(
         fmt::format("{} values for a tensor of shape {}", values.size(), shapeText(t.shape_)));
-  t.i32_ = std::move(values);
+  std::copy(values.begin(), values.end(), t.i32_.begin());
   return t;
 }
 

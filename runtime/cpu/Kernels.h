@@ -45,7 +45,9 @@ class KernelError : public std::runtime_error {
 /// order). An unallocated output is allocated with the shape the kernel
 /// computes; an allocated one must already have that dtype and shape (Reshape
 /// takes its shape from an allocated output, since its `shape` attribute cannot
-/// name the symbolic batch). Input, Parameter: throw — the executor binds them.
+/// name the symbolic batch). Every kernel writes each element of its outputs
+/// and never reads what they held, so callers may pass outputs allocated with
+/// Tensor::uninitialized. Input, Parameter: throw — the executor binds them.
 /// Limits OpenBLAS to one thread on first use: each virtual device is one CPU
 /// thread, and a single-threaded sgemm is the same computation on every run.
 void runKernel(const ir::Op& op, const std::vector<const Tensor*>& inputs,

@@ -55,7 +55,9 @@ void OpRunner::run(std::span<const ir::OpId> ops, ValueTable& values, const Tens
     out.clear();
     for (ir::ValueId v : op.inputs) in.push_back(lookup(id, v, values, state, inputs));
     for (ir::ValueId v : op.outputs) {
-      auto [it, fresh] = values.insert_or_assign(v, Tensor(graph_.value(v).type.dtype, shapes_[v]));
+      // Uninitialised: every kernel writes each element of its outputs.
+      auto [it, fresh] =
+          values.insert_or_assign(v, Tensor::uninitialized(graph_.value(v).type.dtype, shapes_[v]));
       out.push_back(&it->second);
     }
     try {

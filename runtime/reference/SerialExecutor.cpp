@@ -201,7 +201,9 @@ std::vector<Tensor> SerialExecutor::run(const TensorMap& inputs, TensorMap& stat
     for (ir::ValueId v : op.inputs) in.push_back(views[v]);
     std::vector<Tensor*> out;
     for (ir::ValueId v : op.outputs) {
-      owned[v] = std::make_unique<Tensor>(graph_.value(v).type.dtype, shapes_[v]);
+      // Uninitialised: every kernel writes each element of its outputs.
+      owned[v] = std::make_unique<Tensor>(
+          Tensor::uninitialized(graph_.value(v).type.dtype, shapes_[v]));
       out.push_back(owned[v].get());
       views[v] = owned[v].get();
       liveBytes += owned[v]->bytes();

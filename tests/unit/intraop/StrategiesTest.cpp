@@ -125,6 +125,27 @@ TEST_CASE("bias add, layer_norm, embedding, cross_entropy and layout strategies"
   CHECK(find(passes::strategiesFor(split), "RRS1, RRS1, RRS1 = RRS1 [interleaved]"));
 }
 
+TEST_CASE("op compute time: matrix and vector rates, kernel latency") {
+  test::GraphBuilder b;
+  auto x = b.input("x", "f32[batch, 64]");
+  auto w = b.parameter("w", "f32[64, 32]");
+  auto y = b.op(ir::OpKind::MatMul, {x, w});
+  b.op(ir::OpKind::Gelu, {y});
+  ir::DeviceSpec d{"test", 1e9, 1e12, 1e30};  // compute-bound: bytes are free
+  double matmul = passes::opComputeTime(b.graph, 2, 8, 1, d);
+  double gelu = passes::opComputeTime(b.graph, 3, 8, 1, d);
+  // Without vectorFlops every op runs at the peak; without a latency, no fixed cost.
+  CHECK(matmul == Approx(3 * 2.0 * 8 * 64 * 32 / (1e12 * passes::kComputeEfficiency)));
+  d.vectorFlops = 1e10;
+  CHECK(passes::opComputeTime(b.graph, 2, 8, 1, d) == Approx(matmul));
+  CHECK(passes::opComputeTime(b.graph, 3, 8, 1, d) == Approx(gelu * 100));
+  d.kernelLatency = 1e-6;
+  // matmul: its kernel and one backward kernel for w (x is an input); gelu: two.
+  CHECK(passes::opComputeTime(b.graph, 2, 8, 1, d) == Approx(matmul + 2e-6));
+  CHECK(passes::opComputeTime(b.graph, 3, 8, 1, d) == Approx(gelu * 100 + 2e-6));
+  CHECK(passes::opComputeTime(b.graph, 0, 8, 1, d) == 0);  // an input runs no kernel
+}
+
 TEST_CASE("roofline and parameter memory") {
   ir::DeviceSpec d = test::v100();
   CHECK(passes::rooflineTime(125e12 * passes::kComputeEfficiency, 0, d) == Approx(1.0));

@@ -163,6 +163,25 @@ TEST_CASE("transpose permutes dimensions", "[kernels][forward]") {
   checkValues(y, {0, 2, 4, 6, 8, 10, 1, 3, 5, 7, 9, 11});
 }
 
+TEST_CASE("transposing the last two axes works in tiles, edges included", "[kernels][forward]") {
+  // 2 matrices of 37 x 70: neither side a multiple of the tile; f32 and i32.
+  Tensor x = meshflow::runtime::randomNormal({2, 37, 70}, 5);
+  Tensor y = run1(OpKind::Transpose, {x}, {{"perm", std::vector<std::int64_t>{0, 2, 1}}});
+  REQUIRE(y.shape() == Shape{2, 70, 37});
+  Tensor ids = meshflow::runtime::randomInts({37, 70}, 0, 1000, 6);
+  Tensor idsT = run1(OpKind::Transpose, {ids}, {{"perm", std::vector<std::int64_t>{1, 0}}});
+  for (std::int64_t b = 0; b < 2; ++b)
+    for (std::int64_t i = 0; i < 37; ++i)
+      for (std::int64_t j = 0; j < 70; ++j) {
+        INFO("b " << b << ", i " << i << ", j " << j);
+        REQUIRE(y.f32()[(b * 70 + j) * 37 + i] == x.f32()[(b * 37 + i) * 70 + j]);
+        REQUIRE(idsT.i32()[j * 37 + i] == ids.i32()[i * 70 + j]);
+      }
+  Tensor empty = run1(OpKind::Transpose, {Tensor::zeros({3, 0, 4})},
+                      {{"perm", std::vector<std::int64_t>{0, 2, 1}}});
+  CHECK(empty.shape() == Shape{3, 4, 0});
+}
+
 TEST_CASE("concat and split along an axis", "[kernels][forward]") {
   Tensor a = iota({2, 1});
   Tensor b = iota({2, 2}, 10);

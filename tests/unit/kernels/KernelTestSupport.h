@@ -4,7 +4,9 @@
 
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <algorithm>
 #include <functional>
+#include <limits>
 #include <vector>
 
 #include "runtime/Tensor.h"
@@ -18,7 +20,20 @@ using meshflow::runtime::Shape;
 using meshflow::runtime::Tensor;
 using meshflow::runtime::cpu::KernelContext;
 
+/// A tensor like `t` (dtype and shape) full of garbage: NaN for f32.
+inline Tensor poisoned(const Tensor& t) {
+  Tensor p = Tensor::uninitialized(t.dtype(), t.shape());
+  if (t.dtype() == meshflow::ir::DType::F32)
+    std::fill(p.f32().begin(), p.f32().end(), std::numeric_limits<float>::quiet_NaN());
+  else
+    std::fill(p.i32().begin(), p.i32().end(), 0x5a5a5a5a);
+  return p;
+}
+
 /// Runs an op of `kind` with `attrs` on `inputs`; returns its `outputs` outputs.
+/// Runs it a second time into outputs full of garbage and requires the same
+/// bits: runtimes allocate outputs uninitialised, so every kernel must write
+/// each element of its outputs (runtime/cpu/Kernels.h).
 inline std::vector<Tensor> runOp(OpKind kind, const std::vector<Tensor>& inputs,
                                  Attributes attrs = {}, std::size_t outputs = 1,
                                  KernelContext ctx = {}) {
@@ -29,6 +44,16 @@ inline std::vector<Tensor> runOp(OpKind kind, const std::vector<Tensor>& inputs,
   std::vector<Tensor*> out;
   for (auto& t : results) out.push_back(&t);
   meshflow::runtime::cpu::runKernel(op, in, out, ctx);
+  std::vector<Tensor> again;
+  for (const auto& t : results) again.push_back(poisoned(t));
+  out.clear();
+  for (auto& t : again) out.push_back(&t);
+  meshflow::runtime::cpu::runKernel(op, in, out, ctx);
+  for (std::size_t i = 0; i < outputs; ++i) {
+    INFO(meshflow::ir::opName(kind) << " output " << i
+                                    << " depends on what the output held before");
+    REQUIRE(again[i].bitEqual(results[i]));
+  }
   return results;
 }
 

@@ -17,6 +17,23 @@ TEST_CASE("tensors know their dtype, shape and elements", "[tensor]") {
   CHECK_THROWS_AS(t.i32(), std::logic_error);
 }
 
+TEST_CASE("tensors are zeroed unless asked for uninitialised storage", "[tensor]") {
+  using meshflow::ir::DType;
+  // Fill a large block and free it, so a new one may reuse its memory.
+  { Tensor used = Tensor::full({1 << 12}, 7.0f); }
+  Tensor zeros(DType::F32, {1 << 12});
+  CHECK(std::all_of(zeros.f32().begin(), zeros.f32().end(), [](float v) { return v == 0.0f; }));
+  Tensor ints(DType::I32, {3});
+  CHECK(std::all_of(ints.i32().begin(), ints.i32().end(), [](std::int32_t v) { return v == 0; }));
+  Tensor raw = Tensor::uninitialized(DType::F32, {2, 3});
+  CHECK(raw.allocated());
+  CHECK(raw.typeText() == "f32[2, 3]");
+  CHECK(raw.f32().size() == 6);
+  CHECK(Tensor::uninitialized(DType::I32, {4}).i32().size() == 4);
+  CHECK_THROWS_AS(Tensor::uninitialized(DType::F16, {2}), std::invalid_argument);
+  CHECK(Tensor::full({2}, 1.5f).f32()[1] == 1.5f);
+}
+
 TEST_CASE("bitEqual compares bits; random tensors are seeded", "[tensor]") {
   using meshflow::runtime::randomNormal;
   CHECK(randomNormal({4, 4}, 3).bitEqual(randomNormal({4, 4}, 3)));
