@@ -172,10 +172,13 @@ TEST_CASE("random models x random plans equal the serial reference", "[parallel]
   CHECK(cases == 240);
 }
 
-TEST_CASE("random plans with tensor parallelism equal the serial reference", "[parallel][property][spmd]") {
-  // Each stage's ops run SPMD on (1, t) tensor-parallel groups with random
-  // strategies, inside pipelines and data-parallel replicas.
-  std::mt19937 rng(4242);
+namespace {
+
+// Twelve plans per model from `draw(forward, trial)`, trained with Adam (every
+// fourth with clipping) and compared with the serial reference; `inspect` sees
+// each plan and training graph first. Returns the number of cases.
+template <class Draw, class Inspect>
+int compareAdamPlans(Draw draw, Inspect inspect) {
   int cases = 0;
   for (const ModelCase& model : models()) {
     ir::Graph forward = traceModel(kModels, model.expression);
@@ -186,14 +189,27 @@ TEST_CASE("random plans with tensor parallelism equal the serial reference", "[p
     auto trainingClipped = passes::buildTrainingGraph(forward, clipped);
     for (int trial = 0; trial < 12; ++trial) {
       bool clip = trial % 4 == 3;
-      RandomPlan r = randomPlan(forward, rng, trial % 3 == 2 ? 4 : 2);
+      RandomPlan r = draw(forward, trial);
       auto seed = static_cast<std::uint64_t>(trial);
       INFO(model.expression << (clip ? " clip_norm 0.05 " : " ") << r.text << " seed " << seed);
       const auto& graph = clip ? trainingClipped : training;
+      inspect(graph, r);
       requireSameRun(runParallel(graph, r.plan, optionsFor(r.batch), 2, seed), runSerial(graph, r.batch, 2, seed));
       ++cases;
     }
   }
+  return cases;
+}
+
+}  // namespace
+
+TEST_CASE("random plans with tensor parallelism equal the serial reference", "[parallel][property][spmd]") {
+  // Each stage's ops run SPMD on (1, t) tensor-parallel groups with random
+  // strategies, inside pipelines and data-parallel replicas.
+  std::mt19937 rng(4242);
+  int cases = compareAdamPlans(
+      [&](const ir::Graph& forward, int trial) { return randomPlan(forward, rng, trial % 3 == 2 ? 4 : 2); },
+      [](const passes::TrainingGraph&, const RandomPlan&) {});
   CHECK(cases == 60);
 }
 
@@ -202,27 +218,14 @@ TEST_CASE("random plans on unequal meshes equal the serial reference", "[paralle
   // dimensions; carries and gradients cross between meshes of other sizes in
   // tiles that the receivers all-gather.
   std::mt19937 rng(20261123);
-  int cases = 0, tiled = 0;
-  for (const ModelCase& model : models()) {
-    ir::Graph forward = traceModel(kModels, model.expression);
-    passes::OptimizerConfig optimizer = passes::OptimizerConfig::adam();
-    passes::OptimizerConfig clipped = optimizer;
-    clipped.clipNorm = 0.05;
-    auto training = passes::buildTrainingGraph(forward, optimizer);
-    auto trainingClipped = passes::buildTrainingGraph(forward, clipped);
-    for (int trial = 0; trial < 12; ++trial) {
-      bool clip = trial % 4 == 3;
-      RandomPlan r = unequalMeshPlan(forward, rng);
-      auto seed = static_cast<std::uint64_t>(trial);
-      INFO(model.expression << (clip ? " clip_norm 0.05 " : " ") << r.text << " seed " << seed);
-      const auto& graph = clip ? trainingClipped : training;
-      runtime::ParallelTrainer probe(graph, r.plan, optionsFor(r.batch));
-      for (const ir::DeviceCode& code : probe.program().devices)
-        for (const ir::Instruction& in : code.code) tiled += in.op == ir::Opcode::kAllGather ? 1 : 0;
-      requireSameRun(runParallel(graph, r.plan, optionsFor(r.batch), 2, seed), runSerial(graph, r.batch, 2, seed));
-      ++cases;
-    }
-  }
+  int tiled = 0;
+  int cases = compareAdamPlans([&](const ir::Graph& forward, int) { return unequalMeshPlan(forward, rng); },
+                               [&](const passes::TrainingGraph& graph, const RandomPlan& r) {
+                                 runtime::ParallelTrainer probe(graph, r.plan, optionsFor(r.batch));
+                                 for (const ir::DeviceCode& code : probe.program().devices)
+                                   for (const ir::Instruction& in : code.code)
+                                     tiled += in.op == ir::Opcode::kAllGather ? 1 : 0;
+                               });
   CHECK(cases == 60);
   CHECK(tiled > 0);
 }
