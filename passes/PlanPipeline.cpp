@@ -84,15 +84,18 @@ StageDescription rankCosts(const ir::Plan& plan, const std::vector<int>& stages)
 
 }  // namespace
 
+bool sameDataParallelRows(const ir::Plan& plan) {
+  return std::all_of(plan.stages.begin(), plan.stages.end(), [&](const ir::PlanStage& stage) {
+    return stage.logicalMesh[0] == plan.stages.front().logicalMesh[0];
+  });
+}
+
 PipelineDescription describePipeline(const ir::Plan& plan, std::vector<std::string>* notes) {
   const std::vector<std::vector<int>> ranks = stagesOfRanks(plan);
   std::vector<const ir::PlanStage*> layouts;
   for (size_t r = 0; r < ranks.size(); ++r)
     layouts.push_back(&rankLayout(plan, ranks[r], static_cast<int>(r)));
-  const bool sameReplicas =
-      std::all_of(layouts.begin(), layouts.end(), [&](const ir::PlanStage* stage) {
-        return stage->logicalMesh[0] == layouts[0]->logicalMesh[0];
-      });
+  const bool sameReplicas = sameDataParallelRows(plan);
   if (!sameReplicas && notes) {
     std::string meshes;
     for (size_t r = 0; r < layouts.size(); ++r) {

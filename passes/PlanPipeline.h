@@ -32,6 +32,11 @@ namespace meshflow::passes {
 PipelineDescription describePipeline(const ir::Plan& plan,
                                      std::vector<std::string>* notes = nullptr);
 
+/// Whether every stage of `plan` has the same rows (logical mesh dimension 0),
+/// so that row i of every rank is data-parallel replica i — describePipeline's
+/// choice, and the parallel runtime's (runtime/parallel/PlanExecution.h).
+bool sameDataParallelRows(const ir::Plan& plan);
+
 /// Simulator options for `cluster`: devices per node, the intra-node link (per
 /// device) and the inter-node link. ir::Cluster's inter-node bandwidth is the
 /// node's (shared by its devices), while the simulator gives every transfer its

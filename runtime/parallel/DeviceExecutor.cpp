@@ -298,11 +298,8 @@ class DeviceRun {
       if (held->second != spec)
         throw std::logic_error(fmt::format("the gradient value {} came as {} and as {}", g,
                                            held->second.toString(), spec.toString()));
-      if (sums[i].allocated()) {
-        addInto(sums[i], made);
-      } else {
-        sums[i] = made;
-      }
+      if (sums[i].allocated()) addInto(sums[i], made);
+      else sums[i] = fresh != gradients_.end() ? std::move(fresh->second.local) : made;  // gradients_ is spent
     }
     gradients_.clear();
   }

@@ -44,13 +44,15 @@ class UpdateRun {
  private:
   const passes::StagePiece& piece(int vs) const { return s_.partition->stages.at(static_cast<std::size_t>(vs)); }
 
-  // The sum of squares of this replica's gradients that this device counts:
-  // the first member of a mesh counts them all (the members hold the same).
+  // The sum of squares of this replica's whole gradients that this device
+  // counts: on a 1 × 1 mesh, all of them.
   double gradientSquares(const ValueTable& values) const {
     double squares = 0;
-    if (s_.mesh.index == 0)
-      for (int vs : stages_)
-        for (ir::ValueId g : piece(vs).gradients) squares += sumOfSquares(values.at(g));
+    for (int vs : stages_)
+      for (ir::ValueId g : piece(vs).gradients) {
+        const Tensor& t = values.at(g);
+        if (countsOnce(ir::ShardingSpec::replicated(t.rank()))) squares += sumOfSquares(t);
+      }
     return squares;
   }
 
@@ -86,12 +88,21 @@ class UpdateRun {
     auto start = Clock::now();
     s_.runner->run(p.update, values, *s_.state, kNoInputs, s_.step);
     times_.kernelSeconds += secondsSince(start);
+    writeBack(p, [&](ir::ValueId, ir::ValueId updated) { return std::move(values.at(updated)); });
+  }
+
+  // Stores what the optimizer ops of `p` computed: `updatedOf(held, updated)`
+  // gives the new tensor of the parameter or state value `held`.
+  template <class F>
+  void writeBack(const passes::StagePiece& p, F updatedOf) {
     const ir::Graph& graph = s_.runner->graph();
     for (ir::OpId id : p.update) {
       const ir::Op& op = graph.op(id);
       if (op.kind != ir::OpKind::SgdUpdate && op.kind != ir::OpKind::AdamUpdate) continue;
-      for (std::size_t j = 0; j < op.outputs.size(); ++j)
-        (*s_.state)[bindingName(graph, op.inputs.at(updatedInput(j)))] = std::move(values.at(op.outputs[j]));
+      for (std::size_t j = 0; j < op.outputs.size(); ++j) {
+        const ir::ValueId held = op.inputs.at(updatedInput(j));
+        (*s_.state)[bindingName(graph, held)] = updatedOf(held, op.outputs[j]);
+      }
     }
   }
 
@@ -104,24 +115,16 @@ class UpdateRun {
     if (s_.partition->clip)
       values[clipScaleValue()] = ShardedValue{clipScale(shardedSquares(values)), ir::ShardingSpec::replicated(0)};
     static const TensorMap kNoInputs;
-    const ir::Graph& graph = s_.runner->graph();
     auto start = Clock::now();
     for (int vs : stages_) {
       const passes::StagePiece& p = piece(vs);
       s_.spmd->run(p.update, values, *s_.state, kNoInputs, s_.step, s_.mesh, *s_.comm);
-      for (ir::OpId id : p.update) {
-        const ir::Op& op = graph.op(id);
-        if (op.kind != ir::OpKind::SgdUpdate && op.kind != ir::OpKind::AdamUpdate) continue;
-        for (std::size_t j = 0; j < op.outputs.size(); ++j) {
-          const ir::ValueId held = op.inputs.at(updatedInput(j));
-          ShardedValue& updated = values.at(op.outputs[j]);
-          ir::ShardingSpec spec = s_.spmd->heldSpec(held);
-          (*s_.state)[bindingName(graph, held)] =
-              updated.spec == spec ? std::move(updated.local)
-                                   : reshard(std::move(updated.local), s_.spmd->shape(held), updated.spec, spec,
-                                             s_.mesh, *s_.comm);
-        }
-      }
+      writeBack(p, [&](ir::ValueId held, ir::ValueId updated) {
+        ShardedValue& sv = values.at(updated);
+        ir::ShardingSpec spec = s_.spmd->heldSpec(held);
+        return sv.spec == spec ? std::move(sv.local)
+                               : reshard(std::move(sv.local), s_.spmd->shape(held), sv.spec, spec, s_.mesh, *s_.comm);
+      });
     }
     times_.kernelSeconds += secondsSince(start);
   }

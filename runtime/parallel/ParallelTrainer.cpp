@@ -47,6 +47,12 @@ int ParallelPlan::meshSize(int rank) const {
 
 int ParallelPlan::replicas() const { return static_cast<int>(rankDevices.at(0).size()) / meshSize(0); }
 
+bool ParallelPlan::sameMeshes() const {
+  for (int r = 1; r < static_cast<int>(rankDevices.size()); ++r)
+    if (meshOf(r) != meshOf(0)) return false;
+  return true;
+}
+
 ParallelTrainer::ParallelTrainer(const passes::TrainingGraph& training, ParallelPlan plan,
                                  ParallelOptions options)
     : training_(training), plan_(std::move(plan)), options_(options) {
@@ -113,8 +119,6 @@ ParallelTrainer::ParallelTrainer(const passes::TrainingGraph& training, Parallel
       replicaDevices_[k / static_cast<std::size_t>(n)].push_back(rank[k]);
     }
   }
-  sameMeshes_ = true;
-  for (int r = 1; r < ranks; ++r) sameMeshes_ = sameMeshes_ && plan_.meshOf(r) == plan_.meshOf(0);
   deviceState_.resize(static_cast<std::size_t>(devices));
   cluster_ = std::make_unique<cpu::LocalCluster>(cpu::LocalClusterOptions{devices, options_.timeout});
 }
@@ -196,9 +200,10 @@ std::vector<ParallelTrainer::HeldState> ParallelTrainer::heldState(int device) c
 
 TensorMap ParallelTrainer::state() const {
   TensorMap all;
-  for (const auto& rank : plan_.rankDevices) {
+  for (int r = 0; r < static_cast<int>(plan_.rankDevices.size()); ++r) {
     // Replica 0's mesh: its members' boxes make every tensor.
-    const int n = static_cast<int>(placeOf(rank[0]).devices.size());
+    const auto& rank = plan_.rankDevices[static_cast<std::size_t>(r)];
+    const int n = plan_.meshSize(r);
     for (const HeldState& s : heldState(rank[0])) {
       const Tensor& first = deviceState_.at(static_cast<std::size_t>(rank[0])).at(s.name);
       Tensor whole(first.dtype(), s.shape);
@@ -266,7 +271,7 @@ ParallelStepResult ParallelTrainer::step(const TensorMap& batch, std::int64_t st
       s.runner = runner_.get();
       s.spmd = spmd_[static_cast<std::size_t>(rank)].get();
       s.mesh = placeOf(device);
-      s.shardedCarries = sameMeshes_;
+      s.shardedCarries = plan_.sameMeshes();
       s.members = &members_;
       s.comm = &cluster_->communicator(device);
       s.state = &deviceState_[d];

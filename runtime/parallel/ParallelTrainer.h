@@ -66,6 +66,8 @@ struct ParallelPlan {
   int meshSize(int rank) const;
   /// Data-parallel replicas of every rank.
   int replicas() const;
+  /// Every rank's mesh has the same shape.
+  bool sameMeshes() const;
 };
 
 struct ParallelOptions {
@@ -136,7 +138,6 @@ class ParallelTrainer {
   std::vector<std::unique_ptr<SpmdRunner>> spmd_;  // per rank; null on a 1 × 1 mesh
   std::unique_ptr<cpu::LocalCluster> cluster_;
   std::vector<TensorMap> deviceState_;  // on a mesh of several devices: boxes
-  bool sameMeshes_ = true;              // every rank's mesh has one shape
   std::vector<std::vector<int>> stagesOfRank_;  // per pipeline rank: its virtual stages
   // Per device (-1 if unused): its pipeline rank, and its slot in that rank's
   // devices (replica slot / n, member of the replica's mesh slot % n).

@@ -51,12 +51,6 @@ std::map<ir::OpId, PlannedSpecs> plannedStrategies(const ir::Graph& forward, con
   return out;
 }
 
-bool rowsAreReplicas(const ir::Plan& plan) {
-  for (const ir::PlanStage& stage : plan.stages)
-    if (stage.logicalMesh[0] != plan.stages[0].logicalMesh[0]) return false;
-  return true;
-}
-
 ParallelPlan parallelPlanOf(const ir::Graph& forward, const ir::Plan& plan) {
   const int ranks = plan.pipelineRanks();
   if (plan.stages.empty() || ranks < 1) throw ParallelRunError("the plan has no stages");
@@ -67,7 +61,7 @@ ParallelPlan parallelPlanOf(const ir::Graph& forward, const ir::Plan& plan) {
   } catch (const passes::PlanningError& e) {
     throw ParallelRunError(fmt::format("the plan does not fit the model: {}", e.what()));
   }
-  const bool rows = rowsAreReplicas(plan);
+  const bool rows = passes::sameDataParallelRows(plan);
   p.virtualStages = static_cast<int>(plan.stages.size());
   p.rankDevices.clear();
   bool spmd = false;
@@ -90,10 +84,8 @@ namespace {
 // "", " × 2 tensor-parallel", " on (2, 2) meshes" or " on meshes (1, 2), (2, 2)".
 std::string meshText(const ParallelPlan& plan) {
   const int ranks = static_cast<int>(plan.rankDevices.size());
-  bool same = true;
-  for (int r = 1; r < ranks; ++r) same = same && plan.meshOf(r) == plan.meshOf(0);
   auto [a, b] = plan.meshOf(0);
-  if (same) return a == 1 ? (b > 1 ? fmt::format(" × {} tensor-parallel", b) : "") : fmt::format(" on ({}, {}) meshes", a, b);
+  if (plan.sameMeshes()) return a == 1 ? (b > 1 ? fmt::format(" × {} tensor-parallel", b) : "") : fmt::format(" on ({}, {}) meshes", a, b);
   std::string text = " on meshes ";
   for (int r = 0; r < ranks; ++r) text += fmt::format("{}({}, {})", r ? ", " : "", plan.meshOf(r)[0], plan.meshOf(r)[1]);
   return text;

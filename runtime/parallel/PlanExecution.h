@@ -11,7 +11,8 @@ namespace meshflow::runtime {
 /// every op from the plan's layer ranges, pipeline rank r on the devices of
 /// stage r, the schedule and the cost model's seconds per rank.
 ///
-/// When every stage's logical mesh has the same rows, (a, b_r), row i is
+/// When every stage's logical mesh has the same rows, (a, b_r)
+/// (passes::sameDataParallelRows, as the simulator's description), row i is
 /// data-parallel replica i on every rank and runs the stage's ops SPMD on a
 /// (1, b_r) mesh with the strategies projected onto dimension 1: each row
 /// takes its share of the batch, whatever the plan does along dimension 0
@@ -21,10 +22,6 @@ namespace meshflow::runtime {
 /// as planned, and values crossing to a rank of another mesh size travel in
 /// tiles (docs/runtime.md).
 ParallelPlan parallelPlanOf(const ir::Graph& forward, const ir::Plan& plan);
-
-/// Whether every stage of `plan` has the same rows (mesh dimension 0), so
-/// that they can run as data-parallel replicas.
-bool rowsAreReplicas(const ir::Plan& plan);
 
 /// The plan's strategies by forward op; with `onColumns`, each spec seen from
 /// one data-parallel row (mesh dimension 0 dropped: S01 becomes S1). Throws

@@ -2,6 +2,7 @@
 // plan's meshes run, and what runs equals the serial reference.
 #include "ParallelModels.h"
 
+#include "passes/PlanPipeline.h"
 #include "passes/Planner.h"
 #include "runtime/parallel/PlanExecution.h"
 
@@ -43,7 +44,7 @@ TEST_CASE("a plan whose stages share their rows runs them as replicas", "[parall
   ir::Graph forward = traceModel("", kGpt);
   ir::Plan plan = twoStagePlan(forward);
   runtime::ParallelPlan parallel = runtime::parallelPlanOf(forward, plan);
-  CHECK(runtime::rowsAreReplicas(plan));
+  CHECK(passes::sameDataParallelRows(plan));
   CHECK(parallel.replicas() == 1);
   CHECK(parallel.meshOf(0) == std::array<std::int64_t, 2>{1, 2});
   CHECK(runtime::parallelPlanText(parallel, 8) == "2 stages × 1 replica × 2 tensor-parallel, " +
@@ -63,7 +64,7 @@ TEST_CASE("a plan whose stages differ in rows runs each rank as one mesh", "[par
   plan.stages[0].devices = {0};
   plan.stages[1].logicalMesh = {2, 1};
   plan.stages[1].devices = {1, 2};
-  CHECK_FALSE(runtime::rowsAreReplicas(plan));
+  CHECK_FALSE(passes::sameDataParallelRows(plan));
   runtime::ParallelPlan parallel = runtime::parallelPlanOf(forward, plan);
   CHECK(parallel.replicas() == 1);
   CHECK(parallel.meshOf(0) == std::array<std::int64_t, 2>{1, 1});
