@@ -51,6 +51,7 @@
 #include "runtime/parallel/PlanExecution.h"
 #include "runtime/reference/SerialExecutor.h"
 #include "runtime/sim/Simulator.h"
+#include "runtime/sim/TimelineText.h"
 
 using namespace meshflow;
 using Clock = std::chrono::steady_clock;
@@ -230,24 +231,24 @@ struct Calibration {
 // A virtual cpu device (as the `cpu(devices = n)` builtin makes) calibrated by
 // `c`: the cost model prices a kernel's FLOPs at peak · kComputeEfficiency, so
 // peak = measured rate / kComputeEfficiency prices them at the measured rate.
-// With more device threads than cores, every device gets cores / devices of a
-// core while all of them compute (a pipeline's steady state), so its rates
-// are that share of one core's and its fixed costs take 1 / share as long.
-ir::DeviceSpec calibratedDevice(const Calibration& c, double coreShare) {
-  ir::DeviceSpec d{"cpu-thread (calibrated)", 4.0 * (1 << 30), coreShare * c.gemm.flopsPerSecond / passes::kComputeEfficiency,
-                   coreShare * c.bandwidth};
-  d.vectorFlops = coreShare * c.vectorRate / passes::kComputeEfficiency;
-  d.kernelLatency = c.kernelLatency / coreShare;
+ir::DeviceSpec calibratedDevice(const Calibration& c) {
+  ir::DeviceSpec d{"cpu-thread (calibrated)", 4.0 * (1 << 30), c.gemm.flopsPerSecond / passes::kComputeEfficiency,
+                   c.bandwidth};
+  d.vectorFlops = c.vectorRate / passes::kComputeEfficiency;
+  d.kernelLatency = c.kernelLatency;
   return d;
 }
 
+// `devices` calibrated devices on this machine's `cores`: with more devices than
+// cores they take turns (the runtime's CoreGate, the simulator's hostCores).
 ir::Cluster calibratedCpu(int devices, unsigned cores, const Calibration& c) {
   ir::Cluster cluster;
   cluster.nodes = 1;
   cluster.devicesPerNode = devices;
-  cluster.device = calibratedDevice(c, std::min(1.0, static_cast<double>(cores) / devices));
+  cluster.device = calibratedDevice(c);
   cluster.intraNode = {10e9, 1e-6};  // the cpu() builtin's nominal in-process link
   cluster.interNode = cluster.intraNode;
+  cluster.hostCores = std::min<std::int64_t>(devices, cores);
   return cluster;
 }
 
@@ -387,6 +388,8 @@ struct Outcome {
   KernelProfile profile;
   ir::Graph trainingGraph;  // for the per-op breakdown
   ir::DeviceSpec device;    // the calibrated device of one thread on its own core
+  ir::Program program;      // what ran, for the timelines
+  std::vector<std::vector<runtime::sim::TimedInstruction>> simulatedTimeline;
 };
 
 // Per device, Σ (total − kernel − comm) / Σ total over the measured steps.
@@ -395,7 +398,7 @@ std::vector<double> overheadShares(const std::vector<runtime::ParallelStepResult
   for (const auto& step : steps)
     for (std::size_t d = 0; d < other.size(); ++d) {
       const runtime::DeviceTimes& t = step.devices[d];
-      other[d] += t.totalSeconds - t.kernelSeconds - t.commSeconds;
+      other[d] += t.totalSeconds - t.kernelSeconds - t.commSeconds - t.coreWaitSeconds;
       total[d] += t.totalSeconds;
     }
   std::vector<double> shares;
@@ -439,16 +442,21 @@ Outcome run(const Workload& w, int steps, int profileRepeats, unsigned cores) {
   o.cal.vectorRate = measureVectorRate(training.graph, w.microbatch(), 0.02);
   o.cal.bandwidth = measureElementwiseBandwidth(w.microbatch() * w.seq, w.hidden, 0.1);
   o.cal.kernelLatency = measureKernelLatency(0.05);
-  o.device = calibratedDevice(o.cal, 1.0);
+  o.device = calibratedDevice(o.cal);
   ir::Cluster cluster = calibratedCpu(w.devices, cores, o.cal);
 
   runtime::ParallelPlan parallel = runtime::parallelPlanOf(forward, passes::planTraining(forward, cluster, w.request));
   o.plan = runtime::parallelPlanText(parallel, w.batch);
   runtime::ParallelOptions options;
   options.batch = w.batch;
+  options.hostCores = static_cast<int>(cluster.hostCores);
   runtime::ParallelTrainer trainer(training, parallel, options);
-  auto simulated = runtime::sim::simulate(trainer.program(), passes::simulatorOptions(cluster));
+  auto simOptions = passes::simulatorOptions(cluster);
+  simOptions.recordTimeline = true;
+  auto simulated = runtime::sim::simulate(trainer.program(), simOptions);
   o.predicted = simulated.makespan;
+  o.simulatedTimeline = simulated.timeline;
+  o.program = trainer.program();
   for (double busy : simulated.computeBusy) o.predictedBusy += busy;
 
   measureSteps(trainer, training, w.batch, steps, o);
@@ -460,19 +468,39 @@ Outcome run(const Workload& w, int steps, int profileRepeats, unsigned cores) {
 }
 
 void printDevices(const std::vector<runtime::ParallelStepResult>& steps) {
-  fmt::print("  per device, summed over the measured steps (comm includes waiting for peers):\n");
-  fmt::print("    {:>6} {:>9} {:>9} {:>9} {:>9}  {:>7}\n", "device", "total_s", "kernel_s", "comm_s",
-             "other_s", "other%");
+  fmt::print("  per device, summed over the measured steps (comm includes waiting for peers, core_s is waiting for a "
+             "host core):\n");
+  fmt::print("    {:>6} {:>9} {:>9} {:>9} {:>9} {:>9}  {:>7}\n", "device", "total_s", "kernel_s", "comm_s",
+             "core_s", "other_s", "other%");
   for (std::size_t d = 0; d < steps.front().devices.size(); ++d) {
     runtime::DeviceTimes sum;
     for (const auto& step : steps) {
       sum.totalSeconds += step.devices[d].totalSeconds;
       sum.kernelSeconds += step.devices[d].kernelSeconds;
       sum.commSeconds += step.devices[d].commSeconds;
+      sum.coreWaitSeconds += step.devices[d].coreWaitSeconds;
     }
-    double other = sum.totalSeconds - sum.kernelSeconds - sum.commSeconds;
-    fmt::print("    {:>6} {:>9.4f} {:>9.4f} {:>9.4f} {:>9.4f}  {:>6.1f}%\n", d, sum.totalSeconds,
-               sum.kernelSeconds, sum.commSeconds, other, 100 * other / sum.totalSeconds);
+    double other = sum.totalSeconds - sum.kernelSeconds - sum.commSeconds - sum.coreWaitSeconds;
+    fmt::print("    {:>6} {:>9.4f} {:>9.4f} {:>9.4f} {:>9.4f} {:>9.4f}  {:>6.1f}%\n", d, sum.totalSeconds,
+               sum.kernelSeconds, sum.commSeconds, sum.coreWaitSeconds, other, 100 * other / sum.totalSeconds);
+  }
+}
+
+// The simulated step above the measured step of median length, device by
+// device, on one time scale: where the measured step loses its time.
+void printTimelines(const Outcome& o) {
+  std::vector<const runtime::ParallelStepResult*> bySeconds;
+  for (const auto& step : o.steps) bySeconds.push_back(&step);
+  std::sort(bySeconds.begin(), bySeconds.end(), [](auto* a, auto* b) { return a->seconds < b->seconds; });
+  const runtime::ParallelStepResult& median = *bySeconds[bySeconds.size() / 2];
+  const double span = std::max(median.seconds, o.predicted);
+  fmt::print("  timelines, one column = {:.3f} ms (sim: simulated step; run: the measured step of median length):\n",
+             1e3 * span / runtime::sim::kTimelineColumns);
+  for (std::size_t d = 0; d < median.devices.size(); ++d) {
+    fmt::print("    {:>2} sim |{}|\n", d,
+               runtime::sim::timelineRow(o.program, static_cast<int>(d), o.simulatedTimeline[d], span));
+    fmt::print("    {:>2} run |{}|\n", d,
+               runtime::sim::timelineRow(o.program, static_cast<int>(d), median.devices[d].timeline, span));
   }
 }
 
@@ -497,6 +525,7 @@ void printOutcome(const Workload& w, const Outcome& o, int steps) {
              "{:.4f} s; measured / predicted {:.2f}\n",
              o.predicted, o.predictedBusy, o.measured / o.predicted);
   printDevices(o.steps);
+  printTimelines(o);
   printProfile(o.profile, w.microbatch());
   printOpBreakdown(o.profile, o.trainingGraph, w.microbatch(), o.device, o.cal.gemm.flopsPerSecond);
 }
@@ -555,9 +584,9 @@ TinyReport reportTiny(const Workload& tiny, int steps, unsigned cores) {
   r.o = run(tiny, steps, 20, cores);
   printOutcome(tiny, r.o, steps);
   r.ratio = r.o.measured / r.o.predicted;
-  fmt::print("  NOTE: {} virtual devices (threads) on {} hardware threads: the calibrated device has {:.2f} of a "
-             "core's rates\n  (kernels alone above are priced for a whole core)\n",
-             tiny.devices, cores, std::min(1.0, static_cast<double>(cores) / tiny.devices));
+  fmt::print("  NOTE: {} virtual devices (threads) take turns on {} hardware threads (the runtime's CoreGate; the "
+             "simulator's hostCores)\n",
+             tiny.devices, cores);
   fmt::print("\n== 3. runtime overhead (outside kernels and communication), tiny GPT ==\n"
              "  max over devices {:.1f}%, mean {:.1f}%\n",
              100 * r.o.maxOverhead, 100 * r.o.meanOverhead);

@@ -143,7 +143,9 @@ Value exclude(Evaluator& ev, BoundArgs& a) {
 // cpu(devices = 8, mesh = [2, 4]): a virtual cluster of CPU threads, 2 "nodes"
 // of 4 devices. Its device figures are nominal (one core's fp32 rate and a
 // share of memory bandwidth) unless `peak` and `memory_bandwidth` give measured
-// ones (bench/bench_runtime prints this machine's).
+// ones (bench/bench_runtime prints this machine's). `cores` says how many host
+// cores the devices share (plans and simulations then model the turns they
+// take); train() uses this machine's when it is not given.
 Value cpu(Evaluator& ev, BoundArgs& a) {
   std::int64_t devices = intArg(a, 0, "devices");
   if (devices < 1) argumentError(a, 0, DiagnosticKind::InvalidValue, "devices must be >= 1");
@@ -160,6 +162,9 @@ Value cpu(Evaluator& ev, BoundArgs& a) {
                     fmt::format("mesh [{}, {}] has {} devices, not {}", nodes, perNode,
                                 nodes * perNode, devices));
   }
+  if (!a[4].isNone() && (!a[4].isInt() || a[4].asInt() < 1))
+    argumentError(a, 4, DiagnosticKind::InvalidValue,
+                  fmt::format("cores must be an integer >= 1, not {}", a[4].isInt() ? a[4].repr() : a[4].aTypeName()));
   if (!a[2].isNone()) positiveQuantity(a, 2, kFlopPerSecond, "peak");
   if (!a[3].isNone()) positiveQuantity(a, 3, kBytesPerSecond, "memory_bandwidth");
   Value device = ev.makeRecord({{"kind", ev.makeString("cpu")},
@@ -171,12 +176,13 @@ Value cpu(Evaluator& ev, BoundArgs& a) {
   Value link = ev.makeRecord({{"kind", ev.makeString("link")},
                               {"bandwidth", Value::quantity(10e9, kBytesPerSecond)},
                               {"latency", Value::quantity(1e-6, kSeconds)}});
-  auto cluster = std::make_shared<ClusterObject>(
-      "cpu", Fields{{"nodes", Value::integer(nodes)},
-                    {"devices_per_node", Value::integer(perNode)},
-                    {"device", device},
-                    {"intra_node", link},
-                    {"inter_node", link}});
+  Fields fields{{"nodes", Value::integer(nodes)},
+                {"devices_per_node", Value::integer(perNode)},
+                {"device", device},
+                {"intra_node", link},
+                {"inter_node", link}};
+  if (!a[4].isNone()) fields.emplace_back("cores", a[4]);
+  auto cluster = std::make_shared<ClusterObject>("cpu", std::move(fields));
   ev.heap().adopt(cluster, kObjectOverhead);
   return Value::object(ValueKind::Object, std::move(cluster));
 }
@@ -187,7 +193,11 @@ void installDeclarationBuiltins(Environment& env) {
   defineBuiltin(env, "gpu", {{"name", {}}, {"memory", {}}, {"peak", {}}, {"memory_bandwidth", {}}},
                 gpu);
   defineBuiltin(env, "cpu",
-                {{"devices", Value::integer(1)}, {"mesh", Value()}, {"peak", Value()}, {"memory_bandwidth", Value()}},
+                {{"devices", Value::integer(1)},
+                 {"mesh", Value()},
+                 {"peak", Value()},
+                 {"memory_bandwidth", Value()},
+                 {"cores", Value()}},
                 cpu);
   defineBuiltin(env, "link", {{"bandwidth", {}}, {"latency", Value::quantity(0, kSeconds)}}, link);
   defineOptimizer(env, "adam",

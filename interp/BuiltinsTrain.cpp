@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "interp/Builtins.h"
 #include "interp/Evaluator.h"
@@ -172,8 +173,14 @@ std::unique_ptr<StepRunner> makeRunner(const BoundArgs& a, const ir::Graph& forw
     runtime::ParallelOptions options;
     options.batch = batch;
     options.devices = static_cast<int>(devices);
+    // The device threads take turns on this machine's cores (or as many as
+    // the cluster says), and the simulator predicts the step with those turns.
+    ir::Cluster host = *cluster;
+    if (host.hostCores < 1) host.hostCores = std::max(1u, std::thread::hardware_concurrency());
+    options.hostCores = static_cast<int>(host.hostCores);
     std::string text = runtime::parallelPlanText(parallel, batch);
-    return parallelRunner(training, std::move(parallel), options, passes::simulatorOptions(*cluster), text);
+    if (host.hostCores < devices) text += fmt::format(" taking turns on {} host cores", host.hostCores);
+    return parallelRunner(training, std::move(parallel), options, passes::simulatorOptions(host), text);
   } catch (const std::runtime_error& error) {
     failAt(DiagnosticKind::TrainingError, fmt::format("cannot run the plan: {}", error.what()),
            a[kPlan].isNone() ? a.callSpan : a.spans[kPlan]);

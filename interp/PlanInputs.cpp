@@ -94,6 +94,7 @@ ir::Cluster clusterOf(const ClusterObject& cluster) {
   out.device.memoryBandwidth = quantity(device, "memory_bandwidth");
   out.intraNode = linkOf(*cluster.field("intra_node"), 1);
   out.interNode = linkOf(*cluster.field("inter_node"), static_cast<double>(out.devicesPerNode));
+  if (auto cores = cluster.field("cores"); cores && cores->isInt()) out.hostCores = cores->asInt();
   return out;
 }
 

@@ -3,9 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cctype>
 #include <fstream>
-#include <map>
 
 #include "interp/Builtins.h"
 #include "interp/Evaluator.h"
@@ -13,6 +11,7 @@
 #include "interp/PlanObject.h"
 #include "ir/ScopeGlob.h"
 #include "runtime/sim/SimTrace.h"
+#include "runtime/sim/TimelineText.h"
 
 namespace meshflow::interp {
 namespace {
@@ -75,50 +74,6 @@ std::string topScopes(const ir::Plan& plan) {
 }
 
 // ---- timeline ----
-
-constexpr int kColumns = 72;
-
-// The letter of a compute instruction: the action (lower case for odd
-// microbatches, so that neighbours stay apart) or U for the optimizer step.
-char letterOf(const ir::Instruction& in) {
-  if (in.op == ir::Opcode::kUpdate) return 'U';
-  char letter = ir::actionKindLetter(in.action);
-  return in.microbatch % 2 ? static_cast<char>(std::tolower(letter)) : letter;
-}
-
-// One row: per column the compute instruction that covers most of it, or idle
-// when less than half of the column is busy.
-std::string timelineRow(const ir::Program& program, int device,
-                        const std::vector<runtime::sim::TimedInstruction>& timeline,
-                        double makespan) {
-  if (!(makespan > 0)) return std::string(kColumns, '.');
-  const double width = makespan / kColumns;
-  std::vector<std::map<char, double>> cover(kColumns);
-  for (const runtime::sim::TimedInstruction& timed : timeline) {
-    const ir::Instruction& in = program.devices[static_cast<std::size_t>(device)].code[timed.index];
-    if (in.op != ir::Opcode::kRun && in.op != ir::Opcode::kUpdate) continue;
-    int first = std::clamp(static_cast<int>(timed.start / width), 0, kColumns - 1);
-    int last = std::clamp(static_cast<int>(timed.end / width), 0, kColumns - 1);
-    for (int c = first; c <= last; ++c) {
-      double overlap = std::min(timed.end, (c + 1) * width) - std::max(timed.start, c * width);
-      if (overlap > 0) cover[static_cast<std::size_t>(c)][letterOf(in)] += overlap;
-    }
-  }
-  std::string row;
-  for (const auto& column : cover) {
-    char best = '.';
-    double most = 0, busy = 0;
-    for (const auto& [letter, seconds] : column) {
-      busy += seconds;
-      if (seconds > most) {
-        most = seconds;
-        best = letter;
-      }
-    }
-    row += busy * 2 >= width ? best : '.';
-  }
-  return row;
-}
 
 std::string deviceRange(const std::vector<std::vector<int>>& meshes) {
   std::vector<int> ids;
@@ -234,7 +189,7 @@ std::string planTimeline(const ir::Plan& plan, const PlanSimulation& simulation)
   std::string out = fmt::format(
       "one step, simulated: {} on {} pipeline rank{}, {}, {} microbatches; one column = {}\n",
       seconds(result.makespan), ranks.size(), ranks.size() == 1 ? "" : "s",
-      ir::scheduleKindName(plan.schedule), plan.microbatches, seconds(result.makespan / kColumns));
+      ir::scheduleKindName(plan.schedule), plan.microbatches, seconds(result.makespan / runtime::sim::kTimelineColumns));
   std::vector<std::string> labels;
   std::size_t width = 0;
   for (std::size_t r = 0; r < ranks.size(); ++r) {
@@ -248,7 +203,7 @@ std::string planTimeline(const ir::Plan& plan, const PlanSimulation& simulation)
                       : 0;
     out +=
         fmt::format("{:<{}} |{}| busy {:.0f}%\n", labels[r], width,
-                    timelineRow(simulation.program, device,
+                    runtime::sim::timelineRow(simulation.program, device,
                                 result.timeline[static_cast<std::size_t>(device)], result.makespan),
                     busy * 100);
   }

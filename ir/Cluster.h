@@ -48,6 +48,10 @@ struct Cluster {
   LinkSpec intraNode;
   /// Per node (the node's network interface), shared by the groups leaving it.
   LinkSpec interNode;
+  /// Host cores the devices share (a virtual cpu cluster on one machine: its
+  /// device threads take turns on the machine's cores); 0: every device has
+  /// its own processor. Only the simulator and the cpu runtime read it.
+  std::int64_t hostCores = 0;
 
   std::int64_t deviceCount() const { return nodes * devicesPerNode; }
 };

@@ -132,6 +132,7 @@ runtime::sim::SimulatorOptions simulatorOptions(const ir::Cluster& cluster) {
   options.devicesPerNode = static_cast<int>(std::max<int64_t>(1, cluster.devicesPerNode));
   options.intraNode = link(cluster.intraNode, 1);
   options.interNode = link(cluster.interNode, static_cast<double>(options.devicesPerNode));
+  options.hostCores = static_cast<int>(cluster.hostCores);
   return options;
 }
 

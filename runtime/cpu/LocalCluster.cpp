@@ -109,9 +109,10 @@ struct Rendezvous {
 // arrive at a collective, abort) notifies it.
 struct LocalWorld {
   explicit LocalWorld(LocalClusterOptions options)
-      : options(options), wakeups(options.devices), nextCall(options.devices) {}
+      : options(options), cores(options.cores, options.devices), wakeups(options.devices), nextCall(options.devices) {}
 
   const LocalClusterOptions options;
+  CoreGate cores;
   mutable std::mutex mutex;
   std::vector<std::condition_variable> wakeups;
   bool aborted = false;
@@ -248,6 +249,7 @@ class Meeting {
 
   void wait() {
     {
+      CoreGate::Yield waiting(&world_.cores, device_);
       std::unique_lock lock(world_.mutex);
       world_.await(
           lock, device_, call_, [&] { return complete(); }, [&] { return missingText(); });
@@ -320,6 +322,7 @@ class Endpoint final : public Communicator {
 
   std::vector<Tensor> recv(int peer, std::uint64_t tag) override {
     checkDevice(peer, fmt::format("recv from device {} (tag {})", peer, tag));
+    CoreGate::Yield waiting(&world_.cores, device_);
     return world_.take(device_, peer, tag);
   }
 
@@ -532,6 +535,8 @@ Communicator& LocalCluster::communicator(int device) {
         fmt::format("no device {} in a local cluster of {}", device, deviceCount()));
   return *endpoints_[static_cast<std::size_t>(device)];
 }
+
+CoreGate& LocalCluster::cores() { return world_->cores; }
 
 void LocalCluster::abort(const std::string& reason) { world_->abort(reason); }
 

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "runtime/Communicator.h"
+#include "runtime/cpu/CoreGate.h"
 
 namespace meshflow::runtime::cpu {
 
@@ -27,6 +28,9 @@ struct LocalClusterOptions {
   int devices = 1;
   /// How long a recv or a collective waits before it throws CommError (Timeout).
   std::chrono::milliseconds timeout{60000};
+  /// Host cores the devices share (CoreGate.h); 0: a core per device. A device
+  /// blocked in recv or a collective gives its core up while it waits.
+  int cores = 0;
 };
 
 /// A device's body failed in LocalCluster::run. what() is "device D failed: DETAIL".
@@ -60,6 +64,8 @@ class LocalCluster {
   int deviceCount() const;
   /// Throws std::out_of_range for a device outside [0, deviceCount()).
   Communicator& communicator(int device);
+  /// The cores the devices share: a device holds one while it computes.
+  CoreGate& cores();
 
   /// Wakes every blocked communication, and fails every later one, with
   /// CommError (Aborted) "... aborted: <reason>". The first reason is kept; an

@@ -75,7 +75,10 @@ class DeviceRun {
         if (s_.fault && s_.fault->device == s_.device && s_.fault->step == s_.step &&
             s_.fault->instruction == i)
           throw std::runtime_error("injected fault");
+        const double begin = secondsSince(s_.origin);
         execute(in);
+        if (in.op != ir::Opcode::kFree)
+          result_.times.timeline.push_back({static_cast<std::uint32_t>(i), begin, secondsSince(s_.origin)});
       } catch (const CommError& e) {
         // A consequence of another device's failure: that one is the error to report.
         if (e.kind() == CommError::Kind::Aborted) throw;
@@ -104,7 +107,7 @@ class DeviceRun {
     auto defs = code_.defs(in);
     switch (in.op) {
       case ir::Opcode::kRun:
-        runStage(in, uses, defs);
+        onCore([&] { runStage(in, uses, defs); });
         return;
       case ir::Opcode::kSend: {
         auto start = Clock::now();
@@ -138,12 +141,21 @@ class DeviceRun {
         buffers_.erase(uses[0]);
         return;
       case ir::Opcode::kUpdate:
-        update(uses);
+        onCore([&] { update(uses); });
         return;
       default:
         throw std::runtime_error(
             fmt::format("the cpu runtime cannot run {} instructions yet", ir::opcodeName(in.op)));
     }
+  }
+
+  // Runs a compute instruction on one of the host's cores, once it has one.
+  template <class Compute>
+  void onCore(Compute compute) {
+    auto start = Clock::now();
+    cpu::CoreGate::Hold core(s_.cores, s_.device);
+    result_.times.coreWaitSeconds += secondsSince(start);
+    compute();
   }
 
   // What a SEND carries: the buffer itself, or for a receiver on a mesh of

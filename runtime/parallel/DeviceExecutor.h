@@ -10,6 +10,7 @@
 // backward at its first piece; each piece then hands its bucket over.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -19,8 +20,10 @@
 #include "ir/Program.h"
 #include "passes/StagePartition.h"
 #include "runtime/Communicator.h"
+#include "runtime/cpu/CoreGate.h"
 #include "runtime/parallel/OpRunner.h"
 #include "runtime/parallel/SpmdRunner.h"
+#include "runtime/sim/Simulator.h"
 
 namespace meshflow::runtime {
 
@@ -35,7 +38,12 @@ struct InjectedFault {
 struct DeviceTimes {
   double kernelSeconds = 0;  ///< Inside the stage kernels (RUN, UPDATE).
   double commSeconds = 0;    ///< Inside send, recv and collectives, waiting included.
+  double coreWaitSeconds = 0;  ///< Waiting for a host core before a RUN or UPDATE (cpu/CoreGate.h).
   double totalSeconds = 0;   ///< The whole instruction stream.
+  /// Every instruction but FREE, in program order, with its start and end in
+  /// seconds since the step began (the simulator's form, so a measured step
+  /// prints and exports as a simulated one does).
+  std::vector<sim::TimedInstruction> timeline;
 };
 
 /// A device's place in its replica's mesh: its index and the mesh's size.
@@ -48,6 +56,8 @@ struct MeshMember {
 struct DeviceStep {
   int device = 0;
   std::int64_t step = 1;
+  /// When the step began on every device: the timeline's zero.
+  std::chrono::steady_clock::time_point origin = std::chrono::steady_clock::now();
   const ir::Program* program = nullptr;
   const passes::StagePartition* partition = nullptr;
   const OpRunner* runner = nullptr;
@@ -64,6 +74,9 @@ struct DeviceStep {
   /// a device of a mesh of another size carries.
   const std::vector<MeshMember>* members = nullptr;
   Communicator* comm = nullptr;
+  /// The host cores this device shares with the others: it holds one for each
+  /// RUN and UPDATE. Null: it computes whenever it can.
+  cpu::CoreGate* cores = nullptr;
   /// Parameters and optimizer state of the stages this device runs (its boxes
   /// of them on a mesh of several devices); updated in place.
   TensorMap* state = nullptr;

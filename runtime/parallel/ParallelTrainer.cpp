@@ -120,7 +120,7 @@ ParallelTrainer::ParallelTrainer(const passes::TrainingGraph& training, Parallel
     }
   }
   deviceState_.resize(static_cast<std::size_t>(devices));
-  cluster_ = std::make_unique<cpu::LocalCluster>(cpu::LocalClusterOptions{devices, options_.timeout});
+  cluster_ = std::make_unique<cpu::LocalCluster>(cpu::LocalClusterOptions{devices, options_.timeout, options_.hostCores});
 }
 
 ParallelTrainer::~ParallelTrainer() = default;
@@ -266,6 +266,7 @@ ParallelStepResult ParallelTrainer::step(const TensorMap& batch, std::int64_t st
       DeviceStep s;
       s.device = device;
       s.step = step;
+      s.origin = start;
       s.program = &program_;
       s.partition = &partition_;
       s.runner = runner_.get();
@@ -274,6 +275,7 @@ ParallelStepResult ParallelTrainer::step(const TensorMap& batch, std::int64_t st
       s.shardedCarries = plan_.sameMeshes();
       s.members = &members_;
       s.comm = &cluster_->communicator(device);
+      s.cores = &cluster_->cores();
       s.state = &deviceState_[d];
       s.microbatches = &inputs[static_cast<std::size_t>(slot / n)];
       s.gradientScale = scale;

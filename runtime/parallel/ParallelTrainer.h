@@ -74,6 +74,9 @@ struct ParallelOptions {
   std::int64_t batch = 1;  ///< Samples per step, over all replicas and microbatches.
   int devices = 0;         ///< Virtual devices; 0: as many as the plan uses.
   std::chrono::milliseconds timeout{60000};  ///< Longest wait for a message or collective.
+  /// Host cores the device threads share (cpu/CoreGate.h): at most this many
+  /// compute at once. 0: every device thread computes whenever it can.
+  int hostCores = 0;
   std::int64_t bucketBytes = std::int64_t{25} << 20;  ///< Gradient buckets, as PyTorch DDP.
   std::optional<InjectedFault> fault;                 ///< Tests only.
 };

@@ -1,6 +1,7 @@
 #include "runtime/sim/Simulator.h"
 
 #include <algorithm>
+#include <queue>
 
 #include "runtime/sim/SimErrors.h"
 #include "runtime/sim/StepMeasures.h"
@@ -28,6 +29,7 @@ struct StreamState {
   uint32_t waitPosition = 0;
   uint8_t waitSource = kNothing;
   bool atCollective = false;  // arrived at the collective under the cursor
+  bool atCore = false;        // the compute op under the cursor waits for a host core
   bool queued = false;
 };
 
@@ -41,6 +43,17 @@ struct Arrivals {
 struct PendingCollective {
   double latestArrival = 0;
   std::vector<uint32_t> arrived;  // stream slots, in order of arrival
+};
+
+// A compute op that is ready and waits for a host core; the earliest ready is
+// served first, ties by device (then stream slot: one per device anyway).
+struct CoreRequest {
+  double ready = 0;
+  uint32_t slot = 0;
+
+  bool operator>(const CoreRequest& other) const {
+    return ready != other.ready ? ready > other.ready : slot > other.slot;
+  }
 };
 
 // Runs the stream queues as a discrete-event simulation driven by dependencies: a
@@ -66,16 +79,21 @@ class Engine {
     }
     result_.computeBusy.assign(program.devices.size(), 0);
     if (options_.recordTimeline) result_.timeline.resize(program.devices.size());
+    if (options_.hostCores > 0 && static_cast<size_t>(options_.hostCores) < program.devices.size())
+      coreFree_.assign(static_cast<size_t>(options_.hostCores), 0);
   }
 
+  // With shared cores, the woken streams run until every stream waits; then the
+  // earliest-ready compute op takes the core that frees first, and its
+  // consequences run in turn. Nothing that happens later can be ready earlier:
+  // every op not yet known to be ready waits, through its inputs, for a compute
+  // op still queued, which cannot start before the one served now.
   SimulationResult run() {
     for (auto slot = static_cast<uint32_t>(streams_.size()); slot-- > 0;) enqueue(slot);
-    while (!woken_.empty()) {
-      const uint32_t slot = woken_.back();
-      woken_.pop_back();
-      streams_[slot].queued = false;
-      while (step(slot)) {
-      }
+    for (;;) {
+      runWoken();
+      if (coreQueue_.empty()) break;
+      serveCore();
     }
     reportDeadlock();
     finish();
@@ -99,6 +117,35 @@ class Engine {
     return program_.devices[slot / kStreams].code[opAt(slot).index];
   }
 
+  void runWoken() {
+    while (!woken_.empty()) {
+      const uint32_t slot = woken_.back();
+      woken_.pop_back();
+      streams_[slot].queued = false;
+      while (step(slot)) {
+      }
+    }
+  }
+
+  // The earliest-ready compute op waiting for a core runs on the core that
+  // frees first.
+  void serveCore() {
+    const CoreRequest request = coreQueue_.top();
+    coreQueue_.pop();
+    auto core = std::min_element(coreFree_.begin(), coreFree_.end());
+    const double start = std::max(request.ready, *core);
+    const double time = opAt(request.slot).time;
+    *core = start + time;
+    streams_[request.slot].atCore = false;
+    runCompute(request.slot, start, time);
+    enqueue(request.slot);
+  }
+
+  void runCompute(uint32_t slot, double start, double time) {
+    result_.computeBusy[static_cast<size_t>(deviceOf(slot))] += time;
+    finishOp(slot, start, start + time);
+  }
+
   void enqueue(uint32_t slot) {
     StreamState& state = streams_[slot];
     if (state.queued) return;
@@ -111,7 +158,7 @@ class Engine {
   bool step(uint32_t slot) {
     StreamState& state = streams_[slot];
     const StreamQueue& queue = queueOf(slot);
-    if (state.cursor >= queue.ops.size() || state.atCollective) return false;
+    if (state.cursor >= queue.ops.size() || state.atCollective || state.atCore) return false;
     const StreamOp& op = queue.ops[state.cursor];
     if (!waitsMet(slot, queue)) return false;
     const double start = std::max(state.free, state.readyBy);
@@ -119,8 +166,12 @@ class Engine {
     switch (op.op) {
       case Opcode::kRun:
       case Opcode::kUpdate:
-        result_.computeBusy[static_cast<size_t>(deviceOf(slot))] += op.time;
-        finishOp(slot, start, end);
+        if (!coreFree_.empty()) {
+          state.atCore = true;
+          coreQueue_.push({start, slot});
+          return false;
+        }
+        runCompute(slot, start, op.time);
         return true;
       case Opcode::kSend: {
         const int peer = op.peer;
@@ -305,6 +356,8 @@ class Engine {
   std::vector<Arrivals> arrivals_;          // per device
   std::vector<PendingCollective> pending_;  // per group
   std::vector<uint32_t> woken_;             // slots of streams that may be able to run
+  std::vector<double> coreFree_;            // per shared host core: when it is next free
+  std::priority_queue<CoreRequest, std::vector<CoreRequest>, std::greater<>> coreQueue_;
   SimulationResult result_;
 };
 

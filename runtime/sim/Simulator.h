@@ -18,6 +18,9 @@
 //                 member is in one node, else inter-node.
 //   FREE          takes no time.
 //
+// With SimulatorOptions::hostCores below the device count, RUN and UPDATE also
+// need one of the host's cores (list scheduling, first ready first served).
+//
 // Instructions are evaluated as soon as what decides their start is known (a
 // dependency-driven discrete-event run), so the result does not depend on the
 // order devices are visited. One pass first deals each device's instructions out
@@ -58,6 +61,12 @@ struct SimulatorOptions {
   Link intraNode;
   Link interNode;
   bool recordTimeline = false;  // keep every instruction's start and end (see SimTrace.h)
+  /// Host cores the devices share, as the cpu backend's devices share the
+  /// machine's (runtime/cpu/CoreGate.h); 0: every device computes on its own.
+  /// With fewer cores than devices a RUN or UPDATE also waits for a core: the
+  /// compute instructions that are ready take the free cores in the order they
+  /// became ready (ties: lower device first), each for its whole duration.
+  int hostCores = 0;
 };
 
 /// Bytes that crossed one directed device pair (P2P, and collectives counted as

@@ -78,3 +78,42 @@ TEST_CASE("a failing device stops every device with an error naming it", "[paral
     CHECK(message.find("injected fault") != std::string::npos);
   }
 }
+
+TEST_CASE("devices that share fewer host cores compute the same bits", "[parallel][cores]") {
+  ir::Graph forward = traceModel(kMlp, "mlp3()");
+  auto training = passes::buildTrainingGraph(forward, passes::OptimizerConfig::adam());
+  auto plan = pipeline(forward, 2, 2, "1f1b", 2);  // 4 devices
+  auto own = runParallel(training, plan, optionsFor(8), 3, 4);
+  for (int cores : {1, 2, 3}) {
+    INFO("cores " << cores);
+    runtime::ParallelOptions options = optionsFor(8);
+    options.hostCores = cores;
+    auto shared = runParallel(training, plan, options, 3, 4);
+    CHECK(shared.losses == own.losses);
+    for (const auto& [name, tensor] : own.state) CHECK(shared.state.at(name).bitEqual(tensor));
+  }
+}
+
+TEST_CASE("a measured step has every device's timeline in program order", "[parallel]") {
+  ir::Graph forward = traceModel(kMlp, "mlp3()");
+  auto training = passes::buildTrainingGraph(forward, passes::OptimizerConfig::adam());
+  runtime::ParallelTrainer trainer(training, pipeline(forward, 2, 1, "1f1b", 4), optionsFor(8));
+  runtime::TensorMap state;
+  runtime::initializeParameters(training.graph, 0, state);
+  trainer.setState(state);
+  auto result = trainer.step(runtime::syntheticData(0)->batch(training.graph, 8, 0), 1);
+  REQUIRE(result.devices.size() == 2);
+  for (std::size_t d = 0; d < 2; ++d) {
+    const auto& code = trainer.program().devices[d].code;
+    const auto& timeline = result.devices[d].timeline;
+    std::size_t frees = 0;
+    for (const auto& in : code) frees += in.op == ir::Opcode::kFree ? 1 : 0;
+    REQUIRE(timeline.size() == code.size() - frees);
+    for (std::size_t i = 0; i < timeline.size(); ++i) {
+      CHECK(timeline[i].start <= timeline[i].end);
+      CHECK(timeline[i].end <= result.seconds);
+      if (i > 0) CHECK(timeline[i].index > timeline[i - 1].index);
+      if (i > 0) CHECK(timeline[i].start >= timeline[i - 1].end);
+    }
+  }
+}

@@ -1,0 +1,67 @@
+#include "runtime/cpu/CoreGate.h"
+
+#include <exception>
+#include <stdexcept>
+#include <string>
+
+namespace meshflow::runtime::cpu {
+
+CoreGate::CoreGate(int cores, int devices)
+    : cores_(cores > 0 && cores < devices ? cores : 0),
+      free_(cores_),
+      held_(static_cast<std::size_t>(std::max(devices, 0)), 0) {}
+
+void CoreGate::acquire(int device) {
+  if (cores_ == 0) return;
+  std::unique_lock lock(mutex_);
+  if (held_.at(static_cast<std::size_t>(device)))
+    throw std::logic_error("device " + std::to_string(device) + " asked for a second core");
+  waiting_.push_back(device);
+  turn_.wait(lock, [&] { return free_ > 0 && waiting_.front() == device; });
+  waiting_.pop_front();
+  --free_;
+  held_[static_cast<std::size_t>(device)] = 1;
+  // The next in line may find a core free too.
+  if (free_ > 0 && !waiting_.empty()) turn_.notify_all();
+}
+
+void CoreGate::release(int device) {
+  if (cores_ == 0) return;
+  {
+    std::lock_guard lock(mutex_);
+    char& held = held_.at(static_cast<std::size_t>(device));
+    if (!held) return;
+    held = 0;
+    ++free_;
+    if (waiting_.empty()) return;
+  }
+  turn_.notify_all();
+}
+
+bool CoreGate::holds(int device) {
+  if (cores_ == 0) return false;
+  std::lock_guard lock(mutex_);
+  return held_.at(static_cast<std::size_t>(device)) != 0;
+}
+
+CoreGate::Hold::Hold(CoreGate* gate, int device) : gate_(gate), device_(device) {
+  if (gate_) gate_->acquire(device_);
+}
+
+CoreGate::Hold::~Hold() {
+  if (gate_) gate_->release(device_);
+}
+
+CoreGate::Yield::Yield(CoreGate* gate, int device)
+    : gate_(gate), device_(device), exceptions_(std::uncaught_exceptions()) {
+  if (gate_ && gate_->holds(device_)) {
+    held_ = true;
+    gate_->release(device_);
+  }
+}
+
+CoreGate::Yield::~Yield() {
+  if (held_ && std::uncaught_exceptions() == exceptions_) gate_->acquire(device_);
+}
+
+}  // namespace meshflow::runtime::cpu
