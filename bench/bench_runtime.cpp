@@ -23,7 +23,8 @@
 // hand (bench/README.md); the machine is shared, so the figures are noisy.
 //
 //   bench_runtime [STEPS] [tiny|wide]   (default 10 measured steps after 2 warm-up
-//   steps, both workloads)
+//   steps, both workloads; with BENCH_RAW=1 in the environment it also prints
+//   every instruction of the median step with its measured start and end)
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -496,6 +497,11 @@ void printTimelines(const Outcome& o) {
   const double span = std::max(median.seconds, o.predicted);
   fmt::print("  timelines, one column = {:.3f} ms (sim: simulated step; run: the measured step of median length):\n",
              1e3 * span / runtime::sim::kTimelineColumns);
+  if (std::getenv("BENCH_RAW"))
+    for (std::size_t d = 0; d < median.devices.size(); ++d)
+      for (const auto& t : median.devices[d].timeline)
+        fmt::print("RAW {} {:>3} {:8.3f} {:8.3f} {}\n", d, t.index, t.start * 1e3, t.end * 1e3,
+                   ir::instructionText(o.program, static_cast<int>(d), o.program.devices[d].code[t.index]));
   for (std::size_t d = 0; d < median.devices.size(); ++d) {
     fmt::print("    {:>2} sim |{}|\n", d,
                runtime::sim::timelineRow(o.program, static_cast<int>(d), o.simulatedTimeline[d], span));

@@ -16,6 +16,10 @@ void CoreGate::acquire(int device) {
   std::unique_lock lock(mutex_);
   if (held_.at(static_cast<std::size_t>(device)))
     throw std::logic_error("device " + std::to_string(device) + " asked for a second core");
+  waitForCore(lock, device);
+}
+
+void CoreGate::waitForCore(std::unique_lock<std::mutex>& lock, int device) {
   waiting_.push_back(device);
   turn_.wait(lock, [&] { return free_ > 0 && waiting_.front() == device; });
   waiting_.pop_front();
@@ -36,6 +40,17 @@ void CoreGate::release(int device) {
     if (waiting_.empty()) return;
   }
   turn_.notify_all();
+}
+
+void CoreGate::takeTurn(int device) {
+  if (cores_ == 0) return;
+  std::unique_lock lock(mutex_);
+  char& held = held_.at(static_cast<std::size_t>(device));
+  if (!held || waiting_.empty()) return;
+  held = 0;
+  ++free_;
+  turn_.notify_all();
+  waitForCore(lock, device);
 }
 
 bool CoreGate::holds(int device) {

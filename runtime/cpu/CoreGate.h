@@ -4,11 +4,14 @@
 // example runs 4 devices on 2). Left to the OS, four threads computing on two
 // cores are time-sliced: every kernel runs at a fraction of a core, with a
 // context switch every few milliseconds, and the device a pipeline waits for
-// can sit runnable behind devices that nobody waits for. The gate instead lets
-// at most `cores` devices compute at once: a device takes a core for each
-// compute instruction (RUN, UPDATE) and gives it back when the instruction ends
-// or while it blocks on communication inside one; waiting devices get the cores
-// in the order they asked. The simulator schedules compute by the same rule
+// can sit runnable behind devices that nobody waits for — for milliseconds
+// after its message arrived. The gate instead keeps at most `cores` device
+// threads runnable: a device thread holds a core while it runs
+// (LocalCluster::run takes one for it) and gives it up only while it waits —
+// blocked in communication, or in line for a core. Before each compute
+// instruction (RUN, UPDATE) the executor takes its turn: if other devices are
+// waiting for a core, it goes behind them. Waiting devices get the cores first
+// come, first served. The simulator schedules compute by the same rule
 // (SimulatorOptions::hostCores), so its prediction for a shared host is the
 // schedule the gate runs.
 #pragma once
@@ -33,8 +36,12 @@ class CoreGate {
   void acquire(int device);
   /// Gives `device`'s core back; nothing if it holds none.
   void release(int device);
+  /// Before a computation: if devices are waiting for a core, `device` (which
+  /// holds one) gives its core to the first and waits behind them; otherwise
+  /// it keeps it. Nothing if it holds none.
+  void takeTurn(int device);
 
-  /// Holds a core for a scope (a compute instruction).
+  /// Holds a core for a scope (a device thread's run).
   class Hold {
    public:
     Hold(CoreGate* gate, int device);
@@ -66,6 +73,8 @@ class CoreGate {
 
  private:
   bool holds(int device);
+  // With the lock held: `device` waits for its turn, then takes a core.
+  void waitForCore(std::unique_lock<std::mutex>& lock, int device);
 
   const int cores_;
   std::mutex mutex_;

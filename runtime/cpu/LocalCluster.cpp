@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <compare>
 #include <condition_variable>
+#include <latch>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -547,8 +548,13 @@ bool LocalCluster::aborted() const {
 
 void LocalCluster::run(const std::function<void(int device)>& body) {
   FailureLog failures(*world_);
+  // The devices start together, once every thread exists: a device that
+  // started early would hold a core the thread starting the others needs.
+  std::latch started(1);
   auto runDevice = [&](int device) {
+    started.wait();
     try {
+      CoreGate::Hold core(&world_->cores, device);
       body(device);
     } catch (...) {
       failures.record(device, std::current_exception());
@@ -560,9 +566,11 @@ void LocalCluster::run(const std::function<void(int device)>& body) {
   } catch (...) {
     // The threads already started may be waiting for the ones that did not.
     abort("a device thread could not be started");
+    started.count_down();
     for (auto& thread : threads) thread.join();
     throw;
   }
+  started.count_down();
   for (auto& thread : threads) thread.join();
   failures.rethrowFirst();
 }

@@ -28,8 +28,9 @@ struct LocalClusterOptions {
   int devices = 1;
   /// How long a recv or a collective waits before it throws CommError (Timeout).
   std::chrono::milliseconds timeout{60000};
-  /// Host cores the devices share (CoreGate.h); 0: a core per device. A device
-  /// blocked in recv or a collective gives its core up while it waits.
+  /// Host cores the devices share (CoreGate.h); 0: a core per device. A
+  /// device's body runs holding a core, and gives it up while it waits in recv
+  /// or a collective.
   int cores = 0;
 };
 
@@ -64,7 +65,8 @@ class LocalCluster {
   int deviceCount() const;
   /// Throws std::out_of_range for a device outside [0, deviceCount()).
   Communicator& communicator(int device);
-  /// The cores the devices share: a device holds one while it computes.
+  /// The cores the devices share: a body holds one while it runs (not while
+  /// it waits for a message or a collective).
   CoreGate& cores();
 
   /// Wakes every blocked communication, and fails every later one, with

@@ -38,7 +38,7 @@ struct InjectedFault {
 struct DeviceTimes {
   double kernelSeconds = 0;  ///< Inside the stage kernels (RUN, UPDATE).
   double commSeconds = 0;    ///< Inside send, recv and collectives, waiting included.
-  double coreWaitSeconds = 0;  ///< Waiting for a host core before a RUN or UPDATE (cpu/CoreGate.h).
+  double coreWaitSeconds = 0;  ///< In line for a host core before a RUN or UPDATE (cpu/CoreGate.h).
   double totalSeconds = 0;   ///< The whole instruction stream.
   /// Every instruction but FREE, in program order, with its start and end in
   /// seconds since the step began (the simulator's form, so a measured step
@@ -74,8 +74,9 @@ struct DeviceStep {
   /// a device of a mesh of another size carries.
   const std::vector<MeshMember>* members = nullptr;
   Communicator* comm = nullptr;
-  /// The host cores this device shares with the others: it holds one for each
-  /// RUN and UPDATE. Null: it computes whenever it can.
+  /// The host cores this device shares with the others: its thread holds one
+  /// (LocalCluster::run), and before each RUN and UPDATE it lets the devices
+  /// that waited longer go first. Null: it computes whenever it can.
   cpu::CoreGate* cores = nullptr;
   /// Parameters and optimizer state of the stages this device runs (its boxes
   /// of them on a mesh of several devices); updated in place.

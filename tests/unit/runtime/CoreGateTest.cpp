@@ -88,13 +88,35 @@ TEST_CASE("waiting devices get the core in the order they asked", "[runtime][cor
   CHECK(order == std::vector<int>{3, 1, 2});
 }
 
+TEST_CASE("takeTurn lets the devices that wait go first", "[runtime][cores]") {
+  CoreGate gate(1, 3);
+  gate.acquire(0);
+  gate.takeTurn(0);  // nobody waits: device 0 keeps its core
+  std::mutex mutex;
+  std::vector<int> order;
+  std::thread waiter([&] {
+    CoreGate::Hold core(&gate, 1);
+    std::lock_guard lock(mutex);
+    order.push_back(1);
+  });
+  std::this_thread::sleep_for(20ms);
+  gate.takeTurn(0);  // device 1 goes first, then device 0 has its core again
+  {
+    std::lock_guard lock(mutex);
+    order.push_back(0);
+  }
+  gate.release(0);
+  waiter.join();
+  CHECK(order == std::vector<int>{1, 0});
+}
+
 TEST_CASE("a device blocked in a collective gives its core up", "[runtime][cores]") {
-  // One core, four devices that each hold it while they all-reduce: each must
-  // yield the core while it waits for the others, or none could finish.
+  // One core, four devices whose bodies each hold it (LocalCluster::run) while
+  // they all-reduce: each must yield the core while it waits for the others,
+  // or none could finish.
   LocalCluster cluster({.devices = 4, .timeout = 10s, .cores = 1});
   std::vector<float> sums(4);
   cluster.run([&](int device) {
-    CoreGate::Hold core(&cluster.cores(), device);
     Communicator& comm = cluster.communicator(device);
     Tensor x = Tensor::full({2}, static_cast<float>(device + 1));
     comm.allReduce({0, 1, 2, 3}, {&x});
@@ -111,7 +133,6 @@ TEST_CASE("a failing device on a shared core stops the others", "[runtime][cores
   auto start = std::chrono::steady_clock::now();
   try {
     cluster.run([&](int device) {
-      CoreGate::Hold core(&cluster.cores(), device);
       if (device == 1) throw std::runtime_error("a kernel failed");
       cluster.communicator(device).barrier({0, 1, 2});
     });
