@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <numbers>
@@ -48,48 +49,57 @@ Shape boundShape(const ir::TensorType& type, std::int64_t batchSize) {
 }
 
 Tensor::Tensor(ir::DType dtype, Shape shape, Uninitialized)
-    : dtype_(dtype), shape_(std::move(shape)), allocated_(true) {
+    : dtype_(dtype), shape_(std::move(shape)), allocated_(true), storage_(std::make_shared<Storage>()) {
   requireHostDType(dtype);
   for (auto d : shape_)
     if (d < 0)
       throw std::invalid_argument("negative dimension in tensor shape " + shapeText(shape_));
   auto n = static_cast<std::size_t>(elements());
   if (dtype == ir::DType::F32)
-    f32_.resize(n);
+    storage_->f32.resize(n);
   else
-    i32_.resize(n);
+    storage_->i32.resize(n);
 }
 
 Tensor::Tensor(ir::DType dtype, Shape shape) : Tensor(dtype, std::move(shape), Uninitialized{}) {
-  std::fill(f32_.begin(), f32_.end(), 0.0f);
-  std::fill(i32_.begin(), i32_.end(), 0);
+  std::fill(storage_->f32.begin(), storage_->f32.end(), 0.0f);
+  std::fill(storage_->i32.begin(), storage_->i32.end(), 0);
 }
 
 Tensor Tensor::uninitialized(ir::DType dtype, Shape shape) {
   return Tensor(dtype, std::move(shape), Uninitialized{});
 }
 
+Tensor Tensor::placeholder(ir::DType dtype, Shape shape) {
+  requireHostDType(dtype);
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.placeholder_ = true;
+  return t;
+}
+
 Tensor Tensor::full(Shape shape, float value) {
   Tensor t(ir::DType::F32, std::move(shape), Uninitialized{});
-  std::fill(t.f32_.begin(), t.f32_.end(), value);
+  std::fill(t.storage_->f32.begin(), t.storage_->f32.end(), value);
   return t;
 }
 
 Tensor Tensor::fromF32(Shape shape, std::vector<float> values) {
   Tensor t(ir::DType::F32, std::move(shape), Uninitialized{});
-  if (values.size() != t.f32_.size())
+  if (values.size() != t.storage_->f32.size())
     throw std::invalid_argument(
         fmt::format("{} values for a tensor of shape {}", values.size(), shapeText(t.shape_)));
-  std::copy(values.begin(), values.end(), t.f32_.begin());
+  std::copy(values.begin(), values.end(), t.storage_->f32.begin());
   return t;
 }
 
 Tensor Tensor::fromI32(Shape shape, std::vector<std::int32_t> values) {
   Tensor t(ir::DType::I32, std::move(shape), Uninitialized{});
-  if (values.size() != t.i32_.size())
+  if (values.size() != t.storage_->i32.size())
     throw std::invalid_argument(
         fmt::format("{} values for a tensor of shape {}", values.size(), shapeText(t.shape_)));
-  std::copy(values.begin(), values.end(), t.i32_.begin());
+  std::copy(values.begin(), values.end(), t.storage_->i32.begin());
   return t;
 }
 
@@ -100,28 +110,57 @@ std::int64_t Tensor::dim(std::int64_t axis) const {
   return shape_[static_cast<std::size_t>(axis < 0 ? axis + r : axis)];
 }
 
+Tensor Tensor::reshaped(Shape shape) const {
+  if (!allocated_) throw std::logic_error("reshaping an unallocated tensor");
+  if (shapeElements(shape) != elements())
+    throw std::invalid_argument(fmt::format("cannot reshape {} to {}", typeText(), shapeText(shape)));
+  Tensor t = *this;
+  t.shape_ = std::move(shape);
+  return t;
+}
+
+void Tensor::requireView(ir::DType dtype) const {
+  if (!allocated_ || dtype_ != dtype)
+    throw std::logic_error(std::string(ir::dtypeName(dtype)) + " view of a " + typeText() + " tensor");
+}
+
+// A writer needs elements of its own. use_count() == 1 means no other tensor
+// can reach them; the acquire fence orders this thread's writes after every
+// read another thread made before it let go of its share (shared_ptr releases
+// its count with release semantics).
+void Tensor::unshare() {
+  if (!storage_) return;
+  if (storage_.use_count() == 1) {
+    std::atomic_thread_fence(std::memory_order_acquire);
+    return;
+  }
+  storage_ = std::make_shared<Storage>(*storage_);
+}
+
 std::span<float> Tensor::f32() {
-  if (!allocated_ || dtype_ != ir::DType::F32)
-    throw std::logic_error("f32 view of a " + typeText() + " tensor");
-  return f32_;
+  requireView(ir::DType::F32);
+  unshare();
+  if (!storage_) return {};
+  return storage_->f32;
 }
 
 std::span<const float> Tensor::f32() const {
-  if (!allocated_ || dtype_ != ir::DType::F32)
-    throw std::logic_error("f32 view of a " + typeText() + " tensor");
-  return f32_;
+  requireView(ir::DType::F32);
+  if (!storage_) return {};
+  return storage_->f32;
 }
 
 std::span<std::int32_t> Tensor::i32() {
-  if (!allocated_ || dtype_ != ir::DType::I32)
-    throw std::logic_error("i32 view of a " + typeText() + " tensor");
-  return i32_;
+  requireView(ir::DType::I32);
+  unshare();
+  if (!storage_) return {};
+  return storage_->i32;
 }
 
 std::span<const std::int32_t> Tensor::i32() const {
-  if (!allocated_ || dtype_ != ir::DType::I32)
-    throw std::logic_error("i32 view of a " + typeText() + " tensor");
-  return i32_;
+  requireView(ir::DType::I32);
+  if (!storage_) return {};
+  return storage_->i32;
 }
 
 float Tensor::item() const {
@@ -138,9 +177,14 @@ std::string Tensor::typeText() const {
 bool Tensor::bitEqual(const Tensor& other) const {
   if (allocated_ != other.allocated_ || dtype_ != other.dtype_ || shape_ != other.shape_)
     return false;
-  if (dtype_ == ir::DType::I32) return i32_ == other.i32_;
+  if (!allocated_) return true;
+  if (dtype_ == ir::DType::I32) {
+    auto a = i32(), b = other.i32();
+    return std::equal(a.begin(), a.end(), b.begin(), b.end());
+  }
   // Compare bits, not values: NaN == NaN here, and -0 differs from +0.
-  return f32_.empty() || std::memcmp(f32_.data(), other.f32_.data(), f32_.size() * 4) == 0;
+  auto a = f32(), b = other.f32();
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * 4) == 0);
 }
 
 Tensor randomNormal(Shape shape, std::uint64_t seed, float stddev) {

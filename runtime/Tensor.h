@@ -47,6 +47,10 @@ struct DefaultInitAllocator : std::allocator<T> {
   }
 };
 
+/// A tensor's elements are shared between copies until one of them is written
+/// (copy on write): copying a tensor, or reshaping it, copies no elements.
+/// Every write goes through the non-const f32() / i32(), which give the tensor
+/// storage of its own first. Keep no mutable span across a copy of its tensor.
 class Tensor {
  public:
   /// An unallocated tensor: no dtype or shape yet. A kernel given one as an
@@ -59,12 +63,17 @@ class Tensor {
   /// A tensor whose elements are not initialised: for outputs that a kernel
   /// overwrites entirely (every kernel does, docs/runtime.md).
   static Tensor uninitialized(ir::DType dtype, Shape shape);
+  /// An unallocated tensor that already knows its dtype and shape: an output
+  /// for a kernel to allocate (or to alias, as Reshape does), checked against
+  /// what the kernel computes.
+  static Tensor placeholder(ir::DType dtype, Shape shape);
   static Tensor full(Shape shape, float value);
   static Tensor scalar(float value) { return full({}, value); }
   static Tensor fromF32(Shape shape, std::vector<float> values);
   static Tensor fromI32(Shape shape, std::vector<std::int32_t> values);
 
   bool allocated() const { return allocated_; }
+  bool isPlaceholder() const { return placeholder_; }
   ir::DType dtype() const { return dtype_; }
   const Shape& shape() const { return shape_; }
   std::size_t rank() const { return shape_.size(); }
@@ -73,7 +82,14 @@ class Tensor {
   std::int64_t elements() const { return shapeElements(shape_); }
   std::size_t bytes() const { return static_cast<std::size_t>(elements()) * 4; }
 
-  /// Typed views; asking for the wrong dtype is a broken invariant (throws logic_error).
+  /// The same elements under another shape of as many elements (shared until
+  /// either is written). Throws std::invalid_argument for another count.
+  Tensor reshaped(Shape shape) const;
+  /// Whether this tensor shares its elements with another tensor.
+  bool sharesStorage() const { return storage_ && storage_.use_count() > 1; }
+
+  /// Typed views; asking for the wrong dtype is a broken invariant (throws
+  /// logic_error). The mutable ones unshare the elements first.
   std::span<float> f32();
   std::span<const float> f32() const;
   std::span<std::int32_t> i32();
@@ -90,13 +106,19 @@ class Tensor {
   ir::DType dtype_ = ir::DType::F32;
   Shape shape_;
   bool allocated_ = false;
-  // One of the two holds the data, by dtype; separate vectors keep the
-  // accesses well typed without reinterpret_cast.
-  std::vector<float, DefaultInitAllocator<float>> f32_;
-  std::vector<std::int32_t, DefaultInitAllocator<std::int32_t>> i32_;
+  bool placeholder_ = false;
+  // One of the two vectors holds the data, by dtype; separate vectors keep
+  // the accesses well typed without reinterpret_cast.
+  struct Storage {
+    std::vector<float, DefaultInitAllocator<float>> f32;
+    std::vector<std::int32_t, DefaultInitAllocator<std::int32_t>> i32;
+  };
+  std::shared_ptr<Storage> storage_;
 
   struct Uninitialized {};
   Tensor(ir::DType dtype, Shape shape, Uninitialized);
+  void requireView(ir::DType dtype) const;
+  void unshare();
 };
 
 // ---- helpers for tests and tools ----

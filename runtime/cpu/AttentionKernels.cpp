@@ -1,6 +1,8 @@
 // The causal mask of self-attention scores and its gradient.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "runtime/cpu/KernelSupport.h"
 
 namespace meshflow::runtime::cpu {
@@ -25,12 +27,13 @@ void causalMask(const KernelArgs& args) {
   Tensor& y = args.outF32(0, x.shape());
   const float* in = x.f32().data();
   float* out = y.f32().data();
+  // Row i keeps its first i + 1 entries and fills the rest.
   for (std::int64_t m = 0; m < (s == 0 ? 0 : x.elements() / (s * s)); ++m)
-    for (std::int64_t i = 0; i < s; ++i)
-      for (std::int64_t j = 0; j < s; ++j) {
-        std::int64_t k = (m * s + i) * s + j;
-        out[k] = j > i ? fill : in[k];
-      }
+    for (std::int64_t i = 0; i < s; ++i) {
+      std::int64_t row = (m * s + i) * s;
+      std::copy_n(in + row, i + 1, out + row);
+      std::fill(out + row + i + 1, out + row + s, fill);
+    }
 }
 
 }  // namespace meshflow::runtime::cpu

@@ -146,12 +146,10 @@ Tensor& KernelArgs::rawOut(std::size_t i) const {
 
 Tensor& KernelArgs::out(std::size_t i, ir::DType dtype, const Shape& shape) const {
   Tensor& t = rawOut(i);
-  if (!t.allocated()) {
-    t = Tensor::uninitialized(dtype, shape);  // the kernel writes every element
-  } else if (t.dtype() != dtype || t.shape() != shape) {
-    fail(fmt::format("output {} is {} but the kernel computes {}{}", i, t.typeText(),
-                     ir::dtypeName(dtype), shapeText(shape)));
-  }
+  if ((t.allocated() || t.isPlaceholder()) && (t.dtype() != dtype || t.shape() != shape))
+    fail(fmt::format("output {} is {}{} but the kernel computes {}{}", i, ir::dtypeName(t.dtype()),
+                     shapeText(t.shape()), ir::dtypeName(dtype), shapeText(shape)));
+  if (!t.allocated()) t = Tensor::uninitialized(dtype, shape);  // the kernel writes every element
   return t;
 }
 

@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
+#include "runtime/cpu/FastMath.h"
 #include "runtime/cpu/KernelSupport.h"
 
 namespace meshflow::runtime::cpu {
@@ -31,13 +33,21 @@ std::int64_t checkedLabel(const KernelArgs& args, std::int32_t label, std::int64
   return label;
 }
 
-// log Σ exp(row), shifted by the row's maximum so exp never overflows.
-double logSumExp(const float* row, std::int64_t n) {
-  float max = -std::numeric_limits<float>::infinity();
-  for (std::int64_t j = 0; j < n; ++j) max = std::max(max, row[j]);
+// exp(row − max) into `terms` (a loop the compiler vectorises), their sum in
+// row order and the row's maximum: exp never overflows, the largest term is 1.
+struct ShiftedSum {
+  float max = 0;
   double sum = 0;
-  for (std::int64_t j = 0; j < n; ++j) sum += std::exp(static_cast<double>(row[j]) - max);
-  return max + std::log(sum);
+
+  double logSumExp() const { return max + std::log(sum); }
+};
+
+ShiftedSum shiftedExp(const float* row, std::int64_t n, float* terms) {
+  ShiftedSum s{-std::numeric_limits<float>::infinity(), 0};
+  for (std::int64_t j = 0; j < n; ++j) s.max = std::max(s.max, row[j]);
+  for (std::int64_t j = 0; j < n; ++j) terms[j] = expNonPositive(row[j] - s.max);
+  for (std::int64_t j = 0; j < n; ++j) s.sum += terms[j];
+  return s;
 }
 
 }  // namespace
@@ -48,10 +58,11 @@ void crossEntropy(const KernelArgs& args) {
   const Tensor& labels = args.i32(1);
   Positions pos = positionsOf(args, logits, labels);
   double total = 0;
+  std::vector<float> terms(static_cast<std::size_t>(pos.vocab));
   for (std::int64_t p = 0; p < pos.count; ++p) {
     const float* row = logits.f32().data() + p * pos.vocab;
     std::int64_t label = checkedLabel(args, labels.i32()[static_cast<std::size_t>(p)], pos.vocab);
-    total += logSumExp(row, pos.vocab) - row[label];
+    total += shiftedExp(row, pos.vocab, terms.data()).logSumExp() - row[label];
   }
   args.outF32(0, {}).f32()[0] = static_cast<float>(total / static_cast<double>(pos.count));
 }
@@ -66,15 +77,17 @@ void crossEntropyGrad(const KernelArgs& args) {
   Tensor& dlogits = args.outF32(0, logits.shape());
   // d mean(loss) / d logits = (softmax - onehot) / positions, times the upstream dloss.
   double factor = static_cast<double>(dloss.f32()[0]) / static_cast<double>(pos.count);
+  float* grads = dlogits.f32().data();
   for (std::int64_t p = 0; p < pos.count; ++p) {
     const float* row = logits.f32().data() + p * pos.vocab;
-    float* out = dlogits.f32().data() + p * pos.vocab;
+    float* out = grads + p * pos.vocab;
     std::int64_t label = checkedLabel(args, labels.i32()[static_cast<std::size_t>(p)], pos.vocab);
-    double lse = logSumExp(row, pos.vocab);
-    for (std::int64_t j = 0; j < pos.vocab; ++j) {
-      double prob = std::exp(static_cast<double>(row[j]) - lse);
-      out[j] = static_cast<float>((prob - (j == label ? 1.0 : 0.0)) * factor);
-    }
+    ShiftedSum s = shiftedExp(row, pos.vocab, out);
+    // softmax · factor, then the one-hot term at the label.
+    double atLabel = out[label];
+    auto scale = static_cast<float>(factor / s.sum);
+    for (std::int64_t j = 0; j < pos.vocab; ++j) out[j] *= scale;
+    out[label] = static_cast<float>((atLabel / s.sum - 1.0) * factor);
   }
 }
 

@@ -17,11 +17,22 @@ namespace meshflow::runtime::cpu {
 namespace {
 
 // Walks `shape`, copying src[srcBase + Σ i·srcStrides] to dst[dstBase + Σ i·dstStrides].
+// The trailing dimensions that both sides hold contiguously are copied as whole
+// rows (the heads' layout changes, concat and split move rows of the last axis).
 template <class T>
 void copyTyped(const Shape& shape, const T* src, const std::vector<std::int64_t>& srcStrides,
                T* dst, const std::vector<std::int64_t>& dstStrides) {
-  walk(shape, srcStrides, dstStrides,
-       [&](std::int64_t, std::int64_t s, std::int64_t d) { dst[d] = src[s]; });
+  std::size_t outer = shape.size();
+  std::int64_t row = 1;
+  while (outer > 0 && srcStrides[outer - 1] == row && dstStrides[outer - 1] == row) row *= shape[--outer];
+  if (row == 1 || shapeElements(shape) == 0) {
+    walk(shape, srcStrides, dstStrides, [&](std::int64_t, std::int64_t s, std::int64_t d) { dst[d] = src[s]; });
+    return;
+  }
+  Shape rows(shape.begin(), shape.begin() + static_cast<std::ptrdiff_t>(outer));
+  std::vector<std::int64_t> srcRows(srcStrides.begin(), srcStrides.begin() + static_cast<std::ptrdiff_t>(outer));
+  std::vector<std::int64_t> dstRows(dstStrides.begin(), dstStrides.begin() + static_cast<std::ptrdiff_t>(outer));
+  walk(rows, srcRows, dstRows, [&](std::int64_t, std::int64_t s, std::int64_t d) { std::copy_n(src + s, row, dst + d); });
 }
 
 void copyStrided(const Shape& shape, const Tensor& src, const std::vector<std::int64_t>& srcStrides,
@@ -35,16 +46,8 @@ void copyStrided(const Shape& shape, const Tensor& src, const std::vector<std::i
               dstStrides);
 }
 
-// Copies `src` into `dst` whole, in row-major order.
-void copyFlat(const Tensor& src, Tensor& dst) {
-  if (src.dtype() == ir::DType::I32)
-    std::copy(src.i32().begin(), src.i32().end(), dst.i32().begin());
-  else
-    std::copy(src.f32().begin(), src.f32().end(), dst.f32().begin());
-}
-
 Shape reshapeTarget(const KernelArgs& args, const Tensor& x) {
-  if (args.rawOut(0).allocated()) return args.rawOut(0).shape();
+  if (args.rawOut(0).allocated() || args.rawOut(0).isPlaceholder()) return args.rawOut(0).shape();
   Shape shape = args.intsAttr("shape");
   std::int64_t known = 1;
   std::size_t inferred = shape.size();
@@ -136,7 +139,12 @@ void reshape(const KernelArgs& args) {
   Shape shape = reshapeTarget(args, x);
   if (shapeElements(shape) != x.elements())
     args.fail(fmt::format("cannot reshape {} to {}", x.typeText(), shapeText(shape)));
-  copyFlat(x, args.out(0, x.dtype(), shape));
+  Tensor& y = args.rawOut(0);
+  if ((y.allocated() || y.isPlaceholder()) && y.dtype() != x.dtype())
+    args.fail(fmt::format("output 0 is {} but the input is {}", ir::dtypeName(y.dtype()), x.typeText()));
+  // The same elements under the new shape: nothing is copied until one of the
+  // two is written (Tensor is copy-on-write).
+  y = x.reshaped(std::move(shape));
 }
 
 void transpose(const KernelArgs& args) {

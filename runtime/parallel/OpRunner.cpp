@@ -55,9 +55,10 @@ void OpRunner::run(std::span<const ir::OpId> ops, ValueTable& values, const Tens
     out.clear();
     for (ir::ValueId v : op.inputs) in.push_back(lookup(id, v, values, state, inputs));
     for (ir::ValueId v : op.outputs) {
-      // Uninitialised: every kernel writes each element of its outputs.
+      // The graph's dtype and shape, for the kernel to allocate (uninitialised:
+      // every kernel writes each element of its outputs) and to be checked against.
       auto [it, fresh] =
-          values.insert_or_assign(v, Tensor::uninitialized(graph_.value(v).type.dtype, shapes_[v]));
+          values.insert_or_assign(v, Tensor::placeholder(graph_.value(v).type.dtype, shapes_[v]));
       out.push_back(&it->second);
     }
     try {

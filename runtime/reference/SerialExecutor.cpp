@@ -201,9 +201,10 @@ std::vector<Tensor> SerialExecutor::run(const TensorMap& inputs, TensorMap& stat
     for (ir::ValueId v : op.inputs) in.push_back(views[v]);
     std::vector<Tensor*> out;
     for (ir::ValueId v : op.outputs) {
-      // Uninitialised: every kernel writes each element of its outputs.
+      // The graph's dtype and shape, for the kernel to allocate (uninitialised:
+      // every kernel writes each element of its outputs) and to be checked against.
       owned[v] = std::make_unique<Tensor>(
-          Tensor::uninitialized(graph_.value(v).type.dtype, shapes_[v]));
+          Tensor::placeholder(graph_.value(v).type.dtype, shapes_[v]));
       out.push_back(owned[v].get());
       views[v] = owned[v].get();
       liveBytes += owned[v]->bytes();

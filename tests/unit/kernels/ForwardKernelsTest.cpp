@@ -153,6 +153,11 @@ TEST_CASE("reshape infers -1 and keeps order", "[kernels][forward]") {
   Tensor ids = run1(OpKind::Reshape, {Tensor::fromI32({2, 2}, {1, 2, 3, 4})},
                     {{"shape", std::vector<std::int64_t>{4}}});
   CHECK(ids.i32()[3] == 4);
+  // Nothing is copied: the output shares the input's elements until written.
+  Tensor z = run1(OpKind::Reshape, {x}, {{"shape", std::vector<std::int64_t>{6}}});
+  CHECK(std::as_const(z).f32().data() == std::as_const(x).f32().data());
+  z.f32()[0] = 100;
+  CHECK(x.f32()[0] == 0);
 }
 
 TEST_CASE("transpose permutes dimensions", "[kernels][forward]") {

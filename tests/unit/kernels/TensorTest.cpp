@@ -50,3 +50,36 @@ TEST_CASE("bitEqual compares bits; random tensors are seeded", "[tensor]") {
   CHECK(sum / 1e5 == Approx(0).margin(0.03));
   CHECK(squares / 1e5 == Approx(4).epsilon(0.03));
 }
+
+TEST_CASE("copies and reshapes share elements until one is written", "[tensor]") {
+  const Tensor original = Tensor::fromF32({2, 3}, {1, 2, 3, 4, 5, 6});
+  Tensor copy = original;
+  Tensor flat = original.reshaped({6});
+  CHECK(original.sharesStorage());
+  CHECK(copy.f32().data() != nullptr);  // a write access: copy now has its own
+  CHECK_FALSE(copy.sharesStorage());
+  copy.f32()[0] = 10;
+  flat.f32()[5] = 60;
+  CHECK(original.f32()[0] == 1);
+  CHECK(original.f32()[5] == 6);
+  CHECK(copy.f32()[0] == 10);
+  CHECK(flat.typeText() == "f32[6]");
+  CHECK(flat.f32()[5] == 60);
+  // The last holder writes in place.
+  Tensor alone = Tensor::fromF32({2}, {1, 2});
+  const float* before = std::as_const(alone).f32().data();
+  alone.f32()[1] = 3;
+  CHECK(std::as_const(alone).f32().data() == before);
+  CHECK_THROWS_AS(original.reshaped({4}), std::invalid_argument);
+  CHECK_THROWS_AS(Tensor().reshaped({}), std::logic_error);
+}
+
+TEST_CASE("a placeholder knows its type but holds nothing", "[tensor]") {
+  Tensor p = Tensor::placeholder(meshflow::ir::DType::I32, {4, 2});
+  CHECK_FALSE(p.allocated());
+  CHECK(p.isPlaceholder());
+  CHECK(p.shape() == Shape{4, 2});
+  CHECK(p.dtype() == meshflow::ir::DType::I32);
+  CHECK_THROWS_AS(p.i32(), std::logic_error);
+  CHECK_THROWS_AS(Tensor::placeholder(meshflow::ir::DType::BF16, {2}), std::invalid_argument);
+}
