@@ -108,20 +108,22 @@ struct GemmRate {
 
 // The single-thread rate over every MatMul of `training` at `batch` samples: the
 // graph's MatMul FLOPs over the time they take, each distinct shape (operand
-// shapes and transpose_b) timed once through the kernel the runtime calls.
+// shapes, transpose_a and transpose_b) timed once through the kernel the runtime calls.
 GemmRate measureGemmRate(const ir::Graph& training, std::int64_t batch, double secondsPerShape) {
-  using Key = std::tuple<runtime::Shape, runtime::Shape, std::int64_t>;
+  using Key = std::tuple<runtime::Shape, runtime::Shape, std::int64_t, std::int64_t>;
   std::map<Key, std::pair<ir::OpId, int>> shapes;  // a representative op, how many
   GemmRate rate;
   for (ir::OpId id = 0; id < training.ops().size(); ++id) {
     const ir::Op& op = training.op(id);
     if (op.kind != ir::OpKind::MatMul) continue;
     ++rate.matmuls;
-    auto it = op.attrs.find("transpose_b");
-    std::int64_t transposeB = it == op.attrs.end() ? 0 : std::get<std::int64_t>(it->second);
+    auto flag = [&](const char* name) {
+      auto it = op.attrs.find(name);
+      return it == op.attrs.end() ? std::int64_t{0} : std::get<std::int64_t>(it->second);
+    };
     Key key{runtime::boundShape(training.value(op.inputs[0]).type, batch),
-            runtime::boundShape(training.value(op.inputs[1]).type, batch),
-            transposeB};
+            runtime::boundShape(training.value(op.inputs[1]).type, batch), flag("transpose_a"),
+            flag("transpose_b")};
     ++shapes.try_emplace(key, id, 0).first->second.second;
   }
   double flops = 0, seconds = 0;

@@ -60,7 +60,7 @@ enum class OpKind : std::uint8_t {
   Constant,   // -> c (f32 scalar)            {value}
 
   // ---- forward primitives ----
-  MatMul,     // a[..., m, k], b[k, n] or b[..., k, n] -> y[..., m, n]   {transpose_b?: 0|1}
+  MatMul,     // a[..., m, k], b[k, n] or b[..., k, n] -> y[..., m, n]   {transpose_a?: 0|1 (a as [..., k, m]), transpose_b?: 0|1 (b as [(...,) n, k])}
   Add,        // a, b -> y   (broadcast)
   Sub,        // a, b -> y   (broadcast)
   Mul,        // a, b -> y   (broadcast)

@@ -118,7 +118,10 @@ OpCost movement(const Sizes& s, double read, double written) {
 
 OpCost matmulCost(const Sizes& s, const Graph& g) {
   // k is the batch itself in a weight gradient (Aᵀ·dY contracts over the samples).
-  double k = double(g.value(s.op().inputs.at(0)).type.shape.back().resolve(s.batch()));
+  const auto& a = g.value(s.op().inputs.at(0)).type.shape;
+  auto transposeA = s.op().attrs.find("transpose_a");
+  bool aTransposed = transposeA != s.op().attrs.end() && std::get<std::int64_t>(transposeA->second) != 0;
+  double k = double((aTransposed ? a[a.size() - 2] : a.back()).resolve(s.batch()));
   double flops = 2 * s.outElems(0) * k;
   OpCost c{flops, s.allIn(), s.allOut()};
   // dA = dY·Bᵀ and dB = Aᵀ·dY: each reads dY and the other operand.

@@ -51,15 +51,16 @@ void checkTopK(const Rule& r) {
 
 Types matmulRule(const Rule& r) {
   r.expectInputs(2);
-  r.allowAttrs({"transpose_b"});
+  r.allowAttrs({"transpose_a", "transpose_b"});
+  bool transposeA = r.flagAttr("transpose_a");
   bool transposeB = r.flagAttr("transpose_b");
   const TensorType& a = r.in(0);
   const TensorType& b = r.in(1);
   r.expectFloat(0);
   r.expectFloat(1);
   expectSameDType(r, 0, 1);
-  std::string operands =
-      fmt::format("{} x {}{}", a.text(), b.text(), transposeB ? " (transpose_b)" : "");
+  std::string operands = fmt::format("{} x {}{}{}", a.text(), b.text(), transposeA ? " (transpose_a)" : "",
+                                     transposeB ? " (transpose_b)" : "");
   if (a.rank() < 2 || b.rank() < 2) r.fail("expects operands of rank >= 2, got " + operands);
   std::size_t rb = b.rank();
   if (rb > 2 &&
@@ -67,8 +68,11 @@ Types matmulRule(const Rule& r) {
     r.fail("batch dimensions differ: " + operands);
   const Dim& k = transposeB ? b.shape[rb - 1] : b.shape[rb - 2];
   const Dim& n = transposeB ? b.shape[rb - 2] : b.shape[rb - 1];
-  if (a.shape.back() != k) r.fail("inner dimensions differ: " + operands);
-  TensorType y{a.dtype, withoutLast(a.shape)};
+  std::size_t ra = a.rank();
+  const Dim& m = transposeA ? a.shape[ra - 1] : a.shape[ra - 2];
+  if ((transposeA ? a.shape[ra - 2] : a.shape[ra - 1]) != k) r.fail("inner dimensions differ: " + operands);
+  TensorType y{a.dtype, std::vector<Dim>(a.shape.begin(), a.shape.end() - 2)};
+  y.shape.push_back(m);
   y.shape.push_back(n);
   return {y};
 }

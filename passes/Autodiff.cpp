@@ -399,12 +399,15 @@ void TrainingGraphBuilder::differentiate(OpId id) {
   }
 }
 
-/// y = a·b (or a·bᵀ with transpose_b). da = dy·bᵀ (dy·b); db = aᵀ·dy (dyᵀ·a).
+/// y = a·b (or a·bᵀ with transpose_b). da = dy·bᵀ (dy·b); db = aᵀ·dy (dyᵀ·a),
+/// a MatMul with transpose_a.
 /// A 2-D weight used by a batched a gets its gradient as one 2-D MatMul over
 /// the flattened leading dims when they can be written as one Dim, else as a
 /// batched MatMul summed with ReduceToShape.
 void TrainingGraphBuilder::differentiateMatMul(const Op& op, ValueId dy) {
   ValueId a = op.inputs[0], b = op.inputs[1];
+  if (intAttr(op, "transpose_a", 0) != 0)
+    throw AutodiffError("a MatMul with transpose_a has no VJP rule (only backward graphs use it)");
   bool transposeB = intAttr(op, "transpose_b", 0) != 0;
   TensorType ta = typeOf(a), tb = typeOf(b), tdy = typeOf(dy);
   if (requiresGrad_[a]) {
@@ -428,9 +431,10 @@ void TrainingGraphBuilder::differentiateMatMul(const Op& op, ValueId dy) {
     lhs = transposeB ? flatten(dy, n) : flatten(a, k);
     rhs = transposeB ? flatten(a, k) : flatten(dy, n);
   }
-  std::vector<std::int64_t> perm = swapLastTwo(typeOf(lhs).rank());
-  ValueId lhsT = emit(OpKind::Transpose, {lhs}, transposeType(typeOf(lhs), perm), {{"perm", perm}});
-  ValueId db = emit(OpKind::MatMul, {lhsT, rhs}, matmulType(typeOf(lhsT), typeOf(rhs), false));
+  // sgemm reads lhsᵀ in place (transpose_a): no Transpose op, no copy.
+  TensorType lhsT = transposeType(typeOf(lhs), swapLastTwo(typeOf(lhs).rank()));
+  ValueId db = emit(OpKind::MatMul, {lhs, rhs}, matmulType(lhsT, typeOf(rhs), false),
+                    {{"transpose_a", std::int64_t{1}}});
   accumulate(b, reduceTo(db, b));
 }
 

@@ -21,21 +21,21 @@ namespace meshflow::passes {
 std::vector<Strategy> matmulStrategies(const OpContext& ctx) {
   auto a = ctx.inputShape(0), b = ctx.inputShape(1);
   int ra = static_cast<int>(a.size()), rb = static_cast<int>(b.size());
-  bool transposeB = false;
-  if (auto it = ctx.op().attrs.find("transpose_b"); it != ctx.op().attrs.end()) {
-    transposeB = std::get<std::int64_t>(it->second) != 0;
-  }
+  auto flag = [&](const char* name) {
+    auto it = ctx.op().attrs.find(name);
+    return it != ctx.op().attrs.end() && std::get<std::int64_t>(it->second) != 0;
+  };
+  bool transposeA = flag("transpose_a"), transposeB = flag("transpose_b");
   bool batched = rb == ra && ra > 2;
+  int kDimA = transposeA ? ra - 2 : ra - 1, mDimA = transposeA ? ra - 1 : ra - 2;
   int kDimB = transposeB ? rb - 1 : rb - 2;
   int nDimB = transposeB ? rb - 2 : rb - 1;
   LoopNest nest;
-  for (int i = 0; i < ra - 1; ++i) {
-    // Leading loops are shared with b when it is batched (all but the row loop).
-    bool shared = batched && i < ra - 2;
-    nest.loops.push_back(loopOver(a[i], {i, shared ? i : -1}, {i}));
-  }
-  nest.loops.push_back(loopOver(a[ra - 1], {ra - 1, kDimB}, {-1}));  // k: contracted
-  nest.loops.push_back(loopOver(b[nDimB], {-1, nDimB}, {ra - 1}));   // n
+  // Leading loops are shared with b when it is batched.
+  for (int i = 0; i < ra - 2; ++i) nest.loops.push_back(loopOver(a[i], {i, batched ? i : -1}, {i}));
+  nest.loops.push_back(loopOver(a[mDimA], {mDimA, -1}, {ra - 2}));     // m
+  nest.loops.push_back(loopOver(a[kDimA], {kDimA, kDimB}, {-1}));      // k: contracted
+  nest.loops.push_back(loopOver(b[nDimB], {-1, nDimB}, {ra - 1}));     // n
   return loopNestStrategies(ctx, nest);
 }
 

@@ -32,16 +32,22 @@ const ShardingSpec& preferred(const std::vector<ShardingSpec>& held, const std::
   return planned.empty() ? held[i] : planned[i];
 }
 
-// y[..., m, n] = a[..., m, k] · b[(...,) k, n] (b as [n, k] with transpose_b).
+bool flag(const ir::Op& op, const char* name) {
+  auto it = op.attrs.find(name);
+  return it != op.attrs.end() && std::get<std::int64_t>(it->second) != 0;
+}
+
+// y[..., m, n] = a[..., m, k] · b[(...,) k, n] (a as [..., k, m] with
+// transpose_a, b as [n, k] with transpose_b).
 std::optional<SpmdLayout> matmulLayout(const ir::Op& op, const std::vector<ShardingSpec>& held,
                                        const Shapes& in, const Shapes& out,
                                        const std::vector<ShardingSpec>& planned, const ir::LogicalMesh& mesh) {
-  auto it = op.attrs.find("transpose_b");
-  bool transposeB = it != op.attrs.end() && std::get<std::int64_t>(it->second) != 0;
+  bool transposeA = flag(op, "transpose_a"), transposeB = flag(op, "transpose_b");
   std::size_t ra = in[0].size(), rb = in[1].size();
   if (ra < 2 || rb < 2) return std::nullopt;
   bool batched = rb == ra && ra > 2;
-  std::size_t kA = ra - 1, kB = transposeB ? rb - 1 : rb - 2, nB = transposeB ? rb - 2 : rb - 1;
+  std::size_t kA = transposeA ? ra - 2 : ra - 1, mA = transposeA ? ra - 1 : ra - 2;
+  std::size_t kB = transposeB ? rb - 1 : rb - 2, nB = transposeB ? rb - 2 : rb - 1;
   std::vector<MeshAxes> a = withoutPartial(preferred(held, planned, 0)).dims();
   MeshAxes n = preferred(held, planned, 1).dim(nB);
   for (int attempt = 0; attempt < 3; ++attempt) {
@@ -54,7 +60,8 @@ std::optional<SpmdLayout> matmulLayout(const ir::Op& op, const std::vector<Shard
     b[nB] = nFree;
     if (batched)
       for (std::size_t i = 0; i + 2 < ra; ++i) b[i] = a[i];
-    std::vector<MeshAxes> y(a.begin(), a.end() - 1);
+    std::vector<MeshAxes> y(a.begin(), a.end() - 2);
+    y.push_back(a[mA]);
     y.push_back(nFree);
     SpmdLayout l{{as, ShardingSpec::fromDims(b)}, {ShardingSpec::fromDims(y, a[kA])}};
     if (fits(l.inputs[0], in[0], mesh) && fits(l.inputs[1], in[1], mesh) && fits(l.outputs[0], out[0], mesh))

@@ -138,6 +138,12 @@ TEST_CASE("matmul", "[rules]") {
   CHECK(infer(OpKind::MatMul, {"f32[batch, 8, 16, 16]", "f32[batch, 8, 16, 32]"}) ==
         "f32[batch, 8, 16, 32]");
   CHECK(infer(OpKind::MatMul, {"f32[4, 3]", "f32[3, batch]"}) == "f32[4, batch]");
+  // transpose_a: a weight gradient xᵀ·dy contracts over the batch rows.
+  CHECK(infer(OpKind::MatMul, {"f32[batch, 64]", "f32[batch, 32]"}, {{"transpose_a", 1}}) == "f32[64, 32]");
+  CHECK(infer(OpKind::MatMul, {"f32[batch, 8, 16, 32]", "f32[batch, 8, 16, 4]"}, {{"transpose_a", 1}}) ==
+        "f32[batch, 8, 32, 4]");
+  CHECK(error(OpKind::MatMul, {"f32[batch, 64]", "f32[64, 32]"}, {{"transpose_a", 1}}) ==
+        "matmul: inner dimensions differ: f32[batch, 64] x f32[64, 32] (transpose_a)");
   CHECK(error(OpKind::MatMul, {"f32[batch, 64, 128]", "f32[256, 512]"}) ==
         "matmul: inner dimensions differ: f32[batch, 64, 128] x f32[256, 512]");
   CHECK(error(OpKind::MatMul, {"f32[batch, 64, 128]", "f32[128, 512]"}, {{"transpose_b", 1}}) ==

@@ -35,6 +35,21 @@ TEST_CASE("matmul multiplies, folds batch dims, batches and transposes", "[kerne
   checkValues(run1(OpKind::MatMul, {a, bt}, {{"transpose_b", std::int64_t{1}}}),
               {58, 64, 139, 154});
 
+  // a given as [k, m] with transpose_a, also batched and against a shared b.
+  Tensor at = run1(OpKind::Transpose, {a}, {{"perm", std::vector<std::int64_t>{1, 0}}});
+  checkValues(run1(OpKind::MatMul, {at, b}, {{"transpose_a", std::int64_t{1}}}), {58, 64, 139, 154});
+  checkValues(run1(OpKind::MatMul, {at, bt}, {{"transpose_a", std::int64_t{1}}, {"transpose_b", std::int64_t{1}}}),
+              {58, 64, 139, 154});
+  Tensor at2 = run1(OpKind::Concat, {at, at}, {{"axis", std::int64_t{0}}});
+  at2 = run1(OpKind::Reshape, {at2}, {{"shape", std::vector<std::int64_t>{2, 3, 2}}});
+  Tensor b2 = run1(OpKind::Concat, {b, b}, {{"axis", std::int64_t{0}}});
+  b2 = run1(OpKind::Reshape, {b2}, {{"shape", std::vector<std::int64_t>{2, 3, 2}}});
+  checkValues(run1(OpKind::MatMul, {at2, b}, {{"transpose_a", std::int64_t{1}}}),
+              {58, 64, 139, 154, 58, 64, 139, 154});
+  checkValues(run1(OpKind::MatMul, {at2, b2}, {{"transpose_a", std::int64_t{1}}}),
+              {58, 64, 139, 154, 58, 64, 139, 154});
+  CHECK_THROWS_AS(run1(OpKind::MatMul, {a, b}, {{"transpose_a", std::int64_t{1}}}), KernelError);
+
   // a[2, 2, 3] x b[3, 2]: leading dims fold into rows.
   Tensor a3 = run1(OpKind::Concat, {a, a}, {{"axis", std::int64_t{0}}});
   a3 = run1(OpKind::Reshape, {a3}, {{"shape", std::vector<std::int64_t>{2, 2, 3}}});
