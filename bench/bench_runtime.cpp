@@ -24,7 +24,9 @@
 //
 //   bench_runtime [STEPS] [tiny|wide]   (default 10 measured steps after 2 warm-up
 //   steps, both workloads; with BENCH_RAW=1 in the environment it also prints
-//   every instruction of the median step with its measured start and end)
+//   every instruction of the median step with its measured start and end, and
+//   BENCH_CORES=n makes the devices share n host cores instead of this
+//   machine's count)
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -251,7 +253,7 @@ ir::Cluster calibratedCpu(int devices, unsigned cores, const Calibration& c) {
   cluster.device = calibratedDevice(c);
   cluster.intraNode = {10e9, 1e-6};  // the cpu() builtin's nominal in-process link
   cluster.interNode = cluster.intraNode;
-  cluster.hostCores = std::min<std::int64_t>(devices, cores);
+  cluster.hostCores = std::getenv("BENCH_CORES") ? std::atoi(std::getenv("BENCH_CORES")) : std::min<std::int64_t>(devices, cores);
   return cluster;
 }
 

@@ -42,7 +42,8 @@ struct DeviceTimes {
   double totalSeconds = 0;   ///< The whole instruction stream.
   /// Every instruction but FREE, in program order, with its start and end in
   /// seconds since the step began (the simulator's form, so a measured step
-  /// prints and exports as a simulated one does).
+  /// prints and exports as a simulated one does). A RUN or UPDATE starts when
+  /// it has a host core (the wait for one is coreWaitSeconds).
   std::vector<sim::TimedInstruction> timeline;
 };
 
