@@ -118,7 +118,9 @@ void requireMemory(Evaluator& ev, const ir::Graph& graph, std::int64_t batch, co
            where);
 }
 
-enum TrainArg { kModel, kCluster, kBatch, kSteps, kData, kOptimizer, kSeed, kLogEvery, kPlan, kCheckpoint, kEvery, kVerify };
+enum TrainArg {
+  kModel, kCluster, kBatch, kSteps, kData, kOptimizer, kSeed, kLogEvery, kPlan, kCheckpoint, kEvery, kVerify, kTrace
+};
 
 const ClusterObject* clusterArg(const BoundArgs& a) {
   if (a[kCluster].isNone()) return nullptr;
@@ -187,6 +189,22 @@ std::unique_ptr<StepRunner> makeRunner(const BoundArgs& a, const ir::Graph& forw
   }
 }
 
+// trace = "step.trace.json": the last step's measured Chrome trace, which only
+// a plan's devices record.
+void traceArg(Evaluator& ev, const BoundArgs& a, const StepRunner& runner, TrainingLoop& loop) {
+  if (a[kTrace].isNone()) return;
+  const std::string& path = stringArg(a, kTrace, "trace");
+  if (!runner.parallel())
+    argumentError(a, kTrace, DiagnosticKind::InvalidValue,
+                  "trace needs a plan on the parallel runtime: the serial reference runs on no devices");
+  try {
+    loop.trace = checkWrite(ev.state().config, path);
+  } catch (ScriptError& denied) {
+    argumentError(a, kTrace, DiagnosticKind::AccessDenied, denied.diagnostic().message);
+  }
+  loop.traceSpan = a.spans[kTrace];
+}
+
 // The checkpoint directory: readable to resume from, writable to save to. A
 // resume problem (a corrupt checkpoint) is reported before a write permission.
 void checkpointArg(Evaluator& ev, const BoundArgs& a, TrainingLoop& loop) {
@@ -251,6 +269,7 @@ Value train(Evaluator& ev, BoundArgs& a) {
   loop.call = a.callSpan;
   loop.dataSpan = a.spans[kData];
   loop.checkpointSpan = a.spans[kCheckpoint];
+  traceArg(ev, a, *runner, loop);
   if (loop.logEvery > 0 && runner->parallel())
     ev.write(fmt::format("training '{}' on {}\n", traced.name, runner->describe()));
   return runTrainingLoop(ev, loop, *runner, reference.get());
@@ -273,7 +292,8 @@ void installTrainingBuiltins(Environment& env) {
                  {"plan", Value()},
                  {"checkpoint", Value()},
                  {"every", Value::integer(0)},
-                 {"verify", Value::boolean(false)}},
+                 {"verify", Value::boolean(false)},
+                 {"trace", Value()}},
                 train);
 }
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <fstream>
 
 #include "interp/Builtins.h"
 #include "runtime/parallel/ParallelTrainer.h"
@@ -86,6 +87,18 @@ void saveCheckpoint(Evaluator& ev, const TrainingLoop& loop, const StepRunner& r
   if (loop.logEvery > 0) ev.write(fmt::format("checkpoint: step {} in {}\n", step, loop.checkpoint->string()));
 }
 
+// The last step as it ran, in p.save_trace's format (a run that resumed past
+// its last step ran none and writes nothing).
+void writeTrace(const TrainingLoop& loop, const StepRunner& runner) {
+  std::optional<nlohmann::json> trace = runner.lastStepTrace();
+  if (!trace) return;
+  std::ofstream out(*loop.trace, std::ios::binary | std::ios::trunc);
+  out << trace->dump() << "\n";
+  if (!out)
+    failAt(DiagnosticKind::InvalidValue, fmt::format("cannot write the trace '{}'", loop.trace->string()),
+           loop.traceSpan);
+}
+
 std::string progressLine(const TrainingLoop& loop, std::int64_t step, double loss, double seconds,
                          std::optional<double> predicted) {
   std::string line = fmt::format("step {:>4}/{}  loss {:.4f}  {:.0f} {}  {:.1f} ms", step, loop.steps, loss,
@@ -127,6 +140,7 @@ Value runTrainingLoop(Evaluator& ev, const TrainingLoop& loop, StepRunner& runne
            loop.call);
   }
   if (reference) verifyState(loop, runner, *reference);
+  if (loop.trace) writeTrace(loop, runner);
   std::int64_t ran = static_cast<std::int64_t>(losses.size());
   auto predicted = runner.predictedSeconds();
   return ev.makeRecord(

@@ -25,11 +25,13 @@ struct TrainingLoop {
   std::optional<std::filesystem::path> checkpoint;  ///< Directory, checked readable.
   std::string checkpointDenied;  ///< Why it may not be written, when it may not.
   std::int64_t every = 0;  ///< Checkpoint every this many steps (0: at the end only).
+  /// Where to write the last step's measured Chrome trace (checked writable).
+  std::optional<std::filesystem::path> trace;
   /// Work per step for the throughput figure ("tokens/s" or "samples/s").
   std::int64_t work = 1;
   std::string unit = "samples/s";
-  /// Where errors point: the call, the data argument, the checkpoint argument.
-  SourceSpan call, dataSpan, checkpointSpan;
+  /// Where errors point: the call, the data, checkpoint and trace arguments.
+  SourceSpan call, dataSpan, checkpointSpan, traceSpan;
 };
 
 /// Runs the loop on `runner`; with `reference`, the serial reference steps

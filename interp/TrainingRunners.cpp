@@ -1,6 +1,7 @@
 #include "interp/TrainingRunners.h"
 
 #include "runtime/reference/SerialExecutor.h"
+#include "runtime/sim/SimTrace.h"
 
 namespace meshflow::interp {
 namespace {
@@ -34,7 +35,8 @@ class ParallelRunner final : public StepRunner {
   }
 
   double step(const runtime::TensorMap& batch, std::int64_t step) override {
-    return trainer_.step(batch, step).loss;
+    last_ = trainer_.step(batch, step);
+    return last_->loss;
   }
   runtime::TensorMap state() const override { return trainer_.state(); }
   void setState(const runtime::TensorMap& state) override { trainer_.setState(state); }
@@ -43,8 +45,19 @@ class ParallelRunner final : public StepRunner {
   std::optional<double> predictedSeconds() const override { return predicted_; }
   std::string describe() const override { return description_; }
 
+  std::optional<nlohmann::json> lastStepTrace() const override {
+    if (!last_) return std::nullopt;
+    runtime::sim::SimulationResult measured;
+    measured.makespan = last_->seconds;
+    measured.timeline.resize(trainer_.program().devices.size());
+    for (std::size_t d = 0; d < last_->devices.size() && d < measured.timeline.size(); ++d)
+      measured.timeline[d] = last_->devices[d].timeline;
+    return runtime::sim::simulationTrace(trainer_.program(), measured);
+  }
+
  private:
   runtime::ParallelTrainer trainer_;
+  std::optional<runtime::ParallelStepResult> last_;
   std::optional<double> predicted_;
   std::string description_;
 };

@@ -11,6 +11,8 @@
 #include "passes/Autodiff.h"
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/parallel/ParallelTrainer.h"
+#include <nlohmann/json.hpp>
+
 #include "runtime/sim/Simulator.h"
 
 namespace meshflow::interp {
@@ -27,6 +29,10 @@ class StepRunner {
   virtual bool parallel() const = 0;
   /// Seconds the simulator predicts for a step, when there is a plan.
   virtual std::optional<double> predictedSeconds() const { return std::nullopt; }
+  /// The last step as it ran on the plan's devices, as a Chrome trace in the
+  /// format of p.save_trace (runtime/sim/SimTrace.h); none for the serial
+  /// reference or before a step.
+  virtual std::optional<nlohmann::json> lastStepTrace() const { return std::nullopt; }
   /// One line: "serial reference on 1 device" or the plan's shape.
   virtual std::string describe() const = 0;
 };
