@@ -47,7 +47,9 @@ class KernelError : public std::runtime_error {
 /// takes its shape from an allocated output, since its `shape` attribute cannot
 /// name the symbolic batch). Every kernel writes each element of its outputs
 /// and never reads what they held, so callers may pass outputs allocated with
-/// Tensor::uninitialized. Input, Parameter: throw — the executor binds them.
+/// Tensor::uninitialized. SgdUpdate and AdamUpdate may also run in place: output
+/// j the very tensor given as input 0, 3 or 4 (each element is read and
+/// written at one index). Input, Parameter: throw — the executor binds them.
 /// Limits OpenBLAS to one thread on first use: each virtual device is one CPU
 /// thread, and a single-threaded sgemm is the same computation on every run.
 void runKernel(const ir::Op& op, const std::vector<const Tensor*>& inputs,

@@ -81,3 +81,33 @@ TEST_CASE("the scale input multiplies the gradient", "[kernels][optimizer]") {
   CHECK_THROWS_WITH(runOp(OpKind::SgdUpdate, {w, g, w, m}, plain, 2),
                     "sgd_update: scale must be a scalar, got f32[2]");
 }
+
+TEST_CASE("the optimizer updates run in place with the same bits", "[kernels][optimizer]") {
+  Tensor w = meshflow::runtime::randomNormal({257}, 1), g = meshflow::runtime::randomNormal({257}, 2);
+  Tensor m = meshflow::runtime::randomNormal({257}, 3), v = meshflow::runtime::randomNormal({257}, 4);
+  for (auto& x : v.f32()) x = x * x;
+  Tensor scale = Tensor::scalar(0.5f);
+  auto inPlace = [&](OpKind kind, std::vector<Tensor> held, Attributes attrs) {
+    for (Tensor& t : held) t.f32();  // storage of their own, as the runtime's state has
+    meshflow::ir::Op op{kind, {}, {}, std::move(attrs), "", {}, meshflow::ir::Phase::Update, {}};
+    std::vector<const Tensor*> in{&held[0], &g, &scale, &held[1]};
+    std::vector<Tensor*> out{&held[0], &held[1]};
+    if (held.size() == 3) {
+      in.push_back(&held[2]);
+      out.push_back(&held[2]);
+    }
+    const float* before = std::as_const(held[0]).f32().data();
+    meshflow::runtime::cpu::runKernel(op, in, out, KernelContext{3, 0});
+    CHECK(std::as_const(held[0]).f32().data() == before);  // no new storage
+    return held;
+  };
+  auto adam = runOp(OpKind::AdamUpdate, {w, g, scale, m, v}, adamAttrs(0.01, 1), 3, KernelContext{3, 0});
+  auto adamInPlace = inPlace(OpKind::AdamUpdate, {Tensor(w), Tensor(m), Tensor(v)}, adamAttrs(0.01, 1));
+  for (std::size_t j = 0; j < 3; ++j) CHECK(adamInPlace[j].bitEqual(adam[j]));
+  Attributes sgd = {{"lr", 0.1}, {"momentum", 0.9}, {"weight_decay", 0.01}};
+  auto plain = runOp(OpKind::SgdUpdate, {w, g, scale, m}, sgd, 2);
+  auto sgdInPlace = inPlace(OpKind::SgdUpdate, {Tensor(w), Tensor(m)}, sgd);
+  for (std::size_t j = 0; j < 2; ++j) CHECK(sgdInPlace[j].bitEqual(plain[j]));
+  // The caller's tensors, shared with the held copies until written, keep their values.
+  CHECK(w.bitEqual(meshflow::runtime::randomNormal({257}, 1)));
+}
