@@ -85,8 +85,8 @@ class UpdateRun {
 
   // The update ops of `p`. The optimizer ops write the parameters and their
   // state in place — their kernels read and write each element at one index —
-  // so a step allocates no second copy of them (a fresh one page-faulted
-  // through 3 × the parameters' bytes: 10% of a hidden-512 GPT's step).
+  // so a step allocates no second copy of them (3 × the parameters' bytes at
+  // the peak of every step).
   void applyUpdate(const passes::StagePiece& p, ValueTable& values) {
     static const TensorMap kNoInputs;
     auto start = Clock::now();
