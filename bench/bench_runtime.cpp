@@ -112,20 +112,16 @@ struct GemmRate {
 // graph's MatMul FLOPs over the time they take, each distinct shape (operand
 // shapes, transpose_a and transpose_b) timed once through the kernel the runtime calls.
 GemmRate measureGemmRate(const ir::Graph& training, std::int64_t batch, double secondsPerShape) {
-  using Key = std::tuple<runtime::Shape, runtime::Shape, std::int64_t, std::int64_t>;
+  using Key = std::tuple<runtime::Shape, runtime::Shape, bool, bool>;
   std::map<Key, std::pair<ir::OpId, int>> shapes;  // a representative op, how many
   GemmRate rate;
   for (ir::OpId id = 0; id < training.ops().size(); ++id) {
     const ir::Op& op = training.op(id);
     if (op.kind != ir::OpKind::MatMul) continue;
     ++rate.matmuls;
-    auto flag = [&](const char* name) {
-      auto it = op.attrs.find(name);
-      return it == op.attrs.end() ? std::int64_t{0} : std::get<std::int64_t>(it->second);
-    };
     Key key{runtime::boundShape(training.value(op.inputs[0]).type, batch),
-            runtime::boundShape(training.value(op.inputs[1]).type, batch), flag("transpose_a"),
-            flag("transpose_b")};
+            runtime::boundShape(training.value(op.inputs[1]).type, batch), ir::flagAttr(op, "transpose_a"),
+            ir::flagAttr(op, "transpose_b")};
     ++shapes.try_emplace(key, id, 0).first->second.second;
   }
   double flops = 0, seconds = 0;

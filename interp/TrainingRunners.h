@@ -8,11 +8,11 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "passes/Autodiff.h"
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/parallel/ParallelTrainer.h"
-#include <nlohmann/json.hpp>
-
 #include "runtime/sim/Simulator.h"
 
 namespace meshflow::interp {

@@ -143,6 +143,11 @@ OpId Graph::addOp(Op op, const std::vector<TensorType>& outputTypes) {
   return id;
 }
 
+bool flagAttr(const Op& op, const std::string& name) {
+  auto it = op.attrs.find(name);
+  return it != op.attrs.end() && std::get<std::int64_t>(it->second) != 0;
+}
+
 std::vector<ValueId> Graph::inputs() const {
   std::vector<ValueId> ids;
   for (const auto& op : ops_)

@@ -143,6 +143,9 @@ struct Op {
   std::optional<OpId> forwardOp;
 };
 
+/// An integer flag attribute (`transpose_b: 1`): true when present and nonzero.
+bool flagAttr(const Op& op, const std::string& name);
+
 struct ValueInfo {
   TensorType type;
   OpId producer;

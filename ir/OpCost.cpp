@@ -119,9 +119,7 @@ OpCost movement(const Sizes& s, double read, double written) {
 OpCost matmulCost(const Sizes& s, const Graph& g) {
   // k is the batch itself in a weight gradient (Aᵀ·dY contracts over the samples).
   const auto& a = g.value(s.op().inputs.at(0)).type.shape;
-  auto transposeA = s.op().attrs.find("transpose_a");
-  bool aTransposed = transposeA != s.op().attrs.end() && std::get<std::int64_t>(transposeA->second) != 0;
-  double k = double((aTransposed ? a[a.size() - 2] : a.back()).resolve(s.batch()));
+  double k = double((flagAttr(s.op(), "transpose_a") ? a[a.size() - 2] : a.back()).resolve(s.batch()));
   double flops = 2 * s.outElems(0) * k;
   OpCost c{flops, s.allIn(), s.allOut()};
   // dA = dY·Bᵀ and dB = Aᵀ·dY: each reads dY and the other operand.

@@ -406,9 +406,9 @@ void TrainingGraphBuilder::differentiate(OpId id) {
 /// batched MatMul summed with ReduceToShape.
 void TrainingGraphBuilder::differentiateMatMul(const Op& op, ValueId dy) {
   ValueId a = op.inputs[0], b = op.inputs[1];
-  if (intAttr(op, "transpose_a", 0) != 0)
+  if (ir::flagAttr(op, "transpose_a"))
     throw AutodiffError("a MatMul with transpose_a has no VJP rule (only backward graphs use it)");
-  bool transposeB = intAttr(op, "transpose_b", 0) != 0;
+  bool transposeB = ir::flagAttr(op, "transpose_b");
   TensorType ta = typeOf(a), tb = typeOf(b), tdy = typeOf(dy);
   if (requiresGrad_[a]) {
     ValueId da = emit(OpKind::MatMul, {dy, b}, matmulType(tdy, tb, !transposeB),

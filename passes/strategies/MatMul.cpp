@@ -21,11 +21,7 @@ namespace meshflow::passes {
 std::vector<Strategy> matmulStrategies(const OpContext& ctx) {
   auto a = ctx.inputShape(0), b = ctx.inputShape(1);
   int ra = static_cast<int>(a.size()), rb = static_cast<int>(b.size());
-  auto flag = [&](const char* name) {
-    auto it = ctx.op().attrs.find(name);
-    return it != ctx.op().attrs.end() && std::get<std::int64_t>(it->second) != 0;
-  };
-  bool transposeA = flag("transpose_a"), transposeB = flag("transpose_b");
+  bool transposeA = ir::flagAttr(ctx.op(), "transpose_a"), transposeB = ir::flagAttr(ctx.op(), "transpose_b");
   bool batched = rb == ra && ra > 2;
   int kDimA = transposeA ? ra - 2 : ra - 1, mDimA = transposeA ? ra - 1 : ra - 2;
   int kDimB = transposeB ? rb - 1 : rb - 2;

@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <compare>
 #include <condition_variable>
-#include <latch>
 #include <deque>
+#include <latch>
 #include <map>
 #include <mutex>
 #include <optional>

@@ -77,19 +77,16 @@ void matMul(const KernelArgs& args) {
     gemm(a.f32().data(), b.f32().data(), y.f32().data(), shapeElements(batch) * m, n, k, t);
     return;
   }
-  if (b.rank() == 2) {
-    // Transposed matrices of a do not fold into rows: one GEMM per matrix.
-    for (std::int64_t i = 0; i < shapeElements(batch); ++i)
-      gemm(a.f32().data() + i * m * k, b.f32().data(), y.f32().data() + i * m * n, m, n, k, t);
-    return;
-  }
-  if (Shape(b.shape().begin(), b.shape().end() - 2) != batch)
+  // One GEMM per matrix of a: with a batched b, against its matrix; with a
+  // shared b (and a transposed, whose matrices do not fold into rows), against b.
+  const bool shared = b.rank() == 2;
+  if (!shared && Shape(b.shape().begin(), b.shape().end() - 2) != batch)
     args.fail(fmt::format("batch dimensions differ: {} x {}", a.typeText(), b.typeText()));
   const float* as = a.f32().data();
   const float* bs = b.f32().data();
   float* ys = y.f32().data();
   for (std::int64_t i = 0; i < shapeElements(batch); ++i)
-    gemm(as + i * m * k, bs + i * k * n, ys + i * m * n, m, n, k, t);
+    gemm(as + i * m * k, bs + (shared ? 0 : i * k * n), ys + i * m * n, m, n, k, t);
 }
 
 }  // namespace meshflow::runtime::cpu

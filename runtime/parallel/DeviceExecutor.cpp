@@ -75,10 +75,14 @@ class DeviceRun {
         if (s_.fault && s_.fault->device == s_.device && s_.fault->step == s_.step &&
             s_.fault->instruction == i)
           throw std::runtime_error("injected fault");
-        begin_ = secondsSince(s_.origin);
+        // A computation starts once it has a core: the timeline leaves out the wait.
+        const double waited = result_.times.coreWaitSeconds;
+        const double begin = secondsSince(s_.origin);
         execute(in);
         if (in.op != ir::Opcode::kFree)
-          result_.times.timeline.push_back({static_cast<std::uint32_t>(i), begin_, secondsSince(s_.origin)});
+          result_.times.timeline.push_back({static_cast<std::uint32_t>(i),
+                                            begin + result_.times.coreWaitSeconds - waited,
+                                            secondsSince(s_.origin)});
       } catch (const CommError& e) {
         // A consequence of another device's failure: that one is the error to report.
         if (e.kind() == CommError::Kind::Aborted) throw;
@@ -157,7 +161,6 @@ class DeviceRun {
       auto start = Clock::now();
       s_.cores->takeTurn(s_.device);
       result_.times.coreWaitSeconds += secondsSince(start);
-      begin_ = secondsSince(s_.origin);  // the timeline shows the computation, not the wait
     }
     compute();
   }
@@ -350,7 +353,6 @@ class DeviceRun {
 
   const DeviceStep& s_;
   const ir::DeviceCode& code_;
-  double begin_ = 0;  // when the current instruction began (a computation: once it had a core)
   std::map<BufferId, ValueTable> buffers_;
   std::map<int, std::vector<Tensor>> accumulated_;  // per virtual stage, per gradient: boxes
   std::map<ir::ValueId, ir::ShardingSpec> gradientSpecs_;  // the layout of each gradient's boxes

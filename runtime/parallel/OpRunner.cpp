@@ -39,10 +39,21 @@ OpRunner::OpRunner(const ir::Graph& graph, std::int64_t microbatch) : graph_(gra
   for (ir::ValueId v = 0; v < graph.valueCount(); ++v) shapes_.push_back(boundShape(graph.value(v).type, microbatch));
 }
 
-const Tensor* OpRunner::lookup(ir::OpId reader, ir::ValueId v, const ValueTable& values,
-                               const TensorMap& state, const TensorMap& inputs) const {
-  if (auto it = values.find(v); it != values.end()) return &it->second;
-  return &boundLeaf(graph_, reader, v, names_[v], shapes_[v], state, inputs);
+const Tensor& OpRunner::input(ir::OpId reader, ir::ValueId v, const ValueTable& values,
+                              const TensorMap& state, const TensorMap& inputs) const {
+  if (auto it = values.find(v); it != values.end()) return it->second;
+  return boundLeaf(graph_, reader, v, names_[v], shapes_[v], state, inputs);
+}
+
+void OpRunner::runKernel(ir::OpId id, const std::vector<const Tensor*>& in, std::vector<Tensor*>& out,
+                         std::int64_t step) const {
+  try {
+    cpu::runKernel(graph_.op(id), in, out, cpu::KernelContext{step, id});
+  } catch (const ExecutionError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw ExecutionError(graph_, id, e.what());
+  }
 }
 
 void OpRunner::run(std::span<const ir::OpId> ops, ValueTable& values, const TensorMap& state,
@@ -53,7 +64,7 @@ void OpRunner::run(std::span<const ir::OpId> ops, ValueTable& values, const Tens
     const ir::Op& op = graph_.op(id);
     in.clear();
     out.clear();
-    for (ir::ValueId v : op.inputs) in.push_back(lookup(id, v, values, state, inputs));
+    for (ir::ValueId v : op.inputs) in.push_back(&input(id, v, values, state, inputs));
     for (ir::ValueId v : op.outputs) {
       // The graph's dtype and shape, for the kernel to allocate (uninitialised:
       // every kernel writes each element of its outputs) and to be checked against.
@@ -61,13 +72,7 @@ void OpRunner::run(std::span<const ir::OpId> ops, ValueTable& values, const Tens
           values.insert_or_assign(v, Tensor::placeholder(graph_.value(v).type.dtype, shapes_[v]));
       out.push_back(&it->second);
     }
-    try {
-      cpu::runKernel(op, in, out, cpu::KernelContext{step, id});
-    } catch (const ExecutionError&) {
-      throw;
-    } catch (const std::exception& e) {
-      throw ExecutionError(graph_, id, e.what());
-    }
+    runKernel(id, in, out, step);
   }
 }
 

@@ -41,12 +41,19 @@ class OpRunner {
   void run(std::span<const ir::OpId> ops, ValueTable& values, const TensorMap& state,
            const TensorMap& inputs, std::int64_t step) const;
 
+  /// Input `v` of op `reader`, found as run() finds it.
+  const Tensor& input(ir::OpId reader, ir::ValueId v, const ValueTable& values, const TensorMap& state,
+                      const TensorMap& inputs) const;
+  /// Runs op `id`'s kernel on `in` into `out` (which may be tensors of `in`
+  /// where the kernel allows it, as the optimizer updates do); throws
+  /// ExecutionError naming the op.
+  void runKernel(ir::OpId id, const std::vector<const Tensor*>& in, std::vector<Tensor*>& out,
+                 std::int64_t step) const;
+
   const ir::Graph& graph() const { return graph_; }
   const Shape& shape(ir::ValueId v) const { return shapes_.at(v); }
 
  private:
-  const Tensor* lookup(ir::OpId reader, ir::ValueId v, const ValueTable& values, const TensorMap& state,
-                       const TensorMap& inputs) const;
 
   const ir::Graph& graph_;
   std::vector<Shape> shapes_;

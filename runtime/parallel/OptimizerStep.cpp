@@ -5,7 +5,7 @@
 #include <chrono>
 #include <cmath>
 
-#include "runtime/cpu/Kernels.h"
+#include "runtime/parallel/OpRunner.h"
 
 namespace meshflow::runtime {
 namespace {
@@ -75,11 +75,10 @@ class UpdateRun {
     s_.comm->allReduce(*s_.replicaGroup, {&total});
     times_.commSeconds += secondsSince(start);
     Tensor norm = Tensor::scalar(std::sqrt(total.item()));
-    const ir::Op& op = s_.runner->graph().op(s_.partition->clip->clipScale);
     Tensor scale;
     std::vector<const Tensor*> in{&norm};
     std::vector<Tensor*> out{&scale};
-    cpu::runKernel(op, in, out, cpu::KernelContext{s_.step, s_.partition->clip->clipScale});
+    s_.runner->runKernel(s_.partition->clip->clipScale, in, out, s_.step);
     return scale;
   }
 
@@ -110,25 +109,14 @@ class UpdateRun {
     const ir::Graph& graph = s_.runner->graph();
     const ir::Op& op = graph.op(id);
     std::vector<const Tensor*> in;
-    for (ir::ValueId v : op.inputs) {
-      auto it = values.find(v);
-      const std::string name = it == values.end() ? bindingName(graph, v) : "";
-      in.push_back(it != values.end() ? &it->second
-                                      : &boundLeaf(graph, id, v, name, s_.runner->shape(v), *s_.state, kNoInputs));
-    }
+    for (ir::ValueId v : op.inputs) in.push_back(&s_.runner->input(id, v, values, *s_.state, kNoInputs));
     std::vector<Tensor*> out;
     for (std::size_t j = 0; j < op.outputs.size(); ++j) {
       Tensor& held = s_.state->at(bindingName(graph, op.inputs.at(updatedInput(j))));
       if (in.at(updatedInput(j)) != &held) throw std::logic_error("an optimizer state value is not in the state");
       out.push_back(&held);
     }
-    try {
-      cpu::runKernel(op, in, out, cpu::KernelContext{s_.step, id});
-    } catch (const ExecutionError&) {
-      throw;
-    } catch (const std::exception& e) {
-      throw ExecutionError(graph, id, e.what());
-    }
+    s_.runner->runKernel(id, in, out, s_.step);
   }
 
   // Stores what the optimizer ops of `p` computed: `updatedOf(held, updated)`

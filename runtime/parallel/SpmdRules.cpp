@@ -32,17 +32,12 @@ const ShardingSpec& preferred(const std::vector<ShardingSpec>& held, const std::
   return planned.empty() ? held[i] : planned[i];
 }
 
-bool flag(const ir::Op& op, const char* name) {
-  auto it = op.attrs.find(name);
-  return it != op.attrs.end() && std::get<std::int64_t>(it->second) != 0;
-}
-
 // y[..., m, n] = a[..., m, k] · b[(...,) k, n] (a as [..., k, m] with
 // transpose_a, b as [n, k] with transpose_b).
 std::optional<SpmdLayout> matmulLayout(const ir::Op& op, const std::vector<ShardingSpec>& held,
                                        const Shapes& in, const Shapes& out,
                                        const std::vector<ShardingSpec>& planned, const ir::LogicalMesh& mesh) {
-  bool transposeA = flag(op, "transpose_a"), transposeB = flag(op, "transpose_b");
+  bool transposeA = ir::flagAttr(op, "transpose_a"), transposeB = ir::flagAttr(op, "transpose_b");
   std::size_t ra = in[0].size(), rb = in[1].size();
   if (ra < 2 || rb < 2) return std::nullopt;
   bool batched = rb == ra && ra > 2;
