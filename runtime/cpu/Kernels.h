@@ -49,7 +49,9 @@ class KernelError : public std::runtime_error {
 /// and never reads what they held, so callers may pass outputs allocated with
 /// Tensor::uninitialized. SgdUpdate and AdamUpdate may also run in place: output
 /// j the very tensor given as input 0, 3 or 4 (each element is read and
-/// written at one index). Input, Parameter: throw — the executor binds them.
+/// written at one index); the caller gives those tensors storage of their own
+/// first, since the kernel reads the input before writing (and so unsharing)
+/// the output. Input, Parameter: throw — the executor binds them.
 /// Limits OpenBLAS to one thread on first use: each virtual device is one CPU
 /// thread, and a single-threaded sgemm is the same computation on every run.
 void runKernel(const ir::Op& op, const std::vector<const Tensor*>& inputs,

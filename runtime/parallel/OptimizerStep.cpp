@@ -103,11 +103,17 @@ class UpdateRun {
   }
 
   // Runs optimizer op `id` with each output j bound to the state tensor it
-  // replaces (input 0, 3 or 4), which it is also read as.
+  // replaces (input 0, 3 or 4), which it is also read as. Each is first given
+  // storage of its own: a state tensor may share its elements with another
+  // device's (replicas are set from one map), and a kernel reading it through
+  // the input while its output write unshared it would read elements the other
+  // device is updating in place at the same time.
   void updateInPlace(ir::OpId id, ValueTable& values) {
     static const TensorMap kNoInputs;
     const ir::Graph& graph = s_.runner->graph();
     const ir::Op& op = graph.op(id);
+    for (std::size_t j = 0; j < op.outputs.size(); ++j)
+      s_.state->at(bindingName(graph, op.inputs.at(updatedInput(j)))).f32();  // unshares
     std::vector<const Tensor*> in;
     for (ir::ValueId v : op.inputs) in.push_back(&s_.runner->input(id, v, values, *s_.state, kNoInputs));
     std::vector<Tensor*> out;

@@ -117,3 +117,37 @@ TEST_CASE("a measured step has every device's timeline in program order", "[para
     }
   }
 }
+
+TEST_CASE("replicas set from one map update their shared parameters apart", "[parallel][cores]") {
+  // setState hands every replica a copy of one tensor per parameter: with the
+  // map gone the replicas share the elements, and each one's in-place
+  // optimizer update must give itself elements of its own before it reads.
+  const char* wide = R"(
+model wide_mlp() {
+  let x = input("x", f32[batch, 64])
+  let y = input("y", f32[batch, 4])
+  let h = relu(linear(x, 512, name = "fc1"))
+  let out = linear(relu(linear(h, 512, name = "fc2")), 4, name = "fc3")
+  return mean((out - y) * (out - y))
+}
+)";
+  ir::Graph forward = traceModel(wide, "wide_mlp()");
+  auto training = passes::buildTrainingGraph(forward, passes::OptimizerConfig::adam());
+  auto plan = pipeline(forward, 1, 2, "1f1b", 1);
+  auto expected = runParallel(training, plan, optionsFor(8), 2, 5);
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    runtime::ParallelTrainer trainer(training, plan, optionsFor(8));
+    {
+      runtime::TensorMap state;
+      runtime::initializeParameters(training.graph, 5, state);
+      trainer.setState(state);
+    }  // the map is gone: the two replicas share each parameter's elements
+    auto data = runtime::syntheticData(5);
+    for (int step = 1; step <= 2; ++step) trainer.step(data->batch(training.graph, 8, step - 1), step);
+    auto state = trainer.state();
+    for (const auto& [name, tensor] : expected.state) {
+      INFO("attempt " << attempt << ", " << name);
+      REQUIRE(state.at(name).bitEqual(tensor));
+    }
+  }
+}
