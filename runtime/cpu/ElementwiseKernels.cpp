@@ -37,6 +37,10 @@ std::uint64_t mix(std::uint64_t z) {
   return z ^ (z >> 31);
 }
 
+// `f` is a lambda, never a function pointer: each lambda is its own type, so
+// each op gets its own instantiation with `f` inlined and the loop vectorised.
+// A pointer (`mapUnary(args, geluOf)`) made GeLU, tanh and sigmoid share one
+// instantiation that called through it per element — 4 ns an element.
 template <class F>
 void mapUnary(const KernelArgs& args, F f) {
   const Tensor& x = args.f32(0);
@@ -141,11 +145,11 @@ void unary(const KernelArgs& args) {
     case ir::OpKind::Relu:
       return mapUnary(args, [](float x) { return x > 0 ? x : 0.0f; });
     case ir::OpKind::Gelu:
-      return mapUnary(args, geluOf);
+      return mapUnary(args, [](float x) { return geluOf(x); });
     case ir::OpKind::Tanh:
-      return mapUnary(args, fastTanh);
+      return mapUnary(args, [](float x) { return fastTanh(x); });
     case ir::OpKind::Sigmoid:
-      return mapUnary(args, sigmoidOf);
+      return mapUnary(args, [](float x) { return sigmoidOf(x); });
     case ir::OpKind::Exp:
       return mapUnary(args, [](float x) { return std::exp(x); });
     case ir::OpKind::Scale: {
@@ -162,7 +166,7 @@ void unaryGrad(const KernelArgs& args) {
     case ir::OpKind::ReluGrad:
       return mapGrad(args, [](float x) { return x > 0 ? 1.0f : 0.0f; });
     case ir::OpKind::GeluGrad:
-      return mapGrad(args, geluDerivative);
+      return mapGrad(args, [](float x) { return geluDerivative(x); });
     case ir::OpKind::TanhGrad:
       return mapGrad(args, [](float y) { return 1.0f - y * y; });
     case ir::OpKind::SigmoidGrad:

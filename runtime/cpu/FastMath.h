@@ -27,7 +27,8 @@ inline float expNonPositive(float x) {
   float clamped = x >= -87.0f ? x : -87.0f;  // NaN too: the conversion below needs a number
   auto n = static_cast<std::int32_t>(clamped * kLog2e - 0.5f);  // round to nearest (x ≤ 0)
   float fn = static_cast<float>(n);
-  float r = (clamped - fn * kLn2Hi) - fn * kLn2Lo;
+  float reduced = x == x ? clamped : x;  // a NaN carries through r and p
+  float r = (reduced - fn * kLn2Hi) - fn * kLn2Lo;
   float p = 1.0f / 5040;
   p = p * r + 1.0f / 720;
   p = p * r + 1.0f / 120;
@@ -36,8 +37,12 @@ inline float expNonPositive(float x) {
   p = p * r + 0.5f;
   p = p * r + 1.0f;
   p = p * r + 1.0f;
-  float result = p * std::bit_cast<float>(static_cast<std::uint32_t>(n + 127) << 23);
-  return x == x ? (x >= -87.0f ? result : 0.0f) : x;
+  // 2^n, or +0 below −87 (and for −inf and NaN: NaN · 0 stays NaN). Selecting
+  // the scale rather than the product keeps the loop free of branches: given
+  // `x >= -87 ? p * scale : 0`, GCC with AVX enabled sinks the product into a
+  // branch and no longer vectorises the loop.
+  std::uint32_t scaleBits = x >= -87.0f ? static_cast<std::uint32_t>(n + 127) << 23 : 0u;
+  return p * std::bit_cast<float>(scaleBits);
 }
 
 inline float fastTanh(float x) {
