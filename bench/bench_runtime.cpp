@@ -2,10 +2,11 @@
 // cost model. It prints, with sizes and units:
 //
 //   1. the single-thread sgemm rate of the CPU kernels at each model's own GEMM
-//      shapes (every MatMul of the training graph at its microbatch size, timed
-//      through runKernel), the FLOP rate of its other kernels timed the same
-//      way, the element-wise kernels' bytes per second and the fixed cost of a
-//      kernel run through OpRunner;
+//      shapes (every MatMul of the training graph at its microbatch size, run
+//      through runKernel in graph order, on a real microbatch's operands), the
+//      FLOP rate of its other kernels measured the same way, the element-wise
+//      kernels' bytes per second and the fixed cost of a kernel run through
+//      OpRunner;
 //   2. the main example's model (examples/train_tiny_gpt.mesh: tiny_gpt, batch
 //      16) planned as 2 stages × 2 data-parallel replicas, 1F1B, on 4 virtual
 //      cpu devices whose spec is calibrated by those measurements (each device
@@ -48,6 +49,7 @@
 #include "passes/PlanPipeline.h"
 #include "passes/Planner.h"
 #include "runtime/cpu/Kernels.h"
+#include "runtime/cpu/LocalCluster.h"
 #include "runtime/data/DataSource.h"
 #include "runtime/parallel/OpRunner.h"
 #include "runtime/parallel/ParallelTrainer.h"
@@ -102,40 +104,6 @@ double timeKernel(const ir::Op& op, const std::vector<runtime::Tensor>& inputs, 
   return elapsed / static_cast<double>(runs);
 }
 
-struct GemmRate {
-  double flopsPerSecond = 0;
-  int shapes = 0;   // distinct MatMul shapes timed
-  int matmuls = 0;  // MatMul ops of the training graph
-};
-
-// The single-thread rate over every MatMul of `training` at `batch` samples: the
-// graph's MatMul FLOPs over the time they take, each distinct shape (operand
-// shapes, transpose_a and transpose_b) timed once through the kernel the runtime calls.
-GemmRate measureGemmRate(const ir::Graph& training, std::int64_t batch, double secondsPerShape) {
-  using Key = std::tuple<runtime::Shape, runtime::Shape, bool, bool>;
-  std::map<Key, std::pair<ir::OpId, int>> shapes;  // a representative op, how many
-  GemmRate rate;
-  for (ir::OpId id = 0; id < training.ops().size(); ++id) {
-    const ir::Op& op = training.op(id);
-    if (op.kind != ir::OpKind::MatMul) continue;
-    ++rate.matmuls;
-    Key key{runtime::boundShape(training.value(op.inputs[0]).type, batch),
-            runtime::boundShape(training.value(op.inputs[1]).type, batch), ir::flagAttr(op, "transpose_a"),
-            ir::flagAttr(op, "transpose_b")};
-    ++shapes.try_emplace(key, id, 0).first->second.second;
-  }
-  double flops = 0, seconds = 0;
-  for (const auto& [key, use] : shapes) {
-    std::vector<runtime::Tensor> inputs = {runtime::randomNormal(std::get<0>(key), 1),
-                                           runtime::randomNormal(std::get<1>(key), 2)};
-    flops += use.second * ir::opCost(training, use.first, batch).flops;
-    seconds += use.second * timeKernel(training.op(use.first), inputs, secondsPerShape);
-  }
-  rate.shapes = static_cast<int>(shapes.size());
-  rate.flopsPerSecond = flops / seconds;
-  return rate;
-}
-
 // Bytes per second of the element-wise Add kernel on two [rows, cols] tensors
 // (read both, write one): what the roofline's memory term should use.
 double measureElementwiseBandwidth(std::int64_t rows, std::int64_t cols, double seconds) {
@@ -163,41 +131,136 @@ runtime::ValueTable oneMicrobatch(const ir::Graph& training, std::int64_t microb
   return values;
 }
 
-// The single-thread rate of the graph's kernels that are not MatMuls (element-
-// wise, normalisation, reductions, losses): their FLOPs (ir::opCost) over the
-// time they take, each op with FLOPs timed once per distinct kind and operand
-// shapes, in a loop on the operands a microbatch gives it — as measureGemmRate
-// does for the MatMuls.
-double measureVectorRate(const ir::Graph& training, std::int64_t microbatch, double secondsPerShape) {
+// One op of a microbatch's forward or backward with the operands a real
+// microbatch gives it.
+struct OpOnOperands {
+  const ir::Op* op = nullptr;
+  std::vector<runtime::Tensor> operands;
+  std::vector<runtime::Tensor> outputs;
+  double flops = 0;  // ir::opCost
+};
+
+// The ops of one microbatch's forward and backward that `select` picks, in
+// graph order, each on its real operands (ids and labels in range).
+template <class Select>
+std::vector<OpOnOperands> opsInGraphOrder(const ir::Graph& training, std::int64_t microbatch, Select select) {
   runtime::TensorMap state;
   runtime::initializeParameters(training, 1, state);
   auto inputs = runtime::syntheticData(1)->batch(training, microbatch, 0);
   runtime::ValueTable values = oneMicrobatch(training, microbatch, state, inputs);
-  runtime::OpRunner runner(training, microbatch);
-  std::map<std::pair<ir::OpKind, std::vector<runtime::Shape>>, double> timed;  // seconds per run
-  double flops = 0, seconds = 0;
+  std::vector<OpOnOperands> ops;
   for (ir::OpId id = 0; id < training.ops().size(); ++id) {
     const ir::Op& op = training.op(id);
-    double opFlops = ir::opCost(training, id, microbatch).flops;
-    if (!isStepKernel(op) || op.kind == ir::OpKind::MatMul || opFlops <= 0) continue;
-    std::vector<runtime::Tensor> operands;
-    std::vector<runtime::Shape> shapes;
+    if (!isStepKernel(op) || !select(id)) continue;
+    OpOnOperands o{&op, {}, std::vector<runtime::Tensor>(std::max<std::size_t>(1, op.outputs.size())),
+                   ir::opCost(training, id, microbatch).flops};
     for (ir::ValueId v : op.inputs) {
       auto it = values.find(v);
-      if (it != values.end()) {
-        operands.push_back(it->second);
-      } else {
-        std::string name = runtime::bindingName(training, v);
-        operands.push_back(state.count(name) ? state.at(name) : inputs.at(name));
-      }
-      shapes.push_back(operands.back().shape());
+      std::string name = it == values.end() ? runtime::bindingName(training, v) : "";
+      o.operands.push_back(it != values.end() ? it->second : state.count(name) ? state.at(name) : inputs.at(name));
     }
-    auto [it, fresh] = timed.try_emplace({op.kind, shapes}, 0.0);
-    if (fresh) it->second = timeKernel(op, operands, secondsPerShape);
-    flops += opFlops;
-    seconds += it->second;
+    ops.push_back(std::move(o));
   }
-  return flops / seconds;
+  return ops;
+}
+
+// Runs `ops` one after another, as a pass over the graph runs them, until
+// `seconds` have passed; returns seconds per pass. Timing each op in a loop of
+// its own instead would find its operands and OpenBLAS's packed panels in
+// cache every time, which a pass over the graph does not (that made the
+// calibrated rates 10-30% faster than the same kernels in a microbatch).
+double secondsPerPass(std::vector<OpOnOperands>& ops, double seconds) {
+  auto pass = [&] {
+    for (auto& o : ops) {
+      std::vector<const runtime::Tensor*> in;
+      for (const auto& t : o.operands) in.push_back(&t);
+      std::vector<runtime::Tensor*> out;
+      for (auto& t : o.outputs) out.push_back(&t);
+      runtime::cpu::runKernel(*o.op, in, out, {});
+    }
+  };
+  pass();  // warm up (and limit OpenBLAS to one thread)
+  auto start = Clock::now();
+  long passes = 0;
+  do {
+    pass();
+    ++passes;
+  } while (secondsSince(start) < seconds);
+  return secondsSince(start) / static_cast<double>(passes);
+}
+
+struct KernelRate {
+  double flopsPerSecond = 0;
+  int ops = 0;  // of one microbatch's forward and backward
+};
+
+// The single-thread FLOP rate of the ops `select` picks: their FLOPs over the
+// time a pass over them in graph order takes.
+template <class Select>
+KernelRate measureRate(const ir::Graph& training, std::int64_t microbatch, double seconds, Select select) {
+  std::vector<OpOnOperands> ops = opsInGraphOrder(training, microbatch, select);
+  double flops = 0;
+  for (const auto& o : ops) flops += o.flops;
+  return {flops / secondsPerPass(ops, seconds), static_cast<int>(ops.size())};
+}
+
+// The GEMM rate: every MatMul of the training graph.
+KernelRate measureGemmRate(const ir::Graph& training, std::int64_t microbatch, double seconds) {
+  return measureRate(training, microbatch, seconds,
+                     [&](ir::OpId id) { return training.op(id).kind == ir::OpKind::MatMul; });
+}
+
+// The rate of the other kernels with FLOPs (element-wise, normalisation,
+// reductions, losses).
+KernelRate measureVectorRate(const ir::Graph& training, std::int64_t microbatch, double seconds) {
+  return measureRate(training, microbatch, seconds, [&](ir::OpId id) {
+    return training.op(id).kind != ir::OpKind::MatMul && ir::opCost(training, id, microbatch).flops > 0;
+  });
+}
+
+// The in-process link's latency: half the median round trip of a message of
+// `bytes` between two device threads of a LocalCluster (a send hands the
+// tensors over; the time is the receiver's wake-up).
+double measureLinkLatency(std::int64_t bytes, int rounds) {
+  runtime::cpu::LocalCluster cluster({.devices = 2});
+  std::vector<double> trips;
+  cluster.run([&](int device) {
+    runtime::Communicator& comm = cluster.communicator(device);
+    for (int i = 0; i < rounds; ++i) {
+      auto start = Clock::now();
+      if (device == 0) {
+        comm.send(1, static_cast<std::uint64_t>(i), {runtime::Tensor::zeros({bytes / 4})});
+        comm.recv(1, static_cast<std::uint64_t>(i));
+        trips.push_back(secondsSince(start));
+      } else {
+        comm.send(0, static_cast<std::uint64_t>(i), comm.recv(0, static_cast<std::uint64_t>(i)));
+      }
+    }
+  });
+  return median(trips) / 2;
+}
+
+// Seconds of core time lost each time a core passes from one device to
+// another (CoreGate: the next device's thread is woken on the core's CPU):
+// `devices` threads on `cores` cores, each taking its turn before every one
+// of `turns` spells of `work` seconds, against the time the work alone takes.
+double measureCoreHandoff(int devices, int cores, int turns, double work) {
+  if (cores >= devices) return 0;
+  runtime::cpu::LocalCluster cluster({.devices = devices, .cores = cores});
+  std::vector<int> all(static_cast<std::size_t>(devices));
+  for (int d = 0; d < devices; ++d) all[static_cast<std::size_t>(d)] = d;
+  auto start = Clock::now();
+  cluster.run([&](int device) {
+    cluster.communicator(device).barrier(all);  // everyone in line before the first turn
+    for (int i = 0; i < turns; ++i) {
+      cluster.cores().takeTurn(device);
+      for (auto spell = Clock::now(); secondsSince(spell) < work;) {
+      }
+    }
+  });
+  const double handoffs = static_cast<double>(devices) * turns;
+  const double workOnEachCore = handoffs * work / cores;
+  return std::max(0.0, (secondsSince(start) - workOnEachCore) / (handoffs / cores));
 }
 
 // What a kernel costs beyond its work: one op of one element (a Scale) run
@@ -223,10 +286,12 @@ double measureKernelLatency(double seconds) {
 
 // What calibrates a workload's cpu device, all measured on this machine.
 struct Calibration {
-  GemmRate gemm;
-  double vectorRate = 0;     // FLOP/s of the other kernels
+  KernelRate gemm;
+  KernelRate vector;         // the other kernels with FLOPs
   double bandwidth = 0;      // element-wise kernel bytes per second
   double kernelLatency = 0;  // seconds per kernel beyond its work
+  double linkLatency = 0;    // seconds: a message between two device threads
+  double coreHandoff = 0;    // seconds of a core idle when it passes between devices
 };
 
 // A virtual cpu device (as the `cpu(devices = n)` builtin makes) calibrated by
@@ -235,7 +300,7 @@ struct Calibration {
 ir::DeviceSpec calibratedDevice(const Calibration& c) {
   ir::DeviceSpec d{"cpu-thread (calibrated)", 4.0 * (1 << 30), c.gemm.flopsPerSecond / passes::kComputeEfficiency,
                    c.bandwidth};
-  d.vectorFlops = c.vectorRate / passes::kComputeEfficiency;
+  d.vectorFlops = c.vector.flopsPerSecond / passes::kComputeEfficiency;
   d.kernelLatency = c.kernelLatency;
   return d;
 }
@@ -439,12 +504,15 @@ Outcome run(const Workload& w, int steps, int profileRepeats, unsigned cores) {
   Outcome o;
   ir::Graph forward = trace(w.model());
   auto training = passes::buildTrainingGraph(forward, passes::OptimizerConfig::adam());
-  o.cal.gemm = measureGemmRate(training.graph, w.microbatch(), 0.05);
-  o.cal.vectorRate = measureVectorRate(training.graph, w.microbatch(), 0.02);
+  o.cal.gemm = measureGemmRate(training.graph, w.microbatch(), 0.2);
+  o.cal.vector = measureVectorRate(training.graph, w.microbatch(), 0.1);
   o.cal.bandwidth = measureElementwiseBandwidth(w.microbatch() * w.seq, w.hidden, 0.1);
   o.cal.kernelLatency = measureKernelLatency(0.05);
-  o.device = calibratedDevice(o.cal);
   ir::Cluster cluster = calibratedCpu(w.devices, cores, o.cal);
+  o.cal.linkLatency = measureLinkLatency(w.microbatch() * w.seq * w.hidden * 4, 400);
+  o.cal.coreHandoff = measureCoreHandoff(w.devices, static_cast<int>(cluster.hostCores), 200, 50e-6);
+  cluster = calibratedCpu(w.devices, cores, o.cal);
+  o.device = cluster.device;
 
   runtime::ParallelPlan parallel = runtime::parallelPlanOf(forward, passes::planTraining(forward, cluster, w.request));
   o.plan = runtime::parallelPlanText(parallel, w.batch);
@@ -453,6 +521,7 @@ Outcome run(const Workload& w, int steps, int profileRepeats, unsigned cores) {
   options.hostCores = static_cast<int>(cluster.hostCores);
   runtime::ParallelTrainer trainer(training, parallel, options);
   auto simOptions = passes::simulatorOptions(cluster);
+  simOptions.coreHandoff = o.cal.coreHandoff;
   simOptions.recordTimeline = true;
   auto simulated = runtime::sim::simulate(trainer.program(), simOptions);
   o.predicted = simulated.makespan;
@@ -518,13 +587,16 @@ void printOutcome(const Workload& w, const Outcome& o, int steps) {
              o.modelFlops / 1e9, o.trainingFlops / 1e9);
   fmt::print("  plan: {} (planTraining on the calibrated cluster, then parallelPlanOf)\n", o.plan);
   fmt::print("  calibration: sgemm {:.2f} GFLOP/s single-thread over the training graph's {} MatMuls "
-             "({} distinct shapes) at microbatch {};\n"
+             "at microbatch {}, run in graph order;\n"
              "               element-wise Add {:.2f} GB/s on [{}, {}] f32;\n"
-             "               the other kernels {:.2f} GFLOP/s (their ir::opCost FLOPs over their time);\n"
-             "               {:.2f} us per kernel beyond its work (a one-element op through OpRunner)\n",
-             o.cal.gemm.flopsPerSecond / 1e9, o.cal.gemm.matmuls, o.cal.gemm.shapes, w.microbatch(),
-             o.cal.bandwidth / 1e9, w.microbatch() * w.seq, w.hidden, o.cal.vectorRate / 1e9,
-             1e6 * o.cal.kernelLatency);
+             "               the other {} kernels with FLOPs {:.2f} GFLOP/s (their ir::opCost FLOPs over "
+             "their time, in graph order);\n"
+             "               {:.2f} us per kernel beyond its work (a one-element op through OpRunner);\n"
+             "               {:.1f} us link latency (half a message round trip between two device threads);\n"
+             "               {:.1f} us of core time per handoff of a core between devices\n",
+             o.cal.gemm.flopsPerSecond / 1e9, o.cal.gemm.ops, w.microbatch(), o.cal.bandwidth / 1e9,
+             w.microbatch() * w.seq, w.hidden, o.cal.vector.ops, o.cal.vector.flopsPerSecond / 1e9,
+             1e6 * o.cal.kernelLatency, 1e6 * o.cal.linkLatency, 1e6 * o.cal.coreHandoff);
   fmt::print("  measured step: median {:.4f} s, best {:.4f} s over {} steps (after {} warm-up)\n", o.measured,
              o.best, steps, kWarmupSteps);
   fmt::print("  predicted step (simulator): {:.4f} s; compute summed over devices "

@@ -133,7 +133,9 @@ class Engine {
     const CoreRequest request = coreQueue_.top();
     coreQueue_.pop();
     auto core = std::min_element(coreFree_.begin(), coreFree_.end());
-    const double start = std::max(request.ready, *core);
+    // A device that waited for the core is handed it when it frees, and
+    // starts once woken.
+    const double start = request.ready < *core ? *core + options_.coreHandoff : request.ready;
     const double time = opAt(request.slot).time;
     *core = start + time;
     streams_[request.slot].atCore = false;

@@ -19,7 +19,9 @@
 //   FREE          takes no time.
 //
 // With SimulatorOptions::hostCores below the device count, RUN and UPDATE also
-// need one of the host's cores (list scheduling, first ready first served).
+// need one of the host's cores (list scheduling, first ready first served); a
+// device that waited for its core starts SimulatorOptions::coreHandoff after
+// the core frees.
 //
 // Instructions are evaluated as soon as what decides their start is known (a
 // dependency-driven discrete-event run), so the result does not depend on the
@@ -67,6 +69,11 @@ struct SimulatorOptions {
   /// compute instructions that are ready take the free cores in the order they
   /// became ready (ties: lower device first), each for its whole duration.
   int hostCores = 0;
+  /// Seconds a core stays idle when it passes to a device that waited for it
+  /// (the cpu runtime wakes that device's thread: microseconds, measured by
+  /// bench_runtime). A device that finds a core free, or keeps its own, pays
+  /// nothing. Only with hostCores.
+  double coreHandoff = 0;
 };
 
 /// Bytes that crossed one directed device pair (P2P, and collectives counted as

@@ -15,9 +15,10 @@ using meshflow::runtime::sim::SimulatorOptions;
 
 namespace {
 
-SimulatorOptions sharing(int cores) {
+SimulatorOptions sharing(int cores, double handoff = 0) {
   SimulatorOptions options;
   options.hostCores = cores;
+  options.coreHandoff = handoff;
   options.recordTimeline = true;
   return options;
 }
@@ -96,6 +97,26 @@ TEST_CASE("a compute op waits for the earliest core, first ready first served", 
   CHECK(one.makespan == 8);
   CHECK(one.timeline[2][0].start == 3);
   CHECK(one.timeline[1][2].start == 7);
+}
+
+TEST_CASE("a device that waited for a core starts a handoff after it frees", "[sim][cores]") {
+  auto program = parseProgramText(kChain);
+  // Two cores, handoff 0.25 s: devices 0 and 1 start at 0 (free cores, no
+  // handoff). Device 2, waiting since 0, gets device 0's core at 1 + 0.25 and
+  // computes until 5.25. Device 1 keeps its core: its second op starts at 2.
+  auto two = simulate(program, sharing(2, 0.25));
+  CHECK(two.timeline[2][0].start == 1.25);
+  CHECK(two.timeline[1][2].start == 2);
+  CHECK(two.makespan == 5.25);
+  // One core: device 1 waited (1.25–3.25), device 2 (3.5–7.5), device 1's
+  // second op (7.75–8.75): three handoffs.
+  auto one = simulate(program, sharing(1, 0.25));
+  CHECK(one.timeline[1][0].start == 1.25);
+  CHECK(one.timeline[2][0].start == 3.5);
+  CHECK(one.timeline[1][2].start == 7.75);
+  CHECK(one.makespan == 8.75);
+  // On a core per device nothing is handed over.
+  CHECK(simulate(program, sharing(3, 0.25)).makespan == 4);
 }
 
 TEST_CASE("a pipeline on shared cores is never faster than its compute over the cores",
