@@ -7,11 +7,9 @@
 #include <compare>
 #include <condition_variable>
 #include <deque>
-#include <latch>
 #include <map>
 #include <mutex>
 #include <optional>
-#include <thread>
 
 namespace meshflow::runtime::cpu {
 namespace {
@@ -524,6 +522,7 @@ LocalCluster::LocalCluster(LocalClusterOptions options) {
   world_ = std::make_unique<LocalWorld>(options);
   for (int device = 0; device < options.devices; ++device)
     endpoints_.push_back(std::make_unique<Endpoint>(*world_, device));
+  threads_ = std::make_unique<DeviceThreads>(options.devices);
 }
 
 LocalCluster::~LocalCluster() = default;
@@ -548,11 +547,7 @@ bool LocalCluster::aborted() const {
 
 void LocalCluster::run(const std::function<void(int device)>& body) {
   FailureLog failures(*world_);
-  // The devices start together, once every thread exists: a device that
-  // started early would hold a core the thread starting the others needs.
-  std::latch started(1);
   auto runDevice = [&](int device) {
-    started.wait();
     try {
       CoreGate::Hold core(&world_->cores, device);
       body(device);
@@ -560,18 +555,12 @@ void LocalCluster::run(const std::function<void(int device)>& body) {
       failures.record(device, std::current_exception());
     }
   };
-  std::vector<std::thread> threads;
   try {
-    for (int device = 0; device < deviceCount(); ++device) threads.emplace_back(runDevice, device);
+    threads_->run(runDevice);
   } catch (...) {
-    // The threads already started may be waiting for the ones that did not.
     abort("a device thread could not be started");
-    started.count_down();
-    for (auto& thread : threads) thread.join();
     throw;
   }
-  started.count_down();
-  for (auto& thread : threads) thread.join();
   failures.rethrowFirst();
 }
 

@@ -18,6 +18,7 @@
 
 #include "runtime/Communicator.h"
 #include "runtime/cpu/CoreGate.h"
+#include "runtime/cpu/DeviceThreads.h"
 
 namespace meshflow::runtime::cpu {
 
@@ -75,19 +76,22 @@ class LocalCluster {
   void abort(const std::string& reason);
   bool aborted() const;
 
-  /// Runs body(device) on one thread per device and joins them all. If a body
+  /// Runs body(device) on every device's thread (DeviceThreads: started by the
+  /// first run, kept for the cluster's life) and returns when all have. If a body
   /// throws, the cluster is aborted at once (so the others fail fast instead of
-  /// waiting for their timeout), every thread is joined, and the first failure is
+  /// waiting for their timeout), every body returns, and the first failure is
   /// rethrown as DeviceFailure. The first failure is the first one recorded that
   /// is not a CommError (Aborted) — those are consequences of the abort — or, when
   /// every failure is one (abort was called from outside), the first recorded.
   /// If a device thread cannot be started, the cluster is aborted, the started
-  /// threads are joined and the std::system_error is rethrown.
+  /// threads are stopped and the std::system_error is rethrown. One run at a time.
   void run(const std::function<void(int device)>& body);
 
  private:
   std::unique_ptr<LocalWorld> world_;
   std::vector<std::unique_ptr<Communicator>> endpoints_;  // one per device
+  // Declared last, destroyed first: the threads stop before what they use goes.
+  std::unique_ptr<DeviceThreads> threads_;
 };
 
 }  // namespace meshflow::runtime::cpu
