@@ -371,14 +371,17 @@ class Lowerer {
     const double cost =
         (whole ? stage.backwardSeconds : stage.backwardSeconds - stage.weightGradSeconds) / chunks();
     BufferId held = stash(mb, action.chunk);
+    auto handOff = [&] {
+      if (in != kNoBuffer) emitFree(self.device, in);
+      if (whole) emitFree(self.device, held);
+      if (out != kNoBuffer) send(self, vs, vs - 1, mb, kGradient, out, outBytes);
+    };
     if (whole && last) {
-      emitPieces(self, action, vs, cost, {held, in}, out);
+      emitPieces(self, action, vs, cost, {held, in}, out, handOff);
     } else {
       emit(self.device, runOf(action, vs, cost), {held, in}, {out});
+      handOff();
     }
-    if (in != kNoBuffer) emitFree(self.device, in);
-    if (whole) emitFree(self.device, held);
-    if (out != kNoBuffer) send(self, vs, vs - 1, mb, kGradient, out, outBytes);
   }
 
   void lowerWeightGrad(const Place& self, const ir::Action& action, bool last) {
@@ -387,7 +390,7 @@ class Lowerer {
     const double cost = stage.weightGradSeconds / chunks();
     BufferId held = stash(action.microbatch, action.chunk);
     if (last) {
-      emitPieces(self, action, vs, cost, {held, kNoBuffer}, kNoBuffer);
+      emitPieces(self, action, vs, cost, {held, kNoBuffer}, kNoBuffer, [] {});
     } else {
       emit(self.device, runOf(action, vs, cost), {held}, {});
     }
@@ -396,9 +399,14 @@ class Lowerer {
 
   /// The chunk's last backward, one piece per gradient bucket; each piece finalises
   /// its bucket, which is all-reduced across replicas at once. The last piece also
-  /// produces `out`, the input gradient, which backward computes last.
+  /// produces `out`, the input gradient, which backward computes last;
+  /// `afterLastPiece` (which sends it on) is emitted before the last bucket's
+  /// all-reduce. The simulator overlaps the two on their own streams either way,
+  /// but a backend that runs a device's instructions in order (the cpu runtime)
+  /// would hold the previous stage's last backward behind the other replicas.
+  template <class AfterLastPiece>
   void emitPieces(const Place& self, const ir::Action& action, int vs, double cost,
-                  std::pair<BufferId, BufferId> uses, BufferId out) {
+                  std::pair<BufferId, BufferId> uses, BufferId out, AfterLastPiece afterLastPiece) {
     const StageDescription& stage = stageOf(self.rank);
     const int64_t chunkGradient = share(stage.gradientBytes, action.chunk, chunks());
     // Without replicas there is nothing to overlap: one piece finalises every gradient.
@@ -420,6 +428,7 @@ class Lowerer {
       run.parts = static_cast<uint16_t>(parts);
       emit(self.device, run, {uses.first, uses.second},
            {bucket, part + 1 == parts ? out : kNoBuffer});
+      if (part + 1 == parts) afterLastPiece();
       if (bucket == kNoBuffer || dpGroup < 0) continue;
       Instruction reduce;
       reduce.op = Opcode::kAllReduce;
