@@ -14,19 +14,7 @@
 // come, first served. The simulator schedules compute by the same rule
 // (SimulatorOptions::hostCores), so its prediction for a shared host is the
 // schedule the gate runs.
-//
-// Each core is one of the process's CPUs, and the OS is told so: a device
-// thread holding core k is pinned to CPU k; a device handed a core is moved
-// to its CPU before it is woken; a device that gives its core up to wait for
-// a message is unpinned, so that the message wakes it on whichever CPU is
-// idle. Left to place a woken thread itself, the OS often put it on the other
-// CPU, behind the device computing there, while the core it was handed sat
-// idle: a handoff cost 65 us of core time with 4 devices on 2 cores, 7 us
-// pinned (and the tiny GPT's step ~10% less). Without enough CPUs for the
-// cores (a restricted affinity mask), nothing is pinned.
 #pragma once
-
-#include <pthread.h>
 
 #include <condition_variable>
 #include <deque>
@@ -84,37 +72,21 @@ class CoreGate {
   };
 
  private:
-  struct Device {
-    std::condition_variable turn;  // its turn came
-    int slot = -1;                 // the core it holds, -1: none
-    bool attached = false;         // its thread is known (between Hold and ~Hold)
-    pthread_t thread{};
-    int pinnedCpu = -1;
-  };
-
-  // The calling thread runs `device` (for pinning it to its core's CPU).
-  void attachThread(int device);
-  void detachThread(int device);
   bool holds(int device);
   // With the lock held: `device` waits for its turn, then takes a core.
   void waitForCore(std::unique_lock<std::mutex>& lock, int device);
   // With the lock held: if a core is free, wakes the first device in line —
-  // only that one: waking every waiter to find it is not their turn cost
-  // each handoff of a core tens of microseconds on a two-core machine.
+  // only that one. Waking every waiter to find out whose turn it was cost
+  // each handoff of a core ~65 us of core time with 4 devices on 2 cores
+  // (~20 us now, measured by bench_runtime as the core handoff).
   void wakeFirst();
-  void giveBack(Device& d);
-  // Keeps `d`'s thread on the CPU of the core slot it holds or is handed.
-  void pin(Device& d);
-  // Lets `d`'s thread run on any CPU again.
-  void unpin(Device& d);
 
   const int cores_;
   std::mutex mutex_;
-  std::vector<int> freeSlots_;        // core slots, the next to hand out last
-  std::vector<int> cpuOfSlot_;        // empty: threads are not pinned
-  std::vector<int> allCpus_;          // the process's CPUs
-  std::deque<int> waiting_;           // devices, in the order they asked
-  std::vector<Device> devices_;
+  int free_;
+  std::vector<std::condition_variable> turns_;  // per device: its turn came
+  std::deque<int> waiting_;  // devices, in the order they asked
+  std::vector<char> held_;   // per device
 };
 
 }  // namespace meshflow::runtime::cpu

@@ -1,16 +1,11 @@
 // Device threads sharing host cores (cpu/CoreGate.h): never more computing at
 // once than there are cores, served in the order they asked, and a device
 // blocked in communication gives its core up — so a core count of one cannot
-// deadlock a collective. Each core is a CPU the devices holding it are pinned to.
-#include <pthread.h>
-#include <sched.h>
-
-#include <algorithm>
+// deadlock a collective.
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <mutex>
-#include <string>
 #include <thread>
 #include <vector>
 
@@ -147,51 +142,4 @@ TEST_CASE("a failing device on a shared core stops the others", "[runtime][cores
     CHECK(std::string(failure.what()) == "device 1 failed: a kernel failed");
   }
   CHECK(std::chrono::steady_clock::now() - start < 5s);
-}
-
-namespace {
-
-// The CPUs the calling thread may run on.
-std::vector<int> affinityOfThisThread() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  std::vector<int> cpus;
-  if (pthread_getaffinity_np(pthread_self(), sizeof(set), &set) != 0) return cpus;
-  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
-    if (CPU_ISSET(cpu, &set)) cpus.push_back(cpu);
-  return cpus;
-}
-
-}  // namespace
-
-TEST_CASE("a device computes pinned to its core's CPU, one device per CPU", "[runtime][cores]") {
-  const std::vector<int> allowed = affinityOfThisThread();
-  const int cores = std::min<int>(2, static_cast<int>(allowed.size()));
-  LocalCluster cluster({.devices = 4, .cores = cores});
-  std::mutex mutex;
-  std::vector<int> computingOn(static_cast<std::size_t>(CPU_SETSIZE), 0);
-  std::vector<std::string> problems;
-  std::vector<int> group = {0, 1, 2, 3};
-  cluster.run([&](int device) {
-    for (int i = 0; i < 20; ++i) {
-      cluster.cores().takeTurn(device);
-      std::vector<int> mine = affinityOfThisThread();
-      {
-        std::lock_guard lock(mutex);
-        if (mine.size() != 1 || std::find(allowed.begin(), allowed.begin() + cores, mine[0]) == allowed.begin() + cores)
-          problems.push_back("device " + std::to_string(device) + " is not pinned to one of the cores' CPUs");
-        else if (++computingOn[static_cast<std::size_t>(mine[0])] > 1)
-          problems.push_back("two devices compute on CPU " + std::to_string(mine[0]));
-      }
-      std::this_thread::sleep_for(200us);
-      {
-        std::lock_guard lock(mutex);
-        if (mine.size() == 1) --computingOn[static_cast<std::size_t>(mine[0])];
-      }
-      // Waiting in a collective gives the core up; the device may come back on another.
-      if (i % 5 == 4) cluster.communicator(device).barrier(group);
-    }
-  });
-  INFO((problems.empty() ? std::string() : problems.front()));
-  CHECK(problems.empty());
 }
