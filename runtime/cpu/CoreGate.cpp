@@ -3,6 +3,7 @@
 #include <exception>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace meshflow::runtime::cpu {
 
@@ -10,18 +11,43 @@ CoreGate::CoreGate(int cores, int devices)
     : cores_(cores > 0 && cores < devices ? cores : 0),
       free_(cores_),
       turns_(static_cast<std::size_t>(std::max(devices, 0))),
-      held_(static_cast<std::size_t>(std::max(devices, 0)), 0) {}
+      held_(static_cast<std::size_t>(std::max(devices, 0)), 0),
+      lined_(static_cast<std::size_t>(std::max(devices, 0)), 0) {}
+
+void CoreGate::lineUp() {
+  if (cores_ == 0) return;
+  std::lock_guard lock(mutex_);
+  if (free_ != cores_ || !waiting_.empty())
+    throw std::logic_error("devices can line up for the cores only while none holds or waits for one");
+  for (std::size_t device = 0; device < held_.size(); ++device) {
+    lined_[device] = 1;
+    if (free_ > 0) {
+      held_[device] = 1;
+      --free_;
+    } else {
+      waiting_.push_back(static_cast<int>(device));
+    }
+  }
+}
 
 void CoreGate::acquire(int device) {
   if (cores_ == 0) return;
   std::unique_lock lock(mutex_);
-  if (held_.at(static_cast<std::size_t>(device)))
-    throw std::logic_error("device " + std::to_string(device) + " asked for a second core");
+  const auto d = static_cast<std::size_t>(device);
+  if (std::exchange(lined_.at(d), 0)) {
+    if (!held_[d]) awaitTurn(lock, device);  // in line already
+    return;
+  }
+  if (held_[d]) throw std::logic_error("device " + std::to_string(device) + " asked for a second core");
   waitForCore(lock, device);
 }
 
 void CoreGate::waitForCore(std::unique_lock<std::mutex>& lock, int device) {
   waiting_.push_back(device);
+  awaitTurn(lock, device);
+}
+
+void CoreGate::awaitTurn(std::unique_lock<std::mutex>& lock, int device) {
   turns_[static_cast<std::size_t>(device)].wait(lock, [&] { return free_ > 0 && waiting_.front() == device; });
   waiting_.pop_front();
   --free_;

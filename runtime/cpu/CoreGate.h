@@ -31,8 +31,16 @@ class CoreGate {
   /// The cores shared, 0 when unlimited.
   int cores() const { return cores_; }
 
+  /// Before the devices start (none holds or waits for a core): devices 0, 1,
+  /// ... get the cores and the others wait in line in device order, as the
+  /// simulator breaks ties. Each device's next acquire then takes the place it
+  /// was given. Left to the threads' wake-up order, a device with nothing to do
+  /// until a message comes could take a core from one that could compute (the
+  /// tiny GPT's first stage started up to 0.9 ms late, measured, and its chain
+  /// is the step's critical path).
+  void lineUp();
   /// Blocks until `device` holds a core; first come, first served. `device`
-  /// must not hold one already.
+  /// must not hold one already (unless lineUp gave it one).
   void acquire(int device);
   /// Gives `device`'s core back; nothing if it holds none.
   void release(int device);
@@ -73,8 +81,10 @@ class CoreGate {
 
  private:
   bool holds(int device);
-  // With the lock held: `device` waits for its turn, then takes a core.
+  // With the lock held: `device` gets in line, waits for its turn, then takes a core.
   void waitForCore(std::unique_lock<std::mutex>& lock, int device);
+  // With the lock held: `device`, in line, waits for its turn, then takes a core.
+  void awaitTurn(std::unique_lock<std::mutex>& lock, int device);
   // With the lock held: if a core is free, wakes the first device in line —
   // only that one. Waking every waiter to find out whose turn it was cost
   // each handoff of a core ~65 us of core time with 4 devices on 2 cores
@@ -87,6 +97,7 @@ class CoreGate {
   std::vector<std::condition_variable> turns_;  // per device: its turn came
   std::deque<int> waiting_;  // devices, in the order they asked
   std::vector<char> held_;   // per device
+  std::vector<char> lined_;  // per device: placed by lineUp, not yet taken up by acquire
 };
 
 }  // namespace meshflow::runtime::cpu

@@ -555,6 +555,7 @@ void LocalCluster::run(const std::function<void(int device)>& body) {
       failures.record(device, std::current_exception());
     }
   };
+  world_->cores.lineUp();
   try {
     threads_->run(runDevice);
   } catch (...) {

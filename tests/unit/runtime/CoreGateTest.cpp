@@ -88,6 +88,36 @@ TEST_CASE("waiting devices get the core in the order they asked", "[runtime][cor
   CHECK(order == std::vector<int>{3, 1, 2});
 }
 
+TEST_CASE("lined up, the devices get the cores in device order, whoever asks first", "[runtime][cores]") {
+  CoreGate gate(2, 5);
+  gate.lineUp();
+  std::mutex mutex;
+  std::vector<int> order;
+  std::vector<std::thread> threads;
+  for (int device : {4, 3, 2}) {
+    threads.emplace_back([&, device] {
+      CoreGate::Hold core(&gate, device);
+      std::lock_guard lock(mutex);
+      order.push_back(device);
+    });
+    std::this_thread::sleep_for(20ms);  // device 4 asks first, then 3, then 2
+  }
+  {
+    std::lock_guard lock(mutex);
+    CHECK(order.empty());  // devices 0 and 1 hold the cores without having asked
+  }
+  gate.acquire(1);  // takes the core it was given at once
+  gate.acquire(0);
+  gate.release(0);
+  gate.release(1);
+  for (auto& thread : threads) thread.join();
+  CHECK(order == std::vector<int>{2, 3, 4});
+  // Lining up again needs every core back and nobody waiting.
+  gate.lineUp();
+  gate.acquire(0);
+  CHECK_THROWS_WITH(gate.lineUp(), "devices can line up for the cores only while none holds or waits for one");
+}
+
 TEST_CASE("takeTurn lets the devices that wait go first", "[runtime][cores]") {
   CoreGate gate(1, 3);
   gate.acquire(0);
