@@ -1,12 +1,15 @@
 // The parallel CPU runtime (runtime/parallel/ParallelTrainer.h) against its own
 // cost model. It prints, with sizes and units:
 //
-//   1. the single-thread sgemm rate of the CPU kernels at each model's own GEMM
-//      shapes (every MatMul of the training graph at its microbatch size, run
-//      through runKernel in graph order, on a real microbatch's operands), the
-//      FLOP rate of its other kernels measured the same way, the element-wise
-//      kernels' bytes per second and the fixed cost of a kernel run through
-//      OpRunner;
+//   1. the calibration of a cpu device, all measured on this machine through
+//      the kernels the runtime calls: the sgemm rate at the model's GEMM shapes
+//      (each shape in a loop of its own: the cores' GEMM rate); the rates the
+//      cost model prices kernels at — MatMuls, and the other kernels with
+//      FLOPs — timed in whole passes over a microbatch's forward and backward
+//      in graph order, with as many model copies taking turns as devices share
+//      a core; the element-wise kernels' bytes per second; the fixed cost of a
+//      kernel run through OpRunner; the in-process link's latency and the core
+//      time a handoff of a core between devices costs;
 //   2. the main example's model (examples/train_tiny_gpt.mesh: tiny_gpt, batch
 //      16) planned as 2 stages × 2 data-parallel replicas, 1F1B, on 4 virtual
 //      cpu devices whose spec is calibrated by those measurements (each device
@@ -140,18 +143,54 @@ struct OpOnOperands {
   double flops = 0;  // ir::opCost
 };
 
-// The ops of one microbatch's forward and backward that `select` picks, in
-// graph order, each on its real operands (ids and labels in range).
-template <class Select>
-std::vector<OpOnOperands> opsInGraphOrder(const ir::Graph& training, std::int64_t microbatch, Select select) {
+// The sgemm rate over every MatMul of `training` at `batch` samples, each
+// distinct shape (operand shapes, transpose_a and transpose_b) timed in a loop
+// of its own, operands in cache: the GEMM rate of the cores, which the wide
+// GPT's model FLOP/s are a share of. (The cost model prices MatMuls at the
+// lower rate they reach inside a step: measureKernelRates.)
+struct GemmRate {
+  double flopsPerSecond = 0;
+  int shapes = 0;   // distinct MatMul shapes timed
+  int matmuls = 0;  // MatMul ops of the training graph
+};
+
+GemmRate measureSgemmRate(const ir::Graph& training, std::int64_t batch, double secondsPerShape) {
+  using Key = std::tuple<runtime::Shape, runtime::Shape, bool, bool>;
+  std::map<Key, std::pair<ir::OpId, int>> shapes;  // a representative op, how many
+  GemmRate rate;
+  for (ir::OpId id = 0; id < training.ops().size(); ++id) {
+    const ir::Op& op = training.op(id);
+    if (op.kind != ir::OpKind::MatMul) continue;
+    ++rate.matmuls;
+    Key key{runtime::boundShape(training.value(op.inputs[0]).type, batch),
+            runtime::boundShape(training.value(op.inputs[1]).type, batch), ir::flagAttr(op, "transpose_a"),
+            ir::flagAttr(op, "transpose_b")};
+    ++shapes.try_emplace(key, id, 0).first->second.second;
+  }
+  double flops = 0, seconds = 0;
+  for (const auto& [key, use] : shapes) {
+    std::vector<runtime::Tensor> inputs = {runtime::randomNormal(std::get<0>(key), 1),
+                                           runtime::randomNormal(std::get<1>(key), 2)};
+    flops += use.second * ir::opCost(training, use.first, batch).flops;
+    seconds += use.second * timeKernel(training.op(use.first), inputs, secondsPerShape);
+  }
+  rate.shapes = static_cast<int>(shapes.size());
+  rate.flopsPerSecond = flops / seconds;
+  return rate;
+}
+
+// The ops of one microbatch's forward and backward, in graph order, each on
+// the operands a real microbatch gives it (ids and labels in range), for a
+// model whose parameters come from `seed`.
+std::vector<OpOnOperands> opsInGraphOrder(const ir::Graph& training, std::int64_t microbatch, std::uint64_t seed) {
   runtime::TensorMap state;
-  runtime::initializeParameters(training, 1, state);
-  auto inputs = runtime::syntheticData(1)->batch(training, microbatch, 0);
+  runtime::initializeParameters(training, seed, state);
+  auto inputs = runtime::syntheticData(seed)->batch(training, microbatch, 0);
   runtime::ValueTable values = oneMicrobatch(training, microbatch, state, inputs);
   std::vector<OpOnOperands> ops;
   for (ir::OpId id = 0; id < training.ops().size(); ++id) {
     const ir::Op& op = training.op(id);
-    if (!isStepKernel(op) || !select(id)) continue;
+    if (!isStepKernel(op)) continue;
     OpOnOperands o{&op, {}, std::vector<runtime::Tensor>(std::max<std::size_t>(1, op.outputs.size())),
                    ir::opCost(training, id, microbatch).flops};
     for (ir::ValueId v : op.inputs) {
@@ -164,58 +203,68 @@ std::vector<OpOnOperands> opsInGraphOrder(const ir::Graph& training, std::int64_
   return ops;
 }
 
-// Runs `ops` one after another, as a pass over the graph runs them, until
-// `seconds` have passed; returns seconds per pass. Timing each op in a loop of
-// its own instead would find its operands and OpenBLAS's packed panels in
-// cache every time, which a pass over the graph does not (that made the
-// calibrated rates 10-30% faster than the same kernels in a microbatch).
-double secondsPerPass(std::vector<OpOnOperands>& ops, double seconds) {
-  auto pass = [&] {
-    for (auto& o : ops) {
-      std::vector<const runtime::Tensor*> in;
-      for (const auto& t : o.operands) in.push_back(&t);
-      std::vector<runtime::Tensor*> out;
-      for (auto& t : o.outputs) out.push_back(&t);
-      runtime::cpu::runKernel(*o.op, in, out, {});
-    }
-  };
-  pass();  // warm up (and limit OpenBLAS to one thread)
-  auto start = Clock::now();
-  long passes = 0;
-  do {
-    pass();
-    ++passes;
-  } while (secondsSince(start) < seconds);
-  return secondsSince(start) / static_cast<double>(passes);
-}
-
 struct KernelRate {
   double flopsPerSecond = 0;
   int ops = 0;  // of one microbatch's forward and backward
 };
 
-// The single-thread FLOP rate of the ops `select` picks: their FLOPs over the
-// time a pass over them in graph order takes.
-template <class Select>
-KernelRate measureRate(const ir::Graph& training, std::int64_t microbatch, double seconds, Select select) {
-  std::vector<OpOnOperands> ops = opsInGraphOrder(training, microbatch, select);
-  double flops = 0;
-  for (const auto& o : ops) flops += o.flops;
-  return {flops / secondsPerPass(ops, seconds), static_cast<int>(ops.size())};
-}
+struct KernelRates {
+  KernelRate gemm;    // the MatMuls
+  KernelRate vector;  // the other kernels with FLOPs
+  int copies = 1;     // of the model, taking turns
+};
 
-// The GEMM rate: every MatMul of the training graph.
-KernelRate measureGemmRate(const ir::Graph& training, std::int64_t microbatch, double seconds) {
-  return measureRate(training, microbatch, seconds,
-                     [&](ir::OpId id) { return training.op(id).kind == ir::OpKind::MatMul; });
-}
-
-// The rate of the other kernels with FLOPs (element-wise, normalisation,
-// reductions, losses).
-KernelRate measureVectorRate(const ir::Graph& training, std::int64_t microbatch, double seconds) {
-  return measureRate(training, microbatch, seconds, [&](ir::OpId id) {
-    return training.op(id).kind != ir::OpKind::MatMul && ir::opCost(training, id, microbatch).flops > 0;
-  });
+// The single-thread FLOP rates of the MatMuls and of the other kernels with
+// FLOPs (element-wise, normalisation, reductions, losses), as a microbatch's
+// forward and backward meets them: whole passes over the graph's kernels in
+// graph order, each kernel timed in its pass, the passes taking turns among
+// `copies` models with their own parameters and activations — as many as
+// devices take turns on one core, which find their data evicted by the
+// others'. (Each shape timed in a loop of its own, as until 2026-11-24, found
+// its operands and OpenBLAS's packed panels in cache every time: rates
+// 10-30% above what the same kernels reach in a step.)
+KernelRates measureKernelRates(const ir::Graph& training, std::int64_t microbatch, int copies, double seconds) {
+  std::vector<std::vector<OpOnOperands>> models;
+  for (int c = 0; c < copies; ++c) models.push_back(opsInGraphOrder(training, microbatch, 1 + c));
+  double gemmFlops = 0, gemmSeconds = 0, vectorFlops = 0, vectorSeconds = 0;
+  GemmRate sgemm;            // the cores' GEMM rate at the model's shapes
+  KernelRates rates;         // what the cost model prices kernels at
+  rates.copies = copies;
+  auto pass = [&](std::vector<OpOnOperands>& ops, bool count) {
+    for (auto& o : ops) {
+      std::vector<const runtime::Tensor*> in;
+      for (const auto& t : o.operands) in.push_back(&t);
+      // Fresh outputs for the kernel to allocate, as OpRunner gives it: writing
+      // into memory last touched a pass ago is part of what a kernel costs.
+      std::vector<runtime::Tensor*> out;
+      for (auto& t : o.outputs) {
+        t = runtime::Tensor();
+        out.push_back(&t);
+      }
+      auto start = Clock::now();
+      runtime::cpu::runKernel(*o.op, in, out, {});
+      double spent = secondsSince(start);
+      if (!count) continue;
+      if (o.op->kind == ir::OpKind::MatMul) {
+        gemmFlops += o.flops;
+        gemmSeconds += spent;
+      } else if (o.flops > 0) {
+        vectorFlops += o.flops;
+        vectorSeconds += spent;
+      }
+    }
+  };
+  for (auto& ops : models) pass(ops, false);  // warm up (and limit OpenBLAS to one thread)
+  auto start = Clock::now();
+  for (std::size_t p = 0; secondsSince(start) < seconds || p % models.size() != 0; ++p)
+    pass(models[p % models.size()], true);
+  for (const auto& o : models[0]) {
+    if (o.op->kind == ir::OpKind::MatMul) ++rates.gemm.ops;
+    else if (o.flops > 0) ++rates.vector.ops;
+  }
+  rates.gemm.flopsPerSecond = gemmFlops / gemmSeconds;
+  rates.vector.flopsPerSecond = vectorFlops / vectorSeconds;
+  return rates;
 }
 
 // The in-process link's latency: half the median round trip of a message of
@@ -286,8 +335,8 @@ double measureKernelLatency(double seconds) {
 
 // What calibrates a workload's cpu device, all measured on this machine.
 struct Calibration {
-  KernelRate gemm;
-  KernelRate vector;         // the other kernels with FLOPs
+  GemmRate sgemm;            // the cores' GEMM rate at the model's shapes
+  KernelRates rates;         // what the cost model prices kernels at
   double bandwidth = 0;      // element-wise kernel bytes per second
   double kernelLatency = 0;  // seconds per kernel beyond its work
   double linkLatency = 0;    // seconds: a message between two device threads
@@ -298,11 +347,23 @@ struct Calibration {
 // `c`: the cost model prices a kernel's FLOPs at peak · kComputeEfficiency, so
 // peak = measured rate / kComputeEfficiency prices them at the measured rate.
 ir::DeviceSpec calibratedDevice(const Calibration& c) {
-  ir::DeviceSpec d{"cpu-thread (calibrated)", 4.0 * (1 << 30), c.gemm.flopsPerSecond / passes::kComputeEfficiency,
+  ir::DeviceSpec d{"cpu-thread (calibrated)", 4.0 * (1 << 30), c.rates.gemm.flopsPerSecond / passes::kComputeEfficiency,
                    c.bandwidth};
-  d.vectorFlops = c.vector.flopsPerSecond / passes::kComputeEfficiency;
+  d.vectorFlops = c.rates.vector.flopsPerSecond / passes::kComputeEfficiency;
   d.kernelLatency = c.kernelLatency;
   return d;
+}
+
+// The cores `devices` share: this machine's, or BENCH_CORES; at most one each.
+int sharedCores(int devices, unsigned cores) {
+  int shared = std::getenv("BENCH_CORES") ? std::atoi(std::getenv("BENCH_CORES")) : static_cast<int>(cores);
+  return std::clamp(shared, 1, devices);
+}
+
+// How many devices take turns on one core.
+int devicesPerCore(int devices, unsigned cores) {
+  int shared = sharedCores(devices, cores);
+  return (devices + shared - 1) / shared;
 }
 
 // `devices` calibrated devices on this machine's `cores`: with more devices than
@@ -312,9 +373,11 @@ ir::Cluster calibratedCpu(int devices, unsigned cores, const Calibration& c) {
   cluster.nodes = 1;
   cluster.devicesPerNode = devices;
   cluster.device = calibratedDevice(c);
-  cluster.intraNode = {10e9, 1e-6};  // the cpu() builtin's nominal in-process link
+  // The cpu() builtin's nominal bandwidth (a send hands tensors over), the
+  // measured latency once there is one.
+  cluster.intraNode = {10e9, c.linkLatency > 0 ? c.linkLatency : 1e-6};
   cluster.interNode = cluster.intraNode;
-  cluster.hostCores = std::getenv("BENCH_CORES") ? std::atoi(std::getenv("BENCH_CORES")) : std::min<std::int64_t>(devices, cores);
+  cluster.hostCores = sharedCores(devices, cores);
   return cluster;
 }
 
@@ -341,19 +404,35 @@ struct KernelProfile {
   double predicted = 0;
   std::vector<std::pair<double, std::string>> byKind;  // seconds, op kind; largest first
   std::vector<double> perOp;                           // mean seconds per op of the training graph
+  int copies = 1;                                      // models taking turns
 };
 
 KernelProfile profileKernels(const passes::TrainingGraph& training, const ir::Graph& forward,
-                             std::int64_t microbatch, const ir::DeviceSpec& device, int repeats) {
+                             std::int64_t microbatch, const ir::DeviceSpec& device, int repeats, int copies) {
   runtime::OpRunner runner(training.graph, microbatch);
-  runtime::TensorMap state;
-  runtime::initializeParameters(training.graph, 1, state);
-  auto inputs = runtime::syntheticData(1)->batch(training.graph, microbatch, 0);
+  // `copies` models take turns, each keeping its activations, as the
+  // calibration's passes do (measureKernelRates).
+  struct Model {
+    runtime::TensorMap state;
+    runtime::TensorMap inputs;
+    runtime::ValueTable values;
+  };
+  std::vector<Model> models(static_cast<std::size_t>(copies));
+  for (int c = 0; c < copies; ++c) {
+    runtime::initializeParameters(training.graph, 1 + c, models[static_cast<std::size_t>(c)].state);
+    models[static_cast<std::size_t>(c)].inputs = runtime::syntheticData(1 + c)->batch(training.graph, microbatch, 0);
+  }
   std::map<std::string, double> byKind;
   KernelProfile profile;
+  profile.copies = copies;
   profile.perOp.assign(training.graph.ops().size(), 0.0);
+  repeats = (repeats + copies - 1) / copies * copies;  // each model as often
   for (int r = 0; r < repeats; ++r) {
-    runtime::ValueTable values;
+    Model& model = models[static_cast<std::size_t>(r % copies)];
+    const runtime::TensorMap& state = model.state;
+    const runtime::TensorMap& inputs = model.inputs;
+    runtime::ValueTable& values = model.values;
+    values.clear();
     for (ir::OpId id = 0; id < training.graph.ops().size(); ++id) {
       const ir::Op& op = training.graph.op(id);
       if (op.phase == ir::Phase::Update || op.kind == ir::OpKind::Input || op.kind == ir::OpKind::Parameter)
@@ -375,9 +454,9 @@ KernelProfile profileKernels(const passes::TrainingGraph& training, const ir::Gr
 }
 
 void printProfile(const KernelProfile& p, std::int64_t microbatch) {
-  fmt::print("  kernels alone (one microbatch of {}, forward + backward, serial on one thread): measured "
-             "{:.5f} s, cost model {:.5f} s, ratio {:.2f}\n    by op kind:",
-             microbatch, p.seconds, p.predicted, p.seconds / p.predicted);
+  fmt::print("  kernels alone (one microbatch of {}, forward + backward, serial on one thread, {} model(s) taking "
+             "turns): measured {:.5f} s, cost model {:.5f} s, ratio {:.2f}\n    by op kind:",
+             microbatch, p.copies, p.seconds, p.predicted, p.seconds / p.predicted);
   for (std::size_t i = 0; i < std::min<std::size_t>(p.byKind.size(), 8); ++i)
     fmt::print(" {} {:.1f}%{}", p.byKind[i].second, 100 * p.byKind[i].first / p.seconds, i < 7 ? "," : "");
   fmt::print("\n");
@@ -504,8 +583,8 @@ Outcome run(const Workload& w, int steps, int profileRepeats, unsigned cores) {
   Outcome o;
   ir::Graph forward = trace(w.model());
   auto training = passes::buildTrainingGraph(forward, passes::OptimizerConfig::adam());
-  o.cal.gemm = measureGemmRate(training.graph, w.microbatch(), 0.2);
-  o.cal.vector = measureVectorRate(training.graph, w.microbatch(), 0.1);
+  o.cal.sgemm = measureSgemmRate(training.graph, w.microbatch(), 0.05);
+  o.cal.rates = measureKernelRates(training.graph, w.microbatch(), devicesPerCore(w.devices, cores), 0.3);
   o.cal.bandwidth = measureElementwiseBandwidth(w.microbatch() * w.seq, w.hidden, 0.1);
   o.cal.kernelLatency = measureKernelLatency(0.05);
   ir::Cluster cluster = calibratedCpu(w.devices, cores, o.cal);
@@ -532,7 +611,8 @@ Outcome run(const Workload& w, int steps, int profileRepeats, unsigned cores) {
   measureSteps(trainer, training, w.batch, steps, o);
   o.modelFlops = 3 * forwardFlops(forward, w.batch);
   o.trainingFlops = trainingFlops(training.graph, w.batch);
-  o.profile = profileKernels(training, forward, w.microbatch(), o.device, profileRepeats);
+  o.profile = profileKernels(training, forward, w.microbatch(), o.device, profileRepeats,
+                             devicesPerCore(w.devices, cores));
   o.trainingGraph = training.graph;
   return o;
 }
@@ -586,17 +666,21 @@ void printOutcome(const Workload& w, const Outcome& o, int steps) {
              "backward ops = {:.3f} GFLOP\n",
              o.modelFlops / 1e9, o.trainingFlops / 1e9);
   fmt::print("  plan: {} (planTraining on the calibrated cluster, then parallelPlanOf)\n", o.plan);
-  fmt::print("  calibration: sgemm {:.2f} GFLOP/s single-thread over the training graph's {} MatMuls "
-             "at microbatch {}, run in graph order;\n"
+  fmt::print("  sgemm {:.2f} GFLOP/s single-thread over the training graph's {} MatMuls ({} distinct shapes, each "
+             "timed in a loop of its own) at microbatch {}\n",
+             o.cal.sgemm.flopsPerSecond / 1e9, o.cal.sgemm.matmuls, o.cal.sgemm.shapes, w.microbatch());
+  fmt::print("  calibration (one thread, whole passes over a microbatch of {}'s forward and backward in graph order, "
+             "{} model(s) taking turns as {} devices share each core):\n"
+             "               sgemm {:.2f} GFLOP/s over the training graph's {} MatMuls;\n"
+             "               the other {} kernels with FLOPs {:.2f} GFLOP/s (their ir::opCost FLOPs over their time);\n"
              "               element-wise Add {:.2f} GB/s on [{}, {}] f32;\n"
-             "               the other {} kernels with FLOPs {:.2f} GFLOP/s (their ir::opCost FLOPs over "
-             "their time, in graph order);\n"
              "               {:.2f} us per kernel beyond its work (a one-element op through OpRunner);\n"
              "               {:.1f} us link latency (half a message round trip between two device threads);\n"
              "               {:.1f} us of core time per handoff of a core between devices\n",
-             o.cal.gemm.flopsPerSecond / 1e9, o.cal.gemm.ops, w.microbatch(), o.cal.bandwidth / 1e9,
-             w.microbatch() * w.seq, w.hidden, o.cal.vector.ops, o.cal.vector.flopsPerSecond / 1e9,
-             1e6 * o.cal.kernelLatency, 1e6 * o.cal.linkLatency, 1e6 * o.cal.coreHandoff);
+             w.microbatch(), o.cal.rates.copies, o.cal.rates.copies, o.cal.rates.gemm.flopsPerSecond / 1e9,
+             o.cal.rates.gemm.ops, o.cal.rates.vector.ops, o.cal.rates.vector.flopsPerSecond / 1e9,
+             o.cal.bandwidth / 1e9, w.microbatch() * w.seq, w.hidden, 1e6 * o.cal.kernelLatency,
+             1e6 * o.cal.linkLatency, 1e6 * o.cal.coreHandoff);
   fmt::print("  measured step: median {:.4f} s, best {:.4f} s over {} steps (after {} warm-up)\n", o.measured,
              o.best, steps, kWarmupSteps);
   fmt::print("  predicted step (simulator): {:.4f} s; compute summed over devices "
@@ -605,7 +689,7 @@ void printOutcome(const Workload& w, const Outcome& o, int steps) {
   printDevices(o.steps);
   printTimelines(o);
   printProfile(o.profile, w.microbatch());
-  printOpBreakdown(o.profile, o.trainingGraph, w.microbatch(), o.device, o.cal.gemm.flopsPerSecond);
+  printOpBreakdown(o.profile, o.trainingGraph, w.microbatch(), o.device, o.cal.rates.gemm.flopsPerSecond);
 }
 
 std::string verdict(bool met) { return met ? "MET" : "NOT MET"; }
@@ -682,11 +766,11 @@ void summariseTiny(const TinyReport& r) {
 }
 
 void summariseWide(const Outcome& w) {
-  double share = w.modelFlops / w.measured / (2 * w.cal.gemm.flopsPerSecond);
+  double share = w.modelFlops / w.measured / (2 * w.cal.sgemm.flopsPerSecond);
   fmt::print("  wide GPT on 2 devices: {:.1f}% of 2 x single-thread sgemm (target >= 50%): {}\n", 100 * share,
              verdict(share >= 0.5));
   fmt::print("    measured {:.4f} s (best {:.4f} s: {:.1f}%), predicted {:.4f} s, ratio {:.2f}\n", w.measured, w.best,
-             100 * w.modelFlops / w.best / (2 * w.cal.gemm.flopsPerSecond), w.predicted, w.measured / w.predicted);
+             100 * w.modelFlops / w.best / (2 * w.cal.sgemm.flopsPerSecond), w.predicted, w.measured / w.predicted);
   fmt::print("    kernels alone, one thread, no runtime: {:.2f} x the cost model; overhead max {:.1f}%, mean {:.1f}%\n",
              w.profile.seconds / w.profile.predicted, 100 * w.maxOverhead, 100 * w.meanOverhead);
 }
@@ -723,13 +807,13 @@ int main(int argc, char** argv) {
     printOutcome(workloads[1], *wide, steps);
     fmt::print("  achieved {:.2f} GFLOP/s (model FLOPs / median step) = {:.1f}% of 2 x {:.2f} GFLOP/s\n",
                wide->modelFlops / wide->measured / 1e9,
-               100 * wide->modelFlops / wide->measured / (2 * wide->cal.gemm.flopsPerSecond),
-               wide->cal.gemm.flopsPerSecond / 1e9);
+               100 * wide->modelFlops / wide->measured / (2 * wide->cal.sgemm.flopsPerSecond),
+               wide->cal.sgemm.flopsPerSecond / 1e9);
   }
 
   fmt::print("\n== summary ==\n  single-thread sgemm: {:.2f} GFLOP/s (1024^3)", squareRate / 1e9);
-  if (tiny) fmt::print(", {:.2f} (tiny GPT shapes)", tiny->o.cal.gemm.flopsPerSecond / 1e9);
-  if (wide) fmt::print(", {:.2f} (wide GPT shapes)", wide->cal.gemm.flopsPerSecond / 1e9);
+  if (tiny) fmt::print(", {:.2f} (tiny GPT shapes)", tiny->o.cal.sgemm.flopsPerSecond / 1e9);
+  if (wide) fmt::print(", {:.2f} (wide GPT shapes)", wide->cal.sgemm.flopsPerSecond / 1e9);
   fmt::print("\n");
   if (tiny) summariseTiny(*tiny);
   if (wide) summariseWide(*wide);
