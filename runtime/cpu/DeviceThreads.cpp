@@ -11,6 +11,9 @@ void DeviceThreads::start() {
     for (int device = 0; device < devices_; ++device) threads_.emplace_back([this, device] { loop(device); });
   } catch (...) {
     stop();
+    // A later run may try again: its threads must not find the stop meant for these.
+    std::lock_guard lock(mutex_);
+    stopping_ = false;
     throw;
   }
 }
@@ -37,7 +40,10 @@ void DeviceThreads::run(const std::function<void(int device)>& task) {
 }
 
 void DeviceThreads::loop(int device) {
-  std::uint64_t done = 0;  // the runs this thread has served
+  // The runs this thread has served. Threads are started before the first run
+  // (and only then), so a thread that reaches here after that run began still
+  // serves it.
+  std::uint64_t done = 0;
   std::unique_lock lock(mutex_);
   for (;;) {
     begun_.wait(lock, [&] { return stopping_ || generation_ != done; });
