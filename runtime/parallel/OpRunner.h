@@ -54,7 +54,6 @@ class OpRunner {
   const Shape& shape(ir::ValueId v) const { return shapes_.at(v); }
 
  private:
-
   const ir::Graph& graph_;
   std::vector<Shape> shapes_;
   std::vector<std::string> names_;

@@ -112,16 +112,16 @@ class UpdateRun {
     static const TensorMap kNoInputs;
     const ir::Graph& graph = s_.runner->graph();
     const ir::Op& op = graph.op(id);
-    for (std::size_t j = 0; j < op.outputs.size(); ++j)
-      s_.state->at(bindingName(graph, op.inputs.at(updatedInput(j)))).f32();  // unshares
-    std::vector<const Tensor*> in;
-    for (ir::ValueId v : op.inputs) in.push_back(&s_.runner->input(id, v, values, *s_.state, kNoInputs));
     std::vector<Tensor*> out;
     for (std::size_t j = 0; j < op.outputs.size(); ++j) {
       Tensor& held = s_.state->at(bindingName(graph, op.inputs.at(updatedInput(j))));
-      if (in.at(updatedInput(j)) != &held) throw std::logic_error("an optimizer state value is not in the state");
+      (void)held.f32();  // unshares
       out.push_back(&held);
     }
+    std::vector<const Tensor*> in;
+    for (ir::ValueId v : op.inputs) in.push_back(&s_.runner->input(id, v, values, *s_.state, kNoInputs));
+    for (std::size_t j = 0; j < out.size(); ++j)
+      if (in.at(updatedInput(j)) != out[j]) throw std::logic_error("an optimizer state value is not in the state");
     s_.runner->runKernel(id, in, out, s_.step);
   }
 
