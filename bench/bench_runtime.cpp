@@ -229,8 +229,7 @@ KernelRates measureKernelRates(const ir::Graph& training, std::int64_t microbatc
   std::vector<std::vector<OpOnOperands>> models;
   for (int c = 0; c < copies; ++c) models.push_back(opsInGraphOrder(training, microbatch, 1 + c));
   double gemmFlops = 0, gemmSeconds = 0, vectorFlops = 0, vectorSeconds = 0;
-  GemmRate sgemm;            // the cores' GEMM rate at the model's shapes
-  KernelRates rates;         // what the cost model prices kernels at
+  KernelRates rates;
   rates.copies = copies;
   auto pass = [&](std::vector<OpOnOperands>& ops, bool count) {
     for (auto& o : ops) {
