@@ -207,9 +207,12 @@ std::string planTimeline(const ir::Plan& plan, const PlanSimulation& simulation)
                                 result.timeline[static_cast<std::size_t>(device)], result.makespan),
                     busy * 100);
   }
-  out +=
-      "F forward, B backward, I input gradient, W weight gradient (odd microbatches in lower "
-      "case), U optimizer step, . idle\n";
+  const bool recomputes = std::any_of(plan.stages.begin(), plan.stages.end(),
+                                      [](const ir::PlanStage& s) { return s.costs.recompute != "none"; });
+  out += fmt::format(
+      "F forward, B backward, I input gradient, W weight gradient{} (odd microbatches in lower "
+      "case), U optimizer step, . idle\n",
+      recomputes ? ", R recomputation" : "");
   for (const std::string& note : simulation.notes) out += "note: " + note + "\n";
   return out;
 }

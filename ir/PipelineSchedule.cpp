@@ -124,6 +124,8 @@ char actionKindLetter(ActionKind kind) {
       return 'I';
     case ActionKind::kWeightGrad:
       return 'W';
+    case ActionKind::kRecompute:
+      return 'R';
   }
   return '?';
 }

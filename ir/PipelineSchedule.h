@@ -29,9 +29,13 @@ enum class ActionKind : uint8_t {
   kBackward,    // B: input and weight gradient together
   kInputGrad,   // I: input gradient only (zero-bubble schedules)
   kWeightGrad,  // W: weight gradient only (zero-bubble schedules)
+  // R: a forward rerun for a backward, rebuilding the activations its stage
+  // did not keep (activation recomputation). Schedules never contain it; the
+  // lowering puts one before a recomputing stage's B or I (ir/Program.h).
+  kRecompute,
 };
 
-/// The letter of an action kind: F, B, I or W.
+/// The letter of an action kind: F, B, I, W or R.
 char actionKindLetter(ActionKind kind);
 
 /// One unit of work of one rank: `kind` for `microbatch` on the rank's chunk `chunk`.

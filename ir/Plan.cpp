@@ -34,7 +34,7 @@ json strategyToJson(const OpStrategy& s) {
 }
 
 json costsToJson(const StageCosts& c) {
-  return {{"forward_s", c.forwardSeconds},
+  json out = {{"forward_s", c.forwardSeconds},
           {"backward_s", c.backwardSeconds},
           {"weight_grad_s", c.weightGradSeconds},
           {"update_s", c.updateSeconds},
@@ -45,6 +45,11 @@ json costsToJson(const StageCosts& c) {
           {"gradient_bytes", c.gradientBytes},
           {"recompute", c.recompute},
           {"sharded_optimizer_state", c.shardedOptimizerState}};
+  if (c.recompute != "none") {
+    out["recompute_s"] = c.recomputeSeconds;
+    out["recompute_bytes"] = c.recomputeBytes;
+  }
+  return out;
 }
 
 json stageToJson(const PlanStage& s) {
@@ -159,7 +164,7 @@ OpStrategy strategyFromJson(const Reader& r) {
 StageCosts costsFromJson(const Reader& r) {
   r.object({"forward_s", "backward_s", "weight_grad_s", "update_s", "gradient_sync_s",
             "activation_bytes", "held_activation_bytes", "parameter_bytes", "gradient_bytes",
-            "recompute", "sharded_optimizer_state"});
+            "recompute", "recompute_s", "recompute_bytes", "sharded_optimizer_state"});
   StageCosts c;
   auto number = [&](const char* key, double& out) {
     if (r.has(key)) out = r.at(key).number();
@@ -173,6 +178,8 @@ StageCosts costsFromJson(const Reader& r) {
   number("held_activation_bytes", c.heldActivationBytes);
   number("parameter_bytes", c.parameterBytes);
   number("gradient_bytes", c.gradientBytes);
+  number("recompute_s", c.recomputeSeconds);
+  number("recompute_bytes", c.recomputeBytes);
   if (r.has("recompute")) {
     c.recompute = r.at("recompute").string();
     if (c.recompute != "none" && c.recompute != "selective" && c.recompute != "full")

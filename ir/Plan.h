@@ -59,6 +59,10 @@ struct StageCosts {
   double parameterBytes = 0;       ///< Weights and optimizer state.
   double gradientBytes = 0;
   std::string recompute = "none";  ///< "none", "selective" or "full".
+  /// With recomputation: the forward work rerun before each backward (part of
+  /// backwardSeconds) and the activations it rebuilds, held while the backward runs.
+  double recomputeSeconds = 0;
+  double recomputeBytes = 0;
   bool shardedOptimizerState = false;  ///< ZeRO-like reduce-scatter + all-gather.
   bool operator==(const StageCosts&) const = default;
 };

@@ -198,7 +198,8 @@ ActionKind parseActionLetter(const LineParser& line, std::string_view letter) {
   if (letter == "B") return ActionKind::kBackward;
   if (letter == "I") return ActionKind::kInputGrad;
   if (letter == "W") return ActionKind::kWeightGrad;
-  line.fail(fmt::format("expected F, B, I or W after RUN, got '{}'", letter));
+  if (letter == "R") return ActionKind::kRecompute;
+  line.fail(fmt::format("expected F, B, I, W or R after RUN, got '{}'", letter));
 }
 
 void parsePart(const LineParser& line, Instruction& in) {

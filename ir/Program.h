@@ -35,6 +35,12 @@
 // ALL_GATHER names its input and output: `ALL_GATHER group=1 use=7 def=8 bytes=64`.
 // A RUN that is one of several pieces of the same work (a backward split so that
 // gradient buckets can leave early) carries `part=k/K`.
+//
+// Activation recomputation: a stage that recomputes keeps a smaller stash from
+// its forward (its inputs under "full", all but the attention scores under
+// "selective"); a `RUN R` before its B (or I) reruns forward work on that stash
+// and defines a second stash buffer with what it rebuilt, which the backward
+// reads and frees with the first.
 #pragma once
 
 #include <cstdint>

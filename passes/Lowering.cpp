@@ -49,8 +49,11 @@ void requireValid(const PipelineDescription& description) {
       throw LoweringError(fmt::format("stage {}: costs must not be negative", s));
     }
     if (stage.activationBytes < 0 || stage.heldActivationBytes < 0 || stage.parameterBytes < 0 ||
-        stage.gradientBytes < 0) {
+        stage.gradientBytes < 0 || stage.recomputeBytes < 0) {
       throw LoweringError(fmt::format("stage {}: bytes must not be negative", s));
+    }
+    if (stage.recomputeSeconds < 0 || stage.recomputeSeconds > stage.backwardSeconds) {
+      throw LoweringError(fmt::format("stage {}: recomputeSeconds must be within backwardSeconds", s));
     }
   }
 }
@@ -298,6 +301,7 @@ class Lowerer {
       }
     }
     stashes_.assign(static_cast<size_t>(microbatches_) * chunks(), kNoBuffer);
+    rebuilt_.assign(stashes_.size(), kNoBuffer);
     buckets_.clear();
     for (size_t i = 0; i < actions.size(); ++i) {
       const ir::Action& action = actions[i];
@@ -313,6 +317,8 @@ class Lowerer {
         case ActionKind::kWeightGrad:
           lowerWeightGrad(self, action, last);
           break;
+        case ActionKind::kRecompute:  // schedules never contain it
+          throw LoweringError("a schedule action cannot be R; lowering adds recomputation itself");
       }
     }
     lowerUpdate(self, stage);
@@ -320,6 +326,23 @@ class Lowerer {
 
   BufferId& stash(int mb, int chunk) {
     return stashes_[static_cast<size_t>(mb) * chunks() + chunk];
+  }
+  BufferId& rebuilt(int mb, int chunk) {
+    return rebuilt_[static_cast<size_t>(mb) * chunks() + chunk];
+  }
+
+  /// A recomputing rank's RUN R before the backward of (microbatch, chunk): it
+  /// reads the stash the forward kept and defines the activations it rebuilds.
+  void lowerRecompute(const Place& self, const ir::Action& action, int vs) {
+    const StageDescription& stage = stageOf(self.rank);
+    const int mb = action.microbatch;
+    BufferId& out = rebuilt(mb, action.chunk);
+    out = program_.addBuffer(self.device, share(stage.recomputeBytes, action.chunk, chunks()),
+                             BufferRole::kStash);
+    ir::Action recompute = action;
+    recompute.kind = ActionKind::kRecompute;
+    emit(self.device, runOf(recompute, vs, stage.recomputeSeconds / chunks()), {stash(mb, action.chunk)},
+         {out});
   }
 
   Instruction runOf(const ir::Action& action, int vs, double cost) const {
@@ -369,17 +392,22 @@ class Lowerer {
     }
     const bool whole = action.kind == ActionKind::kBackward;
     const double cost =
-        (whole ? stage.backwardSeconds : stage.backwardSeconds - stage.weightGradSeconds) / chunks();
+        ((whole ? stage.backwardSeconds : stage.backwardSeconds - stage.weightGradSeconds) -
+         (stage.recompute ? stage.recomputeSeconds : 0)) /
+        chunks();
+    if (stage.recompute) lowerRecompute(self, action, vs);
     BufferId held = stash(mb, action.chunk);
+    BufferId again = stage.recompute ? rebuilt(mb, action.chunk) : kNoBuffer;
     auto handOff = [&] {
       if (in != kNoBuffer) emitFree(self.device, in);
       if (whole) emitFree(self.device, held);
+      if (whole && again != kNoBuffer) emitFree(self.device, again);
       if (out != kNoBuffer) send(self, vs, vs - 1, mb, kGradient, out, outBytes);
     };
     if (whole && last) {
-      emitPieces(self, action, vs, cost, {held, in}, out, handOff);
+      emitPieces(self, action, vs, cost, {held, again, in}, out, handOff);
     } else {
-      emit(self.device, runOf(action, vs, cost), {held, in}, {out});
+      emit(self.device, runOf(action, vs, cost), {held, again, in}, {out});
       handOff();
     }
   }
@@ -389,12 +417,14 @@ class Lowerer {
     const int vs = schedule_.virtualStage(self.rank, action.chunk);
     const double cost = stage.weightGradSeconds / chunks();
     BufferId held = stash(action.microbatch, action.chunk);
+    BufferId again = stage.recompute ? rebuilt(action.microbatch, action.chunk) : kNoBuffer;
     if (last) {
-      emitPieces(self, action, vs, cost, {held, kNoBuffer}, kNoBuffer, [] {});
+      emitPieces(self, action, vs, cost, {held, again, kNoBuffer}, kNoBuffer, [] {});
     } else {
-      emit(self.device, runOf(action, vs, cost), {held}, {});
+      emit(self.device, runOf(action, vs, cost), {held, again}, {});
     }
     emitFree(self.device, held);
+    if (again != kNoBuffer) emitFree(self.device, again);
   }
 
   /// The chunk's last backward, one piece per gradient bucket; each piece finalises
@@ -406,7 +436,7 @@ class Lowerer {
   /// would hold the previous stage's last backward behind the other replicas.
   template <class AfterLastPiece>
   void emitPieces(const Place& self, const ir::Action& action, int vs, double cost,
-                  std::pair<BufferId, BufferId> uses, BufferId out, AfterLastPiece afterLastPiece) {
+                  std::array<BufferId, 3> uses, BufferId out, AfterLastPiece afterLastPiece) {
     const StageDescription& stage = stageOf(self.rank);
     const int64_t chunkGradient = share(stage.gradientBytes, action.chunk, chunks());
     // Without replicas there is nothing to overlap: one piece finalises every gradient.
@@ -426,7 +456,7 @@ class Lowerer {
       Instruction run = runOf(action, vs, cost / parts);
       run.part = static_cast<uint16_t>(part);
       run.parts = static_cast<uint16_t>(parts);
-      emit(self.device, run, {uses.first, uses.second},
+      emit(self.device, run, {uses[0], uses[1], uses[2]},
            {bucket, part + 1 == parts ? out : kNoBuffer});
       if (part + 1 == parts) afterLastPiece();
       if (bucket == kNoBuffer || dpGroup < 0) continue;
@@ -462,6 +492,7 @@ class Lowerer {
   std::map<std::vector<int>, int> groups_;
   // Per device being lowered: the stash of each (microbatch, chunk), the gradient buckets.
   std::vector<BufferId> stashes_;
+  std::vector<BufferId> rebuilt_;  // what RUN R rebuilt, by (microbatch, chunk)
   std::vector<BufferId> buckets_;
   std::vector<CodeSize> sizes_;  // per rank
 };
@@ -480,6 +511,10 @@ ir::Program lowerPipeline(const PipelineDescription& description) {
       if (stage.weightGradSeconds > stage.backwardSeconds) {
         throw LoweringError(fmt::format(
             "stage {}: weightGradSeconds exceeds backwardSeconds; the backward is I + W", s));
+      }
+      if (stage.recomputeSeconds > stage.backwardSeconds - stage.weightGradSeconds) {
+        throw LoweringError(fmt::format(
+            "stage {}: recomputeSeconds exceeds the input-gradient part of backwardSeconds (R runs before I)", s));
       }
     }
   }

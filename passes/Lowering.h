@@ -19,8 +19,12 @@ class LoweringError : public std::runtime_error {
 ///
 ///   forward    [RECV act (+ ALL_GATHER, FREE tile)] RUN F [FREE act-in]
 ///              [SEND act … FREE act-out]
-///   backward   [RECV grad (+ ALL_GATHER, FREE tile)] RUN B|I [FREE grad-in]
+///   backward   [RECV grad (+ ALL_GATHER, FREE tile)] [RUN R] RUN B|I [FREE grad-in]
 ///              [FREE stash (B)] [SEND grad … FREE grad-out];  W: RUN W, FREE stash
+///
+/// A recomputing rank (StageDescription::recompute) runs RUN R, the forward work
+/// its stash left out, before each B or I: it reads the stash and defines a
+/// second stash buffer, which the backward reads and frees with the first.
 ///   then       UPDATE of the rank's stage (uses every gradient bucket).
 ///
 /// Between ranks of equal mesh size, device k sends to device k. Between meshes of

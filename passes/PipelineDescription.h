@@ -41,6 +41,15 @@ struct StageDescription {
   /// Bytes of weight gradients on each device, held all step and all-reduced
   /// across the data-parallel replicas once per step.
   int64_t gradientBytes = 0;
+
+  /// Activation recomputation: each backward (B, or I) of the rank starts with a
+  /// RUN R of `recomputeSeconds` (per microbatch, whole share; part of
+  /// backwardSeconds, not in addition to it) that rebuilds `recomputeBytes` of
+  /// activations, held until the backward (W for zero-bubble kinds) is done.
+  /// heldActivationBytes is then what the forward keeps without them.
+  bool recompute = false;
+  double recomputeSeconds = 0;
+  int64_t recomputeBytes = 0;
 };
 
 struct PipelineDescription {

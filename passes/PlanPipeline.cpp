@@ -78,7 +78,17 @@ StageDescription rankCosts(const ir::Plan& plan, const std::vector<int>& stages)
     rank.heldActivationBytes += bytes(c.heldActivationBytes);
     rank.parameterBytes += bytes(c.parameterBytes);
     rank.gradientBytes += bytes(c.gradientBytes);
+    rank.recomputeSeconds += c.recomputeSeconds;
+    rank.recomputeBytes += bytes(c.recomputeBytes);
   }
+  const std::string& recompute = plan.stages[static_cast<size_t>(stages[0])].costs.recompute;
+  for (int s : stages) {
+    if (plan.stages[static_cast<size_t>(s)].costs.recompute != recompute)
+      throw LoweringError(fmt::format("stages {} and {} share a pipeline rank but recompute differently "
+                                      "(\"{}\" and \"{}\")",
+                                      stages[0], s, recompute, plan.stages[static_cast<size_t>(s)].costs.recompute));
+  }
+  rank.recompute = recompute != "none";
   return rank;
 }
 

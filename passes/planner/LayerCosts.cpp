@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "ir/OpCost.h"
+#include "passes/Recomputation.h"
 
 namespace meshflow::passes {
 namespace {
@@ -23,17 +24,6 @@ bool readsParameter(const ir::Graph& g, const ir::Op& op) {
   for (ir::ValueId v : op.inputs)
     if (g.op(g.value(v).producer).kind == ir::OpKind::Parameter) return true;
   return false;
-}
-
-// The s×s attention-score tensors ([b, heads, s, s]) Megatron's selective
-// recomputation drops and recomputes.
-bool isAttentionScore(const ir::Graph& g, const ir::Op& op) {
-  using K = ir::OpKind;
-  if (op.kind != K::Softmax && op.kind != K::CausalMask && op.kind != K::Scale &&
-      op.kind != K::Dropout)
-    return false;
-  const auto& shape = g.value(op.outputs[0]).type.shape;
-  return shape.size() == 4 && shape[2] == shape[3];
 }
 
 double valueBytes(const ir::Graph& g, ir::ValueId v, std::int64_t batch) {

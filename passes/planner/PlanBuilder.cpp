@@ -72,6 +72,8 @@ ir::StageCosts costsOf(const StageEstimate& e, const StageEstimate* next, const 
   c.parameterBytes = e.resident - e.gradients;
   c.gradientBytes = e.gradients;
   c.recompute = recomputeName(stage.variant.recompute);
+  c.recomputeSeconds = e.recomputedForward;
+  c.recomputeBytes = e.workspace;
   c.shardedOptimizerState = stage.variant.zero;
   return c;
 }

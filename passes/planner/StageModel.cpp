@@ -4,15 +4,6 @@
 
 namespace meshflow::passes {
 
-const char* recomputeName(Recompute r) {
-  switch (r) {
-    case Recompute::kNone: return "none";
-    case Recompute::kSelective: return "selective";
-    case Recompute::kFull: return "full";
-  }
-  return "none";
-}
-
 namespace {
 
 // One direction of an activation between stages: each node of a whole-node
@@ -39,17 +30,19 @@ void addLayer(StageEstimate& e, const LayerCost& c, Recompute recompute, bool ze
     case Recompute::kNone:
       e.heldPerMicrobatch += c.activations;
       break;
+    // As the runtime recomputes: a stage's RUN R rebuilds what its forward did
+    // not keep, for all its layers at once, before the backward.
     case Recompute::kSelective:
       e.heldPerMicrobatch += c.activations - c.attentionScores;
       e.backward += c.attentionScoresForward;
-      e.workspace = std::max(e.workspace, c.attentionScores);
+      e.workspace += c.attentionScores;
       e.recomputedForward += c.attentionScoresForward;
       break;
     case Recompute::kFull:
-      // Each layer keeps its input and recomputes the rest during backward.
-      e.heldPerMicrobatch += c.inputs;
+      // The stage keeps only its inputs (RangePricer::estimate adds the first
+      // layer's) and reruns its whole forward before the backward.
       e.backward += c.forward;
-      e.workspace = std::max(e.workspace, c.activations);
+      e.workspace += c.activations;
       e.recomputedForward += c.forward;
       break;
   }
@@ -72,7 +65,7 @@ StageEstimate& StageEstimate::operator+=(const StageEstimate& o) {
   gradients += o.gradients;
   heldPerMicrobatch += o.heldPerMicrobatch;
   recomputedForward += o.recomputedForward;
-  workspace = std::max(workspace, o.workspace);
+  workspace += o.workspace;
   return *this;
 }
 
@@ -87,6 +80,7 @@ StageEstimate StageEstimate::minus(const StageEstimate& p) const {
   e.gradients = gradients - p.gradients;
   e.heldPerMicrobatch = heldPerMicrobatch - p.heldPerMicrobatch;
   e.recomputedForward = recomputedForward - p.recomputedForward;
+  e.workspace = workspace - p.workspace;
   return e;
 }
 
@@ -98,39 +92,27 @@ RangePricer::RangePricer(LayerCostTable& table, int configIndex, const MeshConfi
   prefix_.assign(layers + 1, StageEstimate{});
   missing_.assign(layers + 1, 0);
   transferIn_.assign(layers, 0);
-  std::vector<double> workspace(layers, 0);
+  inputs_.assign(layers, 0);
   for (int l = 0; l < layers; ++l) {
     const auto& cost = table.cost(l, configIndex, config, microbatch, syncWeight, variant.lean);
     StageEstimate one;
     if (cost) {
       addLayer(one, *cost, variant.recompute, variant.zero);
       transferIn_[l] = cost->boundaryBytes;
-      workspace[l] = one.workspace;
+      inputs_[l] = cost->inputs;
     }
     missing_[l + 1] = missing_[l] + (cost ? 0 : 1);
     (prefix_[l + 1] = prefix_[l]) += one;
-  }
-  workspaceMax_.push_back(workspace);
-  for (int width = 1; 2 * width <= layers; width *= 2) {
-    const std::vector<double>& prev = workspaceMax_.back();
-    std::vector<double> next(layers - 2 * width + 1);
-    for (std::size_t i = 0; i < next.size(); ++i) next[i] = std::max(prev[i], prev[i + width]);
-    workspaceMax_.push_back(std::move(next));
   }
 }
 
 bool RangePricer::feasible(int first, int end) const { return missing_[end] == missing_[first]; }
 
-double RangePricer::workspace(int first, int end) const {
-  int level = 0;
-  while ((2 << level) <= end - first) ++level;
-  return std::max(workspaceMax_[level][first], workspaceMax_[level][end - (1 << level)]);
-}
-
 StageEstimate RangePricer::estimate(int first, int end) const {
   if (!feasible(first, end)) return StageEstimate{};
   StageEstimate e = prefix_[end].minus(prefix_[first]);
-  e.workspace = workspace(first, end);
+  // Full recomputation keeps what enters the stage: its first layer's inputs.
+  if (variant_.recompute == Recompute::kFull) e.heldPerMicrobatch = inputs_[first];
   // The activation arrives before forward; its gradient leaves after backward.
   if (first > 0) {
     e.transferIn = transferIn_[first];

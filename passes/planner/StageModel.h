@@ -8,12 +8,10 @@
 #include <vector>
 
 #include "ir/Cluster.h"
+#include "passes/Recomputation.h"
 #include "passes/planner/LayerCosts.h"
 
 namespace meshflow::passes {
-
-enum class Recompute { kNone, kSelective, kFull };
-const char* recomputeName(Recompute r);
 
 /// The per-stage choices besides the mesh: recomputation and ZeRO.
 struct StageVariant {
@@ -32,7 +30,7 @@ struct StageEstimate {
   double resident = 0;        ///< Weights, gradients, optimizer state.
   double gradients = 0;       ///< The gradients' part of resident.
   double heldPerMicrobatch = 0;  ///< Activations kept from forward to backward.
-  double workspace = 0;       ///< Live only while one microbatch's backward runs.
+  double workspace = 0;       ///< Rebuilt by recomputation, live during one microbatch's backward.
   double transferIn = 0;      ///< Bytes received from the previous stage per microbatch.
   double transferSeconds = 0;  ///< Its time, included once in forward and once in backward.
   double recomputedForward = 0;  ///< Seconds of forward work done again in backward.
@@ -40,8 +38,8 @@ struct StageEstimate {
   double latency() const { return forward + backward; }
   /// Recomputed forward work as a share of the stage's own forward work.
   double recomputeShare() const;
-  /// Adds another stage's figures (a rank's chunks, a prefix of layers): sums,
-  /// and the larger workspace. Transfers and feasibility are left alone.
+  /// Adds another stage's figures (a prefix of layers). Transfers and
+  /// feasibility are left alone.
   StageEstimate& operator+=(const StageEstimate& other);
   /// The figures summed over layers [a, b) from prefix sums over [0, b) (this)
   /// and [0, a) (`prefix`).
@@ -51,7 +49,7 @@ struct StageEstimate {
 };
 
 /// Prices layer ranges on one mesh configuration with one variant, in O(1) per
-/// range after O(L log L) preparation: the layers' costs are fetched once
+/// range after O(L) preparation: the layers' costs are fetched once
 /// (solving the intra-op problem of each layer kind at most once) and summed by
 /// prefix sums.
 class RangePricer {
@@ -68,15 +66,13 @@ class RangePricer {
   StageVariant variant() const { return variant_; }
 
  private:
-  double workspace(int first, int end) const;
-
   MeshConfig config_;
   StageVariant variant_;
   const ir::Cluster& cluster_;
   std::vector<StageEstimate> prefix_;    // prefix_[l]: sums over layers [0, l)
   std::vector<int> missing_;             // prefix count of layers without a cost
   std::vector<double> transferIn_;       // per layer: bytes entering it
-  std::vector<std::vector<double>> workspaceMax_;  // sparse table over layers
+  std::vector<double> inputs_;           // per layer: its boundary inputs' bytes (LayerCost::inputs)
 };
 
 }  // namespace meshflow::passes

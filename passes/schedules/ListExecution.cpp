@@ -24,6 +24,8 @@ Slot slotOf(ActionKind kind) {
       return kInputGradSlot;
     case ActionKind::kWeightGrad:
       return kWeightSlot;
+    case ActionKind::kRecompute:  // never in a schedule
+      break;
   }
   return kForwardSlot;
 }

@@ -67,6 +67,8 @@ Rational actionDuration(const ir::PipelineSchedule& schedule, const TimingOption
       return (times.backward - times.weight) * perChunk;
     case ir::ActionKind::kWeightGrad:
       return times.weight * perChunk;
+    case ir::ActionKind::kRecompute:  // not a schedule's action: part of B or I here
+      return 0;
   }
   return 0;
 }

@@ -64,6 +64,8 @@ std::string_view categoryOf(ActionKind kind) {
       return "input-grad";
     case ActionKind::kWeightGrad:
       return "weight-grad";
+    case ActionKind::kRecompute:
+      return "recompute";
   }
   return "?";
 }
@@ -131,6 +133,8 @@ std::string_view colourOf(ActionKind kind) {
       return "#8cd17d";
     case ActionKind::kWeightGrad:
       return "#f28e2b";
+    case ActionKind::kRecompute:
+      return "#b07aa1";
   }
   return "#bab0ac";
 }

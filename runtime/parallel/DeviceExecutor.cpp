@@ -179,6 +179,10 @@ class DeviceRun {
       forward(in, uses, defs);
       return;
     }
+    if (in.action == ir::ActionKind::kRecompute) {
+      recompute(in, uses, defs);
+      return;
+    }
     if (in.part == 0) backward(in, uses);
     for (BufferId d : defs) {
       if (role(d) == BufferRole::kGradOut) buffers_[d] = std::move(pendingOut_);
@@ -192,14 +196,17 @@ class DeviceRun {
     result_.times.kernelSeconds += secondsSince(start);
   }
 
+  enum class Pass { kForward, kBackward, kRecompute };
+
   // A RUN's ops of stage `vs`; on a mesh of several devices SPMD. The values
   // that outlive the RUN stay in their layouts (held_) — the weight gradients
   // in gradients_ until the update —, except the loss and, unless the step's
   // meshes all share one shape, the carries to other stages: those are made
   // whole, by every member in the same (sorted) order.
   void runStageOps(const std::vector<ir::OpId>& ops, ValueTable& values, const TensorMap& inputs, int vs,
-                   bool forward) {
+                   Pass pass) {
     if (!s_.spmd) return runOps(ops, values, inputs);
+    const bool forward = pass != Pass::kBackward;
     auto start = Clock::now();
     ShardedValues sharded;
     for (auto& [v, t] : values) {
@@ -213,8 +220,11 @@ class DeviceRun {
     if (!forward)
       for (ir::ValueId g : p.gradients)
         if (auto it = sharded.find(g); it != sharded.end()) gradients_.insert_or_assign(g, it->second);
+    // R leaves what it rebuilds in the layouts F left it: held_ knows one
+    // layout per value.
     const std::vector<ir::ValueId>& carry = forward ? p.forwardCarry : p.backwardCarry;
-    for (ir::ValueId v : outliving(vs, forward, !forward)) {
+    const std::vector<ir::ValueId> kept = pass == Pass::kRecompute ? p.stash : outliving(vs, forward, !forward);
+    for (ir::ValueId v : kept) {
       auto it = sharded.find(v);
       if (it == sharded.end()) continue;
       ShardedValue& sv = it->second;
@@ -238,12 +248,18 @@ class DeviceRun {
   std::vector<ir::ValueId> outliving(int vs, bool forward, bool withoutGradients = false) const {
     const passes::StagePiece& p = piece(vs);
     if (forward) {
-      std::vector<ir::ValueId> out = sortedUnion(p.forwardCarry, p.stash);
+      std::vector<ir::ValueId> out = sortedUnion(p.forwardCarry, stashOf(vs));
       return vs == s_.partition->lossStage ? sortedUnion(out, {s_.partition->loss}) : out;
     }
     std::vector<ir::ValueId> gradients = withoutGradients ? std::vector<ir::ValueId>{} : p.gradients;
     std::sort(gradients.begin(), gradients.end());
     return sortedUnion(sortedUnion(p.backwardCarry, p.stash), sortedUnion(p.inputGradOutputs, gradients));
+  }
+
+  // What stage `vs`'s forward keeps for its backward: its stash, or with
+  // recomputation the part the RUN R before the backward rebuilds from.
+  const std::vector<ir::ValueId>& stashOf(int vs) const {
+    return s_.recomputation ? s_.recomputation->at(static_cast<std::size_t>(vs)).kept : piece(vs).stash;
   }
 
   const TensorMap& inputsOf(const Instruction& in) const {
@@ -254,16 +270,27 @@ class DeviceRun {
     const passes::StagePiece& p = piece(in.stage);
     ValueTable values;
     for (BufferId u : uses) mergeInto(values, std::move(buffers_[u]));
-    runStageOps(p.forward, values, inputsOf(in), in.stage, true);
+    runStageOps(p.forward, values, inputsOf(in), in.stage, Pass::kForward);
     if (in.stage == s_.partition->lossStage && s_.mesh.index == 0) {
       result_.lossSum += values.at(s_.partition->loss).item();
       ++result_.losses;
     }
     // The activation first: it copies what the stash keeps too, then the stash moves.
+    const std::vector<ir::ValueId>& stash = stashOf(in.stage);
     for (BufferId d : defs)
-      if (role(d) == BufferRole::kActivationOut) buffers_[d] = take(values, p.forwardCarry, p.stash);
+      if (role(d) == BufferRole::kActivationOut) buffers_[d] = take(values, p.forwardCarry, stash);
     for (BufferId d : defs)
-      if (role(d) == BufferRole::kStash) buffers_[d] = take(values, p.stash);
+      if (role(d) == BufferRole::kStash) buffers_[d] = take(values, stash);
+  }
+
+  // R: reruns the forward ops that rebuild what the forward did not keep, and
+  // leaves the whole stash in the buffer it defines (the kept one is spent).
+  void recompute(const Instruction& in, std::span<const BufferId> uses, std::span<const BufferId> defs) {
+    ValueTable values;
+    for (BufferId u : uses) mergeInto(values, std::move(buffers_[u]));
+    const std::vector<ir::OpId>& rerun = s_.recomputation->at(static_cast<std::size_t>(in.stage)).rerun;
+    runStageOps(rerun, values, inputsOf(in), in.stage, Pass::kRecompute);
+    buffers_[defs[0]] = take(values, piece(in.stage).stash);
   }
 
   // B, I or W of one microbatch: runs its ops, accumulates the weight gradients it
@@ -284,7 +311,7 @@ class DeviceRun {
     const auto& ops = in.action == ir::ActionKind::kBackward ? p.backward
                       : inputGrad                            ? p.inputGrad
                                                              : p.weightGrad;
-    runStageOps(ops, values, inputsOf(in), in.stage, false);
+    runStageOps(ops, values, inputsOf(in), in.stage, Pass::kBackward);
     accumulate(in.stage, in.action, values);
     if (!inputGrad) {
       if (in.action == ir::ActionKind::kBackward) pendingOut_ = take(values, p.backwardCarry);

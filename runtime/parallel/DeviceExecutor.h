@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "ir/Program.h"
+#include "passes/Recomputation.h"
 #include "passes/StagePartition.h"
 #include "runtime/Communicator.h"
 #include "runtime/cpu/CoreGate.h"
@@ -61,6 +62,8 @@ struct DeviceStep {
   std::chrono::steady_clock::time_point origin = std::chrono::steady_clock::now();
   const ir::Program* program = nullptr;
   const passes::StagePartition* partition = nullptr;
+  /// Per virtual stage: what its forward keeps and its RUN R reruns.
+  const std::vector<passes::StageRecomputation>* recomputation = nullptr;
   const OpRunner* runner = nullptr;
   /// On a mesh of several devices: RUNs and the UPDATE run their ops SPMD on
   /// `mesh`; `state` holds this device's boxes of the parameters and optimizer

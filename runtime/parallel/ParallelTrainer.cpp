@@ -53,6 +53,11 @@ bool ParallelPlan::sameMeshes() const {
   return true;
 }
 
+passes::Recompute ParallelPlan::recomputeOf(int vs) const {
+  return vs >= 0 && static_cast<std::size_t>(vs) < recompute.size() ? recompute[static_cast<std::size_t>(vs)]
+                                                                     : passes::Recompute::kNone;
+}
+
 ParallelTrainer::ParallelTrainer(const passes::TrainingGraph& training, ParallelPlan plan,
                                  ParallelOptions options)
     : training_(training), plan_(std::move(plan)), options_(options) {
@@ -88,6 +93,9 @@ ParallelTrainer::ParallelTrainer(const passes::TrainingGraph& training, Parallel
   }
 
   partition_ = passes::partitionStages(training_, plan_.stageOfForwardOp, plan_.virtualStages);
+  for (int vs = 0; vs < plan_.virtualStages; ++vs)
+    recomputation_.push_back(passes::planRecomputation(training_.graph, partition_.stages[static_cast<std::size_t>(vs)],
+                                                       plan_.recomputeOf(vs)));
   runner_ = std::make_unique<OpRunner>(training_.graph, microbatchSize_);
   for (int r = 0; r < ranks; ++r)
     spmd_.push_back(plan_.meshSize(r) == 1 ? nullptr
@@ -154,6 +162,8 @@ passes::PipelineDescription ParallelTrainer::describe() const {
     }
     stage.activationBytes = activation;
     stage.gradientBytes = std::max<std::int64_t>(gradients, 1024);
+    for (int vs : stagesOfRank_[static_cast<std::size_t>(r)])
+      stage.recompute = stage.recompute || plan_.recomputeOf(vs) != passes::Recompute::kNone;
     d.stages.push_back(stage);
   }
   return d;
@@ -269,6 +279,7 @@ ParallelStepResult ParallelTrainer::step(const TensorMap& batch, std::int64_t st
       s.origin = start;
       s.program = &program_;
       s.partition = &partition_;
+      s.recomputation = &recomputation_;
       s.runner = runner_.get();
       s.spmd = spmd_[static_cast<std::size_t>(rank)].get();
       s.mesh = placeOf(device);

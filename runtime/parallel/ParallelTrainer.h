@@ -23,6 +23,7 @@
 #include "ir/Program.h"
 #include "passes/Autodiff.h"
 #include "passes/PipelineDescription.h"
+#include "passes/Recomputation.h"
 #include "passes/StagePartition.h"
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/parallel/DeviceExecutor.h"
@@ -59,6 +60,9 @@ struct ParallelPlan {
   /// gradient, update); they only time the Program for the simulator. Empty:
   /// 1, 2, 1 and 0 seconds.
   std::vector<passes::StageDescription> costs;
+  /// Activation recomputation per virtual stage (passes/Recomputation.h);
+  /// empty, or a shorter list: none for the stages it leaves out.
+  std::vector<passes::Recompute> recompute;
 
   /// Rank r's mesh ({1, 1} when rankMeshes is empty).
   std::array<std::int64_t, 2> meshOf(int rank) const;
@@ -68,6 +72,8 @@ struct ParallelPlan {
   int replicas() const;
   /// Every rank's mesh has the same shape.
   bool sameMeshes() const;
+  /// How virtual stage `vs` recomputes.
+  passes::Recompute recomputeOf(int vs) const;
 };
 
 struct ParallelOptions {
@@ -135,6 +141,7 @@ class ParallelTrainer {
   ParallelPlan plan_;
   ParallelOptions options_;
   passes::StagePartition partition_;
+  std::vector<passes::StageRecomputation> recomputation_;  // per virtual stage
   std::int64_t microbatchSize_ = 1;
   ir::Program program_;
   std::unique_ptr<OpRunner> runner_;

@@ -76,6 +76,12 @@ ParallelPlan parallelPlanOf(const ir::Graph& forward, const ir::Plan& plan) {
   p.microbatches = description.microbatches;
   p.groupSize = description.groupSize;
   p.costs = description.stages;
+  for (const ir::PlanStage& stage : plan.stages) {
+    auto mode = passes::parseRecompute(stage.costs.recompute);
+    if (!mode) throw ParallelRunError(fmt::format("the plan's recompute \"{}\" is not none, selective or full",
+                                                  stage.costs.recompute));
+    p.recompute.push_back(*mode);
+  }
   return p;
 }
 

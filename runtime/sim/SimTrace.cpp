@@ -22,6 +22,8 @@ std::string_view categoryOf(const Instruction& in) {
           return "input-grad";
         case ir::ActionKind::kWeightGrad:
           return "weight-grad";
+        case ir::ActionKind::kRecompute:
+          return "recompute";
       }
       return "?";
     case Opcode::kUpdate:

@@ -86,6 +86,18 @@ RandomPlan randomPlan(const ir::Graph& forward, std::mt19937& rng, int tensorPar
   return r;
 }
 
+// Recomputation drawn per virtual stage: none, selective or full.
+void drawRecompute(RandomPlan& r, std::mt19937& rng) {
+  r.plan.recompute.clear();
+  std::string modes;
+  for (int vs = 0; vs < r.plan.virtualStages; ++vs) {
+    auto mode = static_cast<passes::Recompute>(rng() % 3);
+    r.plan.recompute.push_back(mode);
+    modes += fmt::format("{}{}", vs ? "," : "", passes::recomputeName(mode));
+  }
+  r.text += " recompute=[" + modes + "]";
+}
+
 // The strategies of a plan whose rank r runs SPMD on meshes[r]: each forward
 // op's drawn on its rank's mesh (a leaf's on its first reader's).
 std::map<ir::OpId, runtime::PlannedSpecs> strategiesPerRank(const ir::Graph& forward, const runtime::ParallelPlan& plan,
@@ -174,11 +186,11 @@ TEST_CASE("random models x random plans equal the serial reference", "[parallel]
 
 namespace {
 
-// Twelve plans per model from `draw(forward, trial)`, trained with Adam (every
+// `trials` plans per model from `draw(forward, trial)`, trained with Adam (every
 // fourth with clipping) and compared with the serial reference; `inspect` sees
 // each plan and training graph first. Returns the number of cases.
 template <class Draw, class Inspect>
-int compareAdamPlans(Draw draw, Inspect inspect) {
+int compareAdamPlans(Draw draw, Inspect inspect, int trials = 12) {
   int cases = 0;
   for (const ModelCase& model : models()) {
     ir::Graph forward = traceModel(kModels, model.expression);
@@ -187,7 +199,7 @@ int compareAdamPlans(Draw draw, Inspect inspect) {
     clipped.clipNorm = 0.05;
     auto training = passes::buildTrainingGraph(forward, optimizer);
     auto trainingClipped = passes::buildTrainingGraph(forward, clipped);
-    for (int trial = 0; trial < 12; ++trial) {
+    for (int trial = 0; trial < trials; ++trial) {
       bool clip = trial % 4 == 3;
       RandomPlan r = draw(forward, trial);
       auto seed = static_cast<std::uint64_t>(trial);
@@ -228,4 +240,38 @@ TEST_CASE("random plans on unequal meshes equal the serial reference", "[paralle
                                });
   CHECK(cases == 60);
   CHECK(tiled > 0);
+}
+
+
+TEST_CASE("random plans with recomputation equal the serial reference", "[parallel][property][recompute]") {
+  // Each virtual stage recomputes none, selective or full, on every schedule,
+  // with replicas, tensor parallelism and unequal meshes. Recomputation reruns
+  // the same kernels on the same operands, so the run is also bit-identical to
+  // the same plan without it.
+  std::mt19937 rng(20261126);
+  int rebuilt = 0;
+  int cases = compareAdamPlans(
+      [&](const ir::Graph& forward, int trial) {
+        RandomPlan r = trial % 5 == 4 ? unequalMeshPlan(forward, rng) : randomPlan(forward, rng, 1 + trial % 3 / 2);
+        drawRecompute(r, rng);
+        return r;
+      },
+      [&](const passes::TrainingGraph& graph, const RandomPlan& r) {
+        runtime::ParallelTrainer probe(graph, r.plan, optionsFor(r.batch));
+        for (const ir::DeviceCode& code : probe.program().devices)
+          for (const ir::Instruction& in : code.code)
+            rebuilt += in.op == ir::Opcode::kRun && in.action == ir::ActionKind::kRecompute ? 1 : 0;
+        runtime::ParallelPlan plain = r.plan;
+        plain.recompute.clear();
+        auto with = runParallel(graph, r.plan, optionsFor(r.batch), 2, 7);
+        auto without = runParallel(graph, plain, optionsFor(r.batch), 2, 7);
+        for (std::size_t i = 0; i < with.losses.size(); ++i) REQUIRE(with.losses[i] == without.losses[i]);
+        for (const auto& [name, tensor] : without.state) {
+          INFO(name);
+          REQUIRE(with.state.at(name).bitEqual(tensor));
+        }
+      },
+      30);
+  CHECK(cases == 150);
+  CHECK(rebuilt > 0);
 }

@@ -110,7 +110,8 @@ void checkRunsFollowSchedule(const Program& program, const PipelineDescription& 
       for (int device : mesh) {
         std::vector<meshflow::ir::Action> runs;
         for (const Instruction& in : program.devices[static_cast<size_t>(device)].code) {
-          if (in.op == Opcode::kRun && in.part == 0) runs.push_back({in.action, in.microbatch, in.chunk});
+          if (in.op == Opcode::kRun && in.part == 0 && in.action != ActionKind::kRecompute)
+            runs.push_back({in.action, in.microbatch, in.chunk});
         }
         CHECK(runs == schedule.ranks[rank]);
       }
@@ -154,7 +155,54 @@ TEST_CASE("lowered programs are valid for every kind, mesh shape and replica cou
         INFO(c.kind << " p=" << c.p << " m=" << c.m << " v=" << c.v << " replicas=" << replicas
                     << " mixed=" << mixedMeshes);
         checkValid(withBytes(pipeline(c.kind, c.p, c.m, c.v, 1, 2, c.w, replicas, sizes)));
+        PipelineDescription recomputing = withBytes(pipeline(c.kind, c.p, c.m, c.v, 1, 2, c.w, replicas, sizes));
+        for (auto& stage : recomputing.stages) {
+          stage.recompute = true;
+          stage.recomputeSeconds = 0.5;
+          stage.recomputeBytes = 800;
+        }
+        checkValid(recomputing);
       }
+    }
+  }
+}
+
+TEST_CASE("a recomputing rank reruns forward work before each backward", "[sim][lowering][recompute]") {
+  for (const char* kind : {"gpipe", "1f1b", "zb-h1", "zbv"}) {
+    INFO(kind);
+    const bool split = std::string(kind).rfind("zb", 0) == 0;
+    PipelineDescription description = withBytes(pipeline(kind, 2, 3, kind == std::string("zbv") ? 2 : 1, 1, 2, 1));
+    for (auto& stage : description.stages) {
+      stage.recompute = true;
+      stage.recomputeSeconds = 0.25;
+      stage.recomputeBytes = 600;
+    }
+    Program program = lowerPipeline(description);
+    const int chunks = kind == std::string("zbv") ? 2 : 1;
+    for (int d = 0; d < program.deviceCount(); ++d) {
+      const auto& code = program.devices[static_cast<size_t>(d)];
+      int recomputes = 0;
+      for (size_t i = 0; i < code.code.size(); ++i) {
+        const Instruction& in = code.code[i];
+        if (in.op != Opcode::kRun || in.action != ActionKind::kRecompute) continue;
+        ++recomputes;
+        // R reads the stash its forward defined and defines the rebuilt part.
+        REQUIRE(code.uses(in).size() == 1);
+        CHECK(program.buffers[code.uses(in)[0]].bytes == 1000 / chunks);
+        REQUIRE(code.defs(in).size() == 1);
+        const BufferId rebuilt = code.defs(in)[0];
+        CHECK(program.buffers[rebuilt].bytes == 600 / chunks);
+        CHECK(in.cost == Approx(0.25 / chunks));
+        // The next RUN is the backward of the same microbatch and chunk, which reads both.
+        const Instruction& next = code.code[i + 1];
+        CHECK(next.op == Opcode::kRun);
+        CHECK(next.action == (split ? ActionKind::kInputGrad : ActionKind::kBackward));
+        CHECK(next.microbatch == in.microbatch);
+        CHECK(next.chunk == in.chunk);
+        CHECK(std::count(code.uses(next).begin(), code.uses(next).end(), rebuilt) == 1);
+        if (next.parts == 1) CHECK(next.cost == Approx(((split ? 1.0 : 2.0) - 0.25) / chunks));
+      }
+      CHECK(recomputes == 3 * chunks);
     }
   }
 }
@@ -236,6 +284,16 @@ TEST_CASE("inconsistent descriptions are rejected with the rule they break",
   PipelineDescription zb = pipeline("zb-h1", 2, 2, 1, 1, 2, 3);
   CHECK_THROWS_WITH(lowerPipeline(zb),
                     "stage 0: weightGradSeconds exceeds backwardSeconds; the backward is I + W");
+
+  PipelineDescription rerun = pipeline("1f1b", 2, 2, 1, 1, 2);
+  rerun.stages[1].recompute = true;
+  rerun.stages[1].recomputeSeconds = 3;
+  CHECK_THROWS_WITH(lowerPipeline(rerun), "stage 1: recomputeSeconds must be within backwardSeconds");
+  PipelineDescription rerunI = pipeline("zb-h1", 2, 2, 1, 1, 2, 1.5);
+  rerunI.stages[0].recompute = true;
+  rerunI.stages[0].recomputeSeconds = 1;
+  CHECK_THROWS_WITH(lowerPipeline(rerunI), "stage 0: recomputeSeconds exceeds the input-gradient part of "
+                                           "backwardSeconds (R runs before I)");
 
   CHECK_THROWS_WITH(lowerPipeline(pipeline("interleaved", 4, 6, 2, 1, 2)),
                     "interleaved needs microbatches to be a multiple of the group size 4, got 6");
