@@ -48,22 +48,36 @@ Shape boundShape(const ir::TensorType& type, std::int64_t batchSize) {
   return shape;
 }
 
-Tensor::Tensor(ir::DType dtype, Shape shape, Uninitialized)
-    : dtype_(dtype), shape_(std::move(shape)), allocated_(true), storage_(std::make_shared<Storage>()) {
+constexpr std::align_val_t kHeapAlignment{64};
+
+Tensor::Storage::Storage(std::size_t n) : bytes(n), memory(MemoryScope::current()), category(MemoryScope::currentCategory()) {
+  if (bytes == 0) return;
+  if (memory) {
+    DeviceMemory::Block block = memory->allocate(bytes, category);
+    data = block.data;
+    capacity = block.capacity;
+  } else {
+    data = ::operator new(bytes, kHeapAlignment);
+    capacity = bytes;
+  }
+}
+
+Tensor::Storage::~Storage() {
+  if (!data) return;
+  if (memory) memory->release({data, capacity}, bytes, category);
+  else ::operator delete(data, kHeapAlignment);
+}
+
+Tensor::Tensor(ir::DType dtype, Shape shape, Uninitialized) : dtype_(dtype), shape_(std::move(shape)), allocated_(true) {
   requireHostDType(dtype);
   for (auto d : shape_)
     if (d < 0)
       throw std::invalid_argument("negative dimension in tensor shape " + shapeText(shape_));
-  auto n = static_cast<std::size_t>(elements());
-  if (dtype == ir::DType::F32)
-    storage_->f32.resize(n);
-  else
-    storage_->i32.resize(n);
+  storage_ = std::make_shared<Storage>(static_cast<std::size_t>(elements()) * 4);
 }
 
 Tensor::Tensor(ir::DType dtype, Shape shape) : Tensor(dtype, std::move(shape), Uninitialized{}) {
-  std::fill(storage_->f32.begin(), storage_->f32.end(), 0.0f);
-  std::fill(storage_->i32.begin(), storage_->i32.end(), 0);
+  if (storage_->bytes) std::memset(storage_->data, 0, storage_->bytes);
 }
 
 Tensor Tensor::uninitialized(ir::DType dtype, Shape shape) {
@@ -81,25 +95,26 @@ Tensor Tensor::placeholder(ir::DType dtype, Shape shape) {
 
 Tensor Tensor::full(Shape shape, float value) {
   Tensor t(ir::DType::F32, std::move(shape), Uninitialized{});
-  std::fill(t.storage_->f32.begin(), t.storage_->f32.end(), value);
+  auto values = t.f32();
+  std::fill(values.begin(), values.end(), value);
   return t;
 }
 
 Tensor Tensor::fromF32(Shape shape, std::vector<float> values) {
   Tensor t(ir::DType::F32, std::move(shape), Uninitialized{});
-  if (values.size() != t.storage_->f32.size())
+  if (values.size() != t.count())
     throw std::invalid_argument(
         fmt::format("{} values for a tensor of shape {}", values.size(), shapeText(t.shape_)));
-  std::copy(values.begin(), values.end(), t.storage_->f32.begin());
+  std::copy(values.begin(), values.end(), t.f32().begin());
   return t;
 }
 
 Tensor Tensor::fromI32(Shape shape, std::vector<std::int32_t> values) {
   Tensor t(ir::DType::I32, std::move(shape), Uninitialized{});
-  if (values.size() != t.storage_->i32.size())
+  if (values.size() != t.count())
     throw std::invalid_argument(
         fmt::format("{} values for a tensor of shape {}", values.size(), shapeText(t.shape_)));
-  std::copy(values.begin(), values.end(), t.storage_->i32.begin());
+  std::copy(values.begin(), values.end(), t.i32().begin());
   return t;
 }
 
@@ -134,33 +149,60 @@ void Tensor::unshare() {
     std::atomic_thread_fence(std::memory_order_acquire);
     return;
   }
-  storage_ = std::make_shared<Storage>(*storage_);
+  // The writer's copy is the writer's: it comes from this thread's scope.
+  auto own = std::make_shared<Storage>(storage_->bytes);
+  if (own->bytes) std::memcpy(own->data, storage_->data, own->bytes);
+  storage_ = std::move(own);
+}
+
+void Tensor::chargeTo(MemoryCategory category) {
+  if (!storage_ || !storage_->memory || storage_->category == category) return;
+  storage_->memory->recharge(storage_->bytes, storage_->category, category);
+  storage_->category = category;
+}
+
+void Tensor::moveInto(const std::shared_ptr<DeviceMemory>& memory, MemoryCategory category) {
+  if (!storage_ || !memory) return;
+  if (storage_->memory == memory) return chargeTo(category);
+  // Shared elements stay where they are for the other holders; a heap block
+  // was not sized for a device's cache. Both are copied.
+  if (storage_.use_count() > 1 || !storage_->memory) {
+    MemoryScope scope(memory, category);
+    auto own = std::make_shared<Storage>(storage_->bytes);
+    if (own->bytes) std::memcpy(own->data, storage_->data, own->bytes);
+    storage_ = std::move(own);
+    return;
+  }
+  memory->adopt(storage_->bytes, category);
+  storage_->memory->disown(storage_->bytes, storage_->category);
+  storage_->memory = memory;
+  storage_->category = category;
 }
 
 std::span<float> Tensor::f32() {
   requireView(ir::DType::F32);
   unshare();
   if (!storage_) return {};
-  return storage_->f32;
+  return {static_cast<float*>(storage_->data), count()};
 }
 
 std::span<const float> Tensor::f32() const {
   requireView(ir::DType::F32);
   if (!storage_) return {};
-  return storage_->f32;
+  return {static_cast<const float*>(storage_->data), count()};
 }
 
 std::span<std::int32_t> Tensor::i32() {
   requireView(ir::DType::I32);
   unshare();
   if (!storage_) return {};
-  return storage_->i32;
+  return {static_cast<std::int32_t*>(storage_->data), count()};
 }
 
 std::span<const std::int32_t> Tensor::i32() const {
   requireView(ir::DType::I32);
   if (!storage_) return {};
-  return storage_->i32;
+  return {static_cast<const std::int32_t*>(storage_->data), count()};
 }
 
 float Tensor::item() const {

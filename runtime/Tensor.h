@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ir/Graph.h"
+#include "runtime/memory/DeviceMemory.h"
 
 namespace meshflow::runtime {
 
@@ -24,33 +25,16 @@ std::vector<std::int64_t> rowMajorStrides(const Shape& shape);
 /// The concrete shape of `type` once the symbolic batch is `batchSize`.
 Shape boundShape(const ir::TensorType& type, std::int64_t batchSize);
 
-/// std::allocator, except that a vector's resize() default-initialises the new
-/// elements — for floats and ints, leaves them unwritten — instead of zeroing
-/// them. Kernels write every element of their outputs, so zeroing first is a
-/// wasted pass over memory (it was 5–6% of a GPT step).
-template <class T>
-struct DefaultInitAllocator : std::allocator<T> {
-  template <class U>
-  struct rebind {
-    using other = DefaultInitAllocator<U>;
-  };
-  DefaultInitAllocator() = default;
-  template <class U>
-  DefaultInitAllocator(const DefaultInitAllocator<U>&) noexcept {}
-  template <class U>
-  void construct(U* p) noexcept {
-    ::new (static_cast<void*>(p)) U;
-  }
-  template <class U, class... Args>
-  void construct(U* p, Args&&... args) {
-    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
-  }
-};
-
 /// A tensor's elements are shared between copies until one of them is written
 /// (copy on write): copying a tensor, or reshaping it, copies no elements.
 /// Every write goes through the non-const f32() / i32(), which give the tensor
 /// storage of its own first. Keep no mutable span across a copy of its tensor.
+///
+/// Storage comes from the DeviceMemory of the allocating thread's MemoryScope
+/// (counted under its category, cached when freed), else from the plain heap.
+/// Elements are never zeroed unless asked (Tensor(dtype, shape)): kernels
+/// write every element of their outputs, and zeroing first was 5–6% of a GPT
+/// step.
 class Tensor {
  public:
   /// An unallocated tensor: no dtype or shape yet. A kernel given one as an
@@ -88,6 +72,16 @@ class Tensor {
   /// Whether this tensor shares its elements with another tensor.
   bool sharesStorage() const { return storage_ && storage_.use_count() > 1; }
 
+  /// The DeviceMemory its elements are counted in (null: the plain heap).
+  const DeviceMemory* memory() const { return storage_ ? storage_->memory.get() : nullptr; }
+  /// Counts its elements under `category` of their memory from now on.
+  void chargeTo(MemoryCategory category);
+  /// Makes `memory` hold its elements under `category`, as a device that
+  /// receives them does: moves the charge, or copies the elements when another
+  /// tensor shares them (both devices then hold them). Throws
+  /// DeviceMemoryError past the limit.
+  void moveInto(const std::shared_ptr<DeviceMemory>& memory, MemoryCategory category);
+
   /// Typed views; asking for the wrong dtype is a broken invariant (throws
   /// logic_error). The mutable ones unshare the elements first.
   std::span<float> f32();
@@ -107,13 +101,22 @@ class Tensor {
   Shape shape_;
   bool allocated_ = false;
   bool placeholder_ = false;
-  // One of the two vectors holds the data, by dtype; separate vectors keep
-  // the accesses well typed without reinterpret_cast.
+  // Elements of one dtype (4 bytes each), from a DeviceMemory or the heap.
   struct Storage {
-    std::vector<float, DefaultInitAllocator<float>> f32;
-    std::vector<std::int32_t, DefaultInitAllocator<std::int32_t>> i32;
+    void* data = nullptr;
+    std::size_t bytes = 0;
+    std::size_t capacity = 0;
+    std::shared_ptr<DeviceMemory> memory;  // null: the plain heap
+    MemoryCategory category = MemoryCategory::kActivations;
+
+    /// `bytes` from the current MemoryScope's memory, else the heap.
+    explicit Storage(std::size_t bytes);
+    ~Storage();
+    Storage(const Storage&) = delete;
+    Storage& operator=(const Storage&) = delete;
   };
   std::shared_ptr<Storage> storage_;
+  std::size_t count() const { return storage_ ? storage_->bytes / 4 : 0; }
 
   struct Uninitialized {};
   Tensor(ir::DType dtype, Shape shape, Uninitialized);

@@ -1,0 +1,126 @@
+// One device's memory: an accounting, caching allocator for the tensors a
+// device holds (docs/runtime.md, "Device memory").
+//
+// Every tensor a device's thread allocates while a MemoryScope names the device
+// comes from its DeviceMemory, which counts the bytes by category (parameters,
+// gradients, optimizer state, activations, communication), remembers the peak
+// with its breakdown, enforces the device's limit with an error that names the
+// bytes and what holds them, and keeps freed blocks for reuse instead of handing
+// them back to the system (a GPU caching allocator's reason: a step allocates
+// the same sizes again, and fresh pages cost page faults).
+//
+// Tensors keep their DeviceMemory alive (shared_ptr), so a tensor may outlive
+// the trainer that made it. Allocation and release are thread-safe: a message
+// allocated by one device may be freed by another.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace meshflow::runtime {
+
+enum class MemoryCategory : std::uint8_t { kParameters, kGradients, kOptimizerState, kActivations, kCommunication };
+constexpr std::size_t kMemoryCategories = 5;
+
+/// "parameters", "gradients", "optimizer state", "activations", "communication".
+const char* memoryCategoryName(MemoryCategory category);
+
+/// Bytes per category.
+using MemoryBreakdown = std::array<std::int64_t, kMemoryCategories>;
+
+struct MemoryStats {
+  std::int64_t allocated = 0;  ///< Bytes tensors hold now.
+  std::int64_t peak = 0;       ///< The most they held since the last resetPeak().
+  MemoryBreakdown peakBreakdown{};  ///< By category, at that peak.
+  std::int64_t cached = 0;     ///< Freed bytes kept for reuse.
+  std::int64_t allocations = 0;  ///< Blocks handed out since the last resetPeak() ...
+  std::int64_t reused = 0;       ///< ... of which from the cache.
+};
+
+/// An allocation beyond the device's limit. what() names the device, the bytes
+/// asked for and what the device holds, by category.
+class DeviceMemoryError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// "1.50 MiB".
+std::string bytesText(double bytes);
+
+class DeviceMemory {
+ public:
+  /// `limit` 0: unlimited.
+  DeviceMemory(int device, std::int64_t limit);
+  ~DeviceMemory();
+  DeviceMemory(const DeviceMemory&) = delete;
+  DeviceMemory& operator=(const DeviceMemory&) = delete;
+
+  struct Block {
+    void* data = nullptr;
+    std::size_t capacity = 0;  ///< The block's size class, >= the bytes asked for.
+  };
+  /// A block of at least `bytes`, charged to `category`; throws DeviceMemoryError
+  /// past the limit.
+  Block allocate(std::size_t bytes, MemoryCategory category);
+  /// Gives back a block of allocate(bytes, category) for reuse.
+  void release(Block block, std::size_t bytes, MemoryCategory category);
+  /// Moves `bytes` held under `from` to `to`.
+  void recharge(std::size_t bytes, MemoryCategory from, MemoryCategory to);
+  /// A block moving between devices (a message another device allocated):
+  /// the sender disowns it, the receiver adopts it, checked against its limit,
+  /// and caches it when it is released.
+  void disown(std::size_t bytes, MemoryCategory category);
+  void adopt(std::size_t bytes, MemoryCategory category);
+
+  int device() const { return device_; }
+  std::int64_t limit() const { return limit_; }
+  MemoryStats stats() const;
+  /// Starts a new peak (and allocation counts) from what is held now.
+  void resetPeak();
+  /// Frees the cached blocks.
+  void emptyCache();
+
+ private:
+  void chargeLocked(std::size_t bytes, MemoryCategory category);
+
+  const int device_;
+  const std::int64_t limit_;
+  mutable std::mutex mutex_;
+  MemoryBreakdown held_{};
+  std::int64_t allocated_ = 0;
+  std::int64_t peak_ = 0;
+  MemoryBreakdown peakBreakdown_{};
+  std::int64_t cachedBytes_ = 0;
+  std::int64_t allocations_ = 0, reused_ = 0;
+  std::map<std::size_t, std::vector<void*>> cache_;  // by size class
+};
+
+/// While alive, tensors this thread allocates come from `memory` under
+/// `category` (null: from the plain heap, uncounted); restores the previous
+/// scope when it ends.
+class MemoryScope {
+ public:
+  MemoryScope(std::shared_ptr<DeviceMemory> memory, MemoryCategory category);
+  /// The same device, another category.
+  explicit MemoryScope(MemoryCategory category);
+  ~MemoryScope();
+  MemoryScope(const MemoryScope&) = delete;
+  MemoryScope& operator=(const MemoryScope&) = delete;
+
+  /// The memory and category of this thread's innermost scope.
+  static const std::shared_ptr<DeviceMemory>& current();
+  static MemoryCategory currentCategory();
+
+ private:
+  std::shared_ptr<DeviceMemory> previous_;
+  MemoryCategory previousCategory_;
+};
+
+}  // namespace meshflow::runtime
