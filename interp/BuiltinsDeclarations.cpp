@@ -145,7 +145,9 @@ Value exclude(Evaluator& ev, BoundArgs& a) {
 // share of memory bandwidth) unless `peak` and `memory_bandwidth` give measured
 // ones (bench/bench_runtime prints this machine's). `cores` says how many host
 // cores the devices share (plans and simulations then model the turns they
-// take); train() uses this machine's when it is not given.
+// take); train() uses this machine's when it is not given. `memory` is each
+// device's memory (4 GiB unless given): plans fit it, and train() refuses a
+// plan that does not and stops a device that would hold more.
 Value cpu(Evaluator& ev, BoundArgs& a) {
   std::int64_t devices = intArg(a, 0, "devices");
   if (devices < 1) argumentError(a, 0, DiagnosticKind::InvalidValue, "devices must be >= 1");
@@ -167,9 +169,10 @@ Value cpu(Evaluator& ev, BoundArgs& a) {
                   fmt::format("cores must be an integer >= 1, not {}", a[4].isInt() ? a[4].repr() : a[4].aTypeName()));
   if (!a[2].isNone()) positiveQuantity(a, 2, kFlopPerSecond, "peak");
   if (!a[3].isNone()) positiveQuantity(a, 3, kBytesPerSecond, "memory_bandwidth");
+  if (!a[5].isNone()) positiveQuantity(a, 5, kBytes, "memory");
   Value device = ev.makeRecord({{"kind", ev.makeString("cpu")},
                                 {"name", ev.makeString("cpu-thread")},
-                                {"memory", Value::quantity(4.0 * (1 << 30), kBytes)},
+                                {"memory", a[5].isNone() ? Value::quantity(4.0 * (1 << 30), kBytes) : a[5]},
                                 {"peak", a[2].isNone() ? Value::quantity(50e9, kFlopPerSecond) : a[2]},
                                 {"memory_bandwidth",
                                  a[3].isNone() ? Value::quantity(10e9, kBytesPerSecond) : a[3]}});
@@ -197,7 +200,8 @@ void installDeclarationBuiltins(Environment& env) {
                  {"mesh", Value()},
                  {"peak", Value()},
                  {"memory_bandwidth", Value()},
-                 {"cores", Value()}},
+                 {"cores", Value()},
+                 {"memory", Value()}},
                 cpu);
   defineBuiltin(env, "link", {{"bandwidth", {}}, {"latency", Value::quantity(0, kSeconds)}}, link);
   defineOptimizer(env, "adam",

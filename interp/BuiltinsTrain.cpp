@@ -159,6 +159,30 @@ ir::Plan planToRun(const BoundArgs& a, const ir::Graph& forward, const ir::Clust
   }
 }
 
+// The plan's peak bytes on each device (0 on a device it leaves idle).
+std::vector<double> predictedMemory(const ir::Plan& plan, int devices) {
+  std::vector<double> bytes(static_cast<std::size_t>(devices), 0);
+  for (const ir::PlanStage& stage : plan.stages)
+    for (int d : stage.devices)
+      if (d >= 0 && d < devices) bytes[static_cast<std::size_t>(d)] = std::max(bytes[static_cast<std::size_t>(d)], stage.peakMemoryBytes);
+  return bytes;
+}
+
+// A plan whose devices would hold more than the cluster's devices have is
+// refused before anything runs.
+void refuseIfTooBig(const BoundArgs& a, const ir::Plan& plan, double limit) {
+  if (limit <= 0) return;
+  for (std::size_t s = 0; s < plan.stages.size(); ++s) {
+    const ir::PlanStage& stage = plan.stages[s];
+    if (stage.peakMemoryBytes <= limit) continue;
+    failAt(DiagnosticKind::TrainingError,
+           fmt::format("the plan needs {} on each device of stage {}, more than the cluster's {} per device; "
+                       "give the devices more memory (cpu(memory = ...)) or plan for this cluster",
+                       runtime::bytesText(stage.peakMemoryBytes), s, runtime::bytesText(limit)),
+           a[kPlan].isNone() ? a.callSpan : a.spans[kPlan]);
+  }
+}
+
 std::unique_ptr<StepRunner> makeRunner(const BoundArgs& a, const ir::Graph& forward,
                                        const passes::TrainingGraph& training, std::int64_t batch) {
   const ClusterObject* clusterObject = clusterArg(a);
@@ -170,6 +194,7 @@ std::unique_ptr<StepRunner> makeRunner(const BoundArgs& a, const ir::Graph& forw
   if (devices == 1 && a[kPlan].isNone()) return serialRunner(training, batch);
   if (!cluster) argumentError(a, kPlan, DiagnosticKind::InvalidValue, "plan = auto needs a cluster");
   ir::Plan plan = planToRun(a, forward, *cluster, batch);
+  refuseIfTooBig(a, plan, cluster->device.memoryBytes);
   try {
     runtime::ParallelPlan parallel = runtime::parallelPlanOf(forward, plan);
     runtime::ParallelOptions options;
@@ -182,7 +207,9 @@ std::unique_ptr<StepRunner> makeRunner(const BoundArgs& a, const ir::Graph& forw
     options.hostCores = static_cast<int>(host.hostCores);
     std::string text = runtime::parallelPlanText(parallel, batch);
     if (host.hostCores < devices) text += fmt::format(" taking turns on {} host cores", host.hostCores);
-    return parallelRunner(training, std::move(parallel), options, passes::simulatorOptions(host), text);
+    options.deviceMemory = static_cast<std::int64_t>(cluster->device.memoryBytes);
+    return parallelRunner(training, std::move(parallel), options, passes::simulatorOptions(host), text,
+                          predictedMemory(plan, static_cast<int>(devices)));
   } catch (const std::runtime_error& error) {
     failAt(DiagnosticKind::TrainingError, fmt::format("cannot run the plan: {}", error.what()),
            a[kPlan].isNone() ? a.callSpan : a.spans[kPlan]);

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "interp/Builtins.h"
+#include "interp/MemoryReport.h"
 #include "runtime/parallel/ParallelTrainer.h"
 #include "runtime/reference/SerialExecutor.h"
 
@@ -52,6 +53,11 @@ std::int64_t startingState(Evaluator& ev, const TrainingLoop& loop, StepRunner& 
   } catch (const runtime::ParallelRunError& e) {
     failAt(DiagnosticKind::CheckpointError, fmt::format("the checkpoint does not fit the model: {}", e.what()),
            loop.checkpointSpan);
+  } catch (const runtime::DeviceMemoryError& e) {
+    failAt(DiagnosticKind::TrainingError,
+           fmt::format("training '{}' cannot start: the parameters and optimizer state do not fit: {}", loop.model,
+                       e.what()),
+           loop.call);
   }
   return first;
 }
@@ -100,11 +106,11 @@ void writeTrace(const TrainingLoop& loop, const StepRunner& runner) {
 }
 
 std::string progressLine(const TrainingLoop& loop, std::int64_t step, double loss, double seconds,
-                         std::optional<double> predicted) {
+                         std::optional<double> predicted, const MemoryReport& memory) {
   std::string line = fmt::format("step {:>4}/{}  loss {:.4f}  {:.0f} {}  {:.1f} ms", step, loop.steps, loss,
                                  static_cast<double>(loop.work) / seconds, loop.unit, seconds * 1e3);
   if (predicted) line += fmt::format(" (simulated {:.3g} ms)", *predicted * 1e3);
-  return line + "\n";
+  return line + memory.progressText() + "\n";
 }
 
 }  // namespace
@@ -115,6 +121,7 @@ Value runTrainingLoop(Evaluator& ev, const TrainingLoop& loop, StepRunner& runne
     failAt(DiagnosticKind::AccessDenied, loop.checkpointDenied, loop.checkpointSpan);
   std::vector<Value> losses;
   double seconds = 0;
+  MemoryReport memory(runner.predictedMemory());
   try {
     for (std::int64_t step = first; step <= loop.steps; ++step) {
       ev.step();
@@ -125,8 +132,9 @@ Value runTrainingLoop(Evaluator& ev, const TrainingLoop& loop, StepRunner& runne
       seconds += elapsed;
       losses.push_back(Value::number(loss));
       if (reference) verifyStep(loop, step, loss, reference->step(inputs, step));
+      if (auto warning = memory.add(step, runner.lastMemory())) ev.write(*warning);
       if (loop.logEvery > 0 && (step % loop.logEvery == 0 || step == first || step == loop.steps))
-        ev.write(progressLine(loop, step, loss, elapsed, runner.predictedSeconds()));
+        ev.write(progressLine(loop, step, loss, elapsed, runner.predictedSeconds(), memory));
       if (loop.checkpoint && ((loop.every > 0 && step % loop.every == 0) || step == loop.steps))
         saveCheckpoint(ev, loop, runner, step);
     }
@@ -143,14 +151,16 @@ Value runTrainingLoop(Evaluator& ev, const TrainingLoop& loop, StepRunner& runne
   if (loop.trace) writeTrace(loop, runner);
   std::int64_t ran = static_cast<std::int64_t>(losses.size());
   auto predicted = runner.predictedSeconds();
-  return ev.makeRecord(
-      {{"losses", ev.makeList(std::move(losses))},
-       {"steps", Value::integer(ran)},
-       {"first_step", Value::integer(first)},
-       {"seconds", Value::quantity(seconds, Dimension{0, 1, 0})},
-       {"throughput", Value::number(seconds > 0 ? static_cast<double>(loop.work * ran) / seconds : 0)},
-       {"unit", ev.makeString(loop.unit)},
-       {"predicted_step_seconds", predicted ? Value::quantity(*predicted, Dimension{0, 1, 0}) : Value()}});
+  std::vector<std::pair<std::string, Value>> fields = {
+      {"losses", ev.makeList(std::move(losses))},
+      {"steps", Value::integer(ran)},
+      {"first_step", Value::integer(first)},
+      {"seconds", Value::quantity(seconds, Dimension{0, 1, 0})},
+      {"throughput", Value::number(seconds > 0 ? static_cast<double>(loop.work * ran) / seconds : 0)},
+      {"unit", ev.makeString(loop.unit)},
+      {"predicted_step_seconds", predicted ? Value::quantity(*predicted, Dimension{0, 1, 0}) : Value()}};
+  memory.addFields(ev, fields);
+  return ev.makeRecord(std::move(fields));
 }
 
 }  // namespace meshflow::interp

@@ -38,7 +38,8 @@ struct TrainingLoop {
 /// alongside and any difference beyond fp32 tolerance is a VerifyFailed error.
 /// Resumes from the latest checkpoint in `loop.checkpoint` when there is one.
 /// Returns train()'s record: losses (of the steps this call ran), steps,
-/// seconds, throughput, unit, first_step and predicted_step_seconds.
+/// seconds, throughput, unit, first_step and predicted_step_seconds, and on a
+/// plan peak_memory, predicted_memory and device_memory (interp/MemoryReport.h).
 Value runTrainingLoop(Evaluator& ev, const TrainingLoop& loop, StepRunner& runner, StepRunner* reference);
 
 }  // namespace meshflow::interp

@@ -29,8 +29,10 @@ class ParallelRunner final : public StepRunner {
  public:
   ParallelRunner(const passes::TrainingGraph& training, runtime::ParallelPlan plan,
                  runtime::ParallelOptions options, std::optional<runtime::sim::SimulatorOptions> simulator,
-                 std::string description)
-      : trainer_(training, std::move(plan), options), description_(std::move(description)) {
+                 std::string description, std::vector<double> predictedMemory)
+      : trainer_(training, std::move(plan), options),
+        description_(std::move(description)),
+        predictedMemory_(std::move(predictedMemory)) {
     if (simulator) predicted_ = runtime::sim::simulate(trainer_.program(), *simulator).makespan;
   }
 
@@ -43,6 +45,10 @@ class ParallelRunner final : public StepRunner {
   std::vector<runtime::DeviceShard> shards() const override { return trainer_.shards(); }
   bool parallel() const override { return true; }
   std::optional<double> predictedSeconds() const override { return predicted_; }
+  std::vector<runtime::MemoryStats> lastMemory() const override {
+    return last_ ? last_->memory : std::vector<runtime::MemoryStats>{};
+  }
+  std::vector<double> predictedMemory() const override { return predictedMemory_; }
   std::string describe() const override { return description_; }
 
   std::optional<nlohmann::json> lastStepTrace() const override {
@@ -60,6 +66,7 @@ class ParallelRunner final : public StepRunner {
   std::optional<runtime::ParallelStepResult> last_;
   std::optional<double> predicted_;
   std::string description_;
+  std::vector<double> predictedMemory_;
 };
 
 }  // namespace
@@ -71,8 +78,9 @@ std::unique_ptr<StepRunner> serialRunner(const passes::TrainingGraph& training, 
 std::unique_ptr<StepRunner> parallelRunner(const passes::TrainingGraph& training, runtime::ParallelPlan plan,
                                            runtime::ParallelOptions options,
                                            std::optional<runtime::sim::SimulatorOptions> simulator,
-                                           std::string description) {
-  return std::make_unique<ParallelRunner>(training, std::move(plan), options, simulator, std::move(description));
+                                           std::string description, std::vector<double> predictedMemory) {
+  return std::make_unique<ParallelRunner>(training, std::move(plan), options, simulator, std::move(description),
+                                          std::move(predictedMemory));
 }
 
 }  // namespace meshflow::interp

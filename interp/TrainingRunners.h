@@ -29,6 +29,10 @@ class StepRunner {
   virtual bool parallel() const = 0;
   /// Seconds the simulator predicts for a step, when there is a plan.
   virtual std::optional<double> predictedSeconds() const { return std::nullopt; }
+  /// Per device: what the last step's tensors held, measured (empty for the
+  /// serial reference), and the plan's predicted peak bytes.
+  virtual std::vector<runtime::MemoryStats> lastMemory() const { return {}; }
+  virtual std::vector<double> predictedMemory() const { return {}; }
   /// The last step as it ran on the plan's devices, as a Chrome trace in the
   /// format of p.save_trace (runtime/sim/SimTrace.h); none for the serial
   /// reference or before a step.
@@ -40,10 +44,11 @@ class StepRunner {
 std::unique_ptr<StepRunner> serialRunner(const passes::TrainingGraph& training, std::int64_t batch);
 
 /// A plan on the cpu backend; with `simulator`, its Program is also simulated
-/// once so progress lines can show the predicted step time.
+/// once so progress lines can show the predicted step time. `predictedMemory`:
+/// the plan's peak bytes per device.
 std::unique_ptr<StepRunner> parallelRunner(const passes::TrainingGraph& training, runtime::ParallelPlan plan,
                                            runtime::ParallelOptions options,
                                            std::optional<runtime::sim::SimulatorOptions> simulator,
-                                           std::string description);
+                                           std::string description, std::vector<double> predictedMemory);
 
 }  // namespace meshflow::interp

@@ -224,7 +224,10 @@ std::optional<Candidate> withSchedule(const StageSearchResult& found, ScheduleCh
       if (!e.feasible) return {};
       c.stages.push_back({a, b, first.config, first.variant, e});
       StageEstimate& rank = c.ranks[k % p];
+      // A rank's chunks recompute one backward at a time: the larger workspace.
+      const double workspace = std::max(rank.workspace, e.workspace);
       rank += e;
+      rank.workspace = workspace;
       rank.transferSeconds += e.transferSeconds;
       rank.feasible = true;
     }

@@ -149,10 +149,21 @@ void Tensor::unshare() {
     std::atomic_thread_fence(std::memory_order_acquire);
     return;
   }
-  // The writer's copy is the writer's: it comes from this thread's scope.
+  // The writer's copy is the writer's: it comes from this thread's memory,
+  // and holds what the shared elements held (a parameter stays a parameter).
+  MemoryScope scope(MemoryScope::current(), storage_->category);
   auto own = std::make_shared<Storage>(storage_->bytes);
   if (own->bytes) std::memcpy(own->data, storage_->data, own->bytes);
   storage_ = std::move(own);
+}
+
+Tensor Tensor::clone() const {
+  Tensor t = *this;
+  if (storage_) {
+    t.storage_ = std::make_shared<Storage>(storage_->bytes);
+    if (storage_->bytes) std::memcpy(t.storage_->data, storage_->data, storage_->bytes);
+  }
+  return t;
 }
 
 void Tensor::chargeTo(MemoryCategory category) {

@@ -72,6 +72,9 @@ class Tensor {
   /// Whether this tensor shares its elements with another tensor.
   bool sharesStorage() const { return storage_ && storage_.use_count() > 1; }
 
+  /// A copy with elements of its own, from the current MemoryScope.
+  Tensor clone() const;
+
   /// The DeviceMemory its elements are counted in (null: the plain heap).
   const DeviceMemory* memory() const { return storage_ ? storage_->memory.get() : nullptr; }
   /// Counts its elements under `category` of their memory from now on.

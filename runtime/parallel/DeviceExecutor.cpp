@@ -69,6 +69,7 @@ class DeviceRun {
 
   DeviceResult run() {
     auto start = Clock::now();
+    MemoryScope device(s_.memory, MemoryCategory::kActivations);
     for (std::size_t i = 0; i < code_.code.size(); ++i) {
       const Instruction& in = code_.code[i];
       try {
@@ -106,9 +107,33 @@ class DeviceRun {
   }
   BufferRole role(BufferId id) const { return s_.program->buffers.at(id).role; }
 
+  // The category of what an instruction allocates: RUNs make activations (the
+  // gradients they accumulate are recharged), the optimizer step gradients
+  // (scaled or resharded copies: it updates the state in place), transfers and
+  // collectives communication — except those that define an activation
+  // buffer, whose tensors the device keeps as activations.
+  static MemoryCategory categoryOf(const Instruction& in) {
+    switch (in.op) {
+      case ir::Opcode::kUpdate: return MemoryCategory::kGradients;
+      case ir::Opcode::kRun:
+      case ir::Opcode::kRecv:
+      case ir::Opcode::kAllGather: return MemoryCategory::kActivations;
+      default: return MemoryCategory::kCommunication;
+    }
+  }
+
+  // A received buffer is this device's from now on (the sender allocated it).
+  void adopt(ValueTable& table, BufferId buffer) {
+    if (!s_.memory) return;
+    const MemoryCategory category =
+        role(buffer) == BufferRole::kTile ? MemoryCategory::kCommunication : MemoryCategory::kActivations;
+    for (auto& [v, t] : table) t.moveInto(s_.memory, category);
+  }
+
   void execute(const Instruction& in) {
     auto uses = code_.uses(in);
     auto defs = code_.defs(in);
+    MemoryScope category(categoryOf(in));
     switch (in.op) {
       case ir::Opcode::kRun:
         onCore([&] { runStage(in, uses, defs); });
@@ -122,6 +147,7 @@ class DeviceRun {
       case ir::Opcode::kRecv: {
         auto start = Clock::now();
         buffers_[defs[0]] = decodeMessage(s_.comm->recv(in.peer, defs[0]), held_);
+        adopt(buffers_[defs[0]], defs[0]);
         result_.times.commSeconds += secondsSince(start);
         return;
       }
@@ -190,13 +216,12 @@ class DeviceRun {
     }
   }
 
-  void runOps(const std::vector<ir::OpId>& ops, ValueTable& values, const TensorMap& inputs) {
+  void runOps(const std::vector<ir::OpId>& ops, ValueTable& values, const TensorMap& inputs,
+              const ReleasePlan* releases) {
     auto start = Clock::now();
-    s_.runner->run(ops, values, *s_.state, inputs, s_.step);
+    s_.runner->run(ops, values, *s_.state, inputs, s_.step, releases);
     result_.times.kernelSeconds += secondsSince(start);
   }
-
-  enum class Pass { kForward, kBackward, kRecompute };
 
   // A RUN's ops of stage `vs`; on a mesh of several devices SPMD. The values
   // that outlive the RUN stay in their layouts (held_) — the weight gradients
@@ -204,9 +229,11 @@ class DeviceRun {
   // meshes all share one shape, the carries to other stages: those are made
   // whole, by every member in the same (sorted) order.
   void runStageOps(const std::vector<ir::OpId>& ops, ValueTable& values, const TensorMap& inputs, int vs,
-                   Pass pass) {
-    if (!s_.spmd) return runOps(ops, values, inputs);
-    const bool forward = pass != Pass::kBackward;
+                   ir::ActionKind action) {
+    const ReleasePlan* releases =
+        s_.releases ? &s_.releases->at(static_cast<std::size_t>(vs))[static_cast<std::size_t>(action)] : nullptr;
+    if (!s_.spmd) return runOps(ops, values, inputs, releases);
+    const bool forward = action == ir::ActionKind::kForward || action == ir::ActionKind::kRecompute;
     auto start = Clock::now();
     ShardedValues sharded;
     for (auto& [v, t] : values) {
@@ -215,7 +242,7 @@ class DeviceRun {
       sharded.emplace(v, ShardedValue{std::move(t), it != held_.end() ? it->second : ir::ShardingSpec::replicated(rank)});
     }
     values.clear();
-    s_.spmd->run(ops, sharded, *s_.state, inputs, s_.step, s_.mesh, *s_.comm);
+    s_.spmd->run(ops, sharded, *s_.state, inputs, s_.step, s_.mesh, *s_.comm, releases);
     const passes::StagePiece& p = piece(vs);
     if (!forward)
       for (ir::ValueId g : p.gradients)
@@ -223,7 +250,8 @@ class DeviceRun {
     // R leaves what it rebuilds in the layouts F left it: held_ knows one
     // layout per value.
     const std::vector<ir::ValueId>& carry = forward ? p.forwardCarry : p.backwardCarry;
-    const std::vector<ir::ValueId> kept = pass == Pass::kRecompute ? p.stash : outliving(vs, forward, !forward);
+    const std::vector<ir::ValueId> kept =
+        action == ir::ActionKind::kRecompute ? p.stash : outliving(vs, forward, !forward);
     for (ir::ValueId v : kept) {
       auto it = sharded.find(v);
       if (it == sharded.end()) continue;
@@ -247,19 +275,20 @@ class DeviceRun {
   // leaves behind, sorted.
   std::vector<ir::ValueId> outliving(int vs, bool forward, bool withoutGradients = false) const {
     const passes::StagePiece& p = piece(vs);
-    if (forward) {
-      std::vector<ir::ValueId> out = sortedUnion(p.forwardCarry, stashOf(vs));
-      return vs == s_.partition->lossStage ? sortedUnion(out, {s_.partition->loss}) : out;
-    }
-    std::vector<ir::ValueId> gradients = withoutGradients ? std::vector<ir::ValueId>{} : p.gradients;
-    std::sort(gradients.begin(), gradients.end());
-    return sortedUnion(sortedUnion(p.backwardCarry, p.stash), sortedUnion(p.inputGradOutputs, gradients));
+    if (forward) return handedOn(*s_.partition, recomputationOf(vs), vs, ir::ActionKind::kForward);
+    if (withoutGradients) return sortedUnion(sortedUnion(p.backwardCarry, p.stash), p.inputGradOutputs);
+    return handedOn(*s_.partition, recomputationOf(vs), vs, ir::ActionKind::kInputGrad);
+  }
+
+  const passes::StageRecomputation& recomputationOf(int vs) const {
+    static const passes::StageRecomputation kNone;
+    return s_.recomputation ? s_.recomputation->at(static_cast<std::size_t>(vs)) : kNone;
   }
 
   // What stage `vs`'s forward keeps for its backward: its stash, or with
   // recomputation the part the RUN R before the backward rebuilds from.
   const std::vector<ir::ValueId>& stashOf(int vs) const {
-    return s_.recomputation ? s_.recomputation->at(static_cast<std::size_t>(vs)).kept : piece(vs).stash;
+    return s_.recomputation ? recomputationOf(vs).kept : piece(vs).stash;
   }
 
   const TensorMap& inputsOf(const Instruction& in) const {
@@ -270,7 +299,7 @@ class DeviceRun {
     const passes::StagePiece& p = piece(in.stage);
     ValueTable values;
     for (BufferId u : uses) mergeInto(values, std::move(buffers_[u]));
-    runStageOps(p.forward, values, inputsOf(in), in.stage, Pass::kForward);
+    runStageOps(p.forward, values, inputsOf(in), in.stage, in.action);
     if (in.stage == s_.partition->lossStage && s_.mesh.index == 0) {
       result_.lossSum += values.at(s_.partition->loss).item();
       ++result_.losses;
@@ -289,7 +318,7 @@ class DeviceRun {
     ValueTable values;
     for (BufferId u : uses) mergeInto(values, std::move(buffers_[u]));
     const std::vector<ir::OpId>& rerun = s_.recomputation->at(static_cast<std::size_t>(in.stage)).rerun;
-    runStageOps(rerun, values, inputsOf(in), in.stage, Pass::kRecompute);
+    runStageOps(rerun, values, inputsOf(in), in.stage, in.action);
     buffers_[defs[0]] = take(values, piece(in.stage).stash);
   }
 
@@ -311,7 +340,7 @@ class DeviceRun {
     const auto& ops = in.action == ir::ActionKind::kBackward ? p.backward
                       : inputGrad                            ? p.inputGrad
                                                              : p.weightGrad;
-    runStageOps(ops, values, inputsOf(in), in.stage, Pass::kBackward);
+    runStageOps(ops, values, inputsOf(in), in.stage, in.action);
     accumulate(in.stage, in.action, values);
     if (!inputGrad) {
       if (in.action == ir::ActionKind::kBackward) pendingOut_ = take(values, p.backwardCarry);
@@ -346,6 +375,7 @@ class DeviceRun {
                                            held->second.toString(), spec.toString()));
       if (sums[i].allocated()) addInto(sums[i], made);
       else sums[i] = fresh != gradients_.end() ? std::move(fresh->second.local) : made;  // gradients_ is spent
+      sums[i].chargeTo(MemoryCategory::kGradients);
     }
     gradients_.clear();
   }

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <vector>
@@ -64,6 +65,9 @@ struct DeviceStep {
   const passes::StagePartition* partition = nullptr;
   /// Per virtual stage: what its forward keeps and its RUN R reruns.
   const std::vector<passes::StageRecomputation>* recomputation = nullptr;
+  /// Per virtual stage and RUN kind: when each value of a RUN is freed (null:
+  /// at the RUN's end).
+  const std::vector<StageReleases>* releases = nullptr;
   const OpRunner* runner = nullptr;
   /// On a mesh of several devices: RUNs and the UPDATE run their ops SPMD on
   /// `mesh`; `state` holds this device's boxes of the parameters and optimizer
@@ -85,6 +89,9 @@ struct DeviceStep {
   /// Parameters and optimizer state of the stages this device runs (its boxes
   /// of them on a mesh of several devices); updated in place.
   TensorMap* state = nullptr;
+  /// The device's memory: every tensor the step allocates is counted there
+  /// (null: the plain heap).
+  std::shared_ptr<DeviceMemory> memory;
   /// The graph inputs of each microbatch this device's replica runs.
   const std::vector<TensorMap>* microbatches = nullptr;
   /// Accumulated gradients are multiplied by this before the update (1 / samples' share).

@@ -57,10 +57,11 @@ void OpRunner::runKernel(ir::OpId id, const std::vector<const Tensor*>& in, std:
 }
 
 void OpRunner::run(std::span<const ir::OpId> ops, ValueTable& values, const TensorMap& state,
-                   const TensorMap& inputs, std::int64_t step) const {
+                   const TensorMap& inputs, std::int64_t step, const ReleasePlan* releases) const {
   std::vector<const Tensor*> in;
   std::vector<Tensor*> out;
-  for (ir::OpId id : ops) {
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    const ir::OpId id = ops[i];
     const ir::Op& op = graph_.op(id);
     in.clear();
     out.clear();
@@ -73,6 +74,8 @@ void OpRunner::run(std::span<const ir::OpId> ops, ValueTable& values, const Tens
       out.push_back(&it->second);
     }
     runKernel(id, in, out, step);
+    if (releases)
+      for (ir::ValueId v : releases->after[i]) values.erase(v);
   }
 }
 

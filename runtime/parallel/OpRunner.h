@@ -9,6 +9,7 @@
 
 #include "ir/Graph.h"
 #include "runtime/Tensor.h"
+#include "runtime/parallel/ValueLifetimes.h"
 #include "runtime/reference/SerialExecutor.h"
 
 namespace meshflow::runtime {
@@ -36,10 +37,12 @@ class OpRunner {
 
   /// Runs `ops` in order. Each reads its inputs from `values`, else — for
   /// parameters and optimizer state — from `state`, else — for graph inputs —
-  /// from `inputs` (both by bindingName), and adds its outputs to `values`.
-  /// Throws ExecutionError (SerialExecutor.h) naming the op.
+  /// from `inputs` (both by bindingName), and adds its outputs to `values`;
+  /// with `releases`, values are dropped after their last use
+  /// (runtime/parallel/ValueLifetimes.h). Throws ExecutionError
+  /// (SerialExecutor.h) naming the op.
   void run(std::span<const ir::OpId> ops, ValueTable& values, const TensorMap& state,
-           const TensorMap& inputs, std::int64_t step) const;
+           const TensorMap& inputs, std::int64_t step, const ReleasePlan* releases = nullptr) const;
 
   /// Input `v` of op `reader`, found as run() finds it.
   const Tensor& input(ir::OpId reader, ir::ValueId v, const ValueTable& values, const TensorMap& state,

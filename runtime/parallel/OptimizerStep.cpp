@@ -102,65 +102,86 @@ class UpdateRun {
     times_.kernelSeconds += secondsSince(start);
   }
 
-  // Runs optimizer op `id` with each output j bound to the state tensor it
-  // replaces (input 0, 3 or 4), which it is also read as. Each is first given
-  // storage of its own: a state tensor may share its elements with another
-  // device's (replicas are set from one map), and a kernel reading it through
-  // the input while its output write unshared it would read elements the other
-  // device is updating in place at the same time.
-  void updateInPlace(ir::OpId id, ValueTable& values) {
-    static const TensorMap kNoInputs;
+  // The state tensors optimizer op `id` writes (its outputs replace inputs 0,
+  // 3 and 4), each first given storage of its own: a state tensor may share
+  // its elements with another device's (replicas are set from one map), and a
+  // kernel reading it through the input while its output write unshared it
+  // would read elements the other device is updating in place at the same time.
+  std::vector<Tensor*> updatedState(const ir::Op& op) {
     const ir::Graph& graph = s_.runner->graph();
-    const ir::Op& op = graph.op(id);
     std::vector<Tensor*> out;
     for (std::size_t j = 0; j < op.outputs.size(); ++j) {
       Tensor& held = s_.state->at(bindingName(graph, op.inputs.at(updatedInput(j))));
       (void)held.f32();  // unshares
       out.push_back(&held);
     }
+    return out;
+  }
+
+  // Runs optimizer op `id` with each output bound to the state tensor it
+  // replaces, which it is also read as; the gradient is spent after it.
+  void updateInPlace(ir::OpId id, ValueTable& values) {
+    static const TensorMap kNoInputs;
+    const ir::Op& op = s_.runner->graph().op(id);
+    std::vector<Tensor*> out = updatedState(op);
     std::vector<const Tensor*> in;
     for (ir::ValueId v : op.inputs) in.push_back(&s_.runner->input(id, v, values, *s_.state, kNoInputs));
     for (std::size_t j = 0; j < out.size(); ++j)
       if (in.at(updatedInput(j)) != out[j]) throw std::logic_error("an optimizer state value is not in the state");
     s_.runner->runKernel(id, in, out, s_.step);
-  }
-
-  // Stores what the optimizer ops of `p` computed: `updatedOf(held, updated)`
-  // gives the new tensor of the parameter or state value `held`.
-  template <class F>
-  void writeBack(const passes::StagePiece& p, F updatedOf) {
-    const ir::Graph& graph = s_.runner->graph();
-    for (ir::OpId id : p.update) {
-      const ir::Op& op = graph.op(id);
-      if (op.kind != ir::OpKind::SgdUpdate && op.kind != ir::OpKind::AdamUpdate) continue;
-      for (std::size_t j = 0; j < op.outputs.size(); ++j) {
-        const ir::ValueId held = op.inputs.at(updatedInput(j));
-        (*s_.state)[bindingName(graph, held)] = updatedOf(held, op.outputs[j]);
-      }
-    }
+    values.erase(op.inputs.at(1));
   }
 
   // The update on a mesh of several devices: every member updates its boxes of
-  // the parameters and optimizer state (the SPMD runner brings each gradient
-  // into its parameter's layout), and keeps them.
+  // the parameters and optimizer state in place, with each gradient brought
+  // into its parameter's layout first (a partial sum is reduced there, once
+  // per step); the other update ops (constants) run SPMD.
   void updateSharded(ValueTable& boxes) {
     ShardedValues values;
     for (auto& [g, box] : boxes) values.emplace(g, ShardedValue{std::move(box), specs_.at(g)});
     if (s_.partition->clip)
       values[clipScaleValue()] = ShardedValue{clipScale(shardedSquares(values)), ir::ShardingSpec::replicated(0)};
     static const TensorMap kNoInputs;
+    const ir::Graph& graph = s_.runner->graph();
     auto start = Clock::now();
-    for (int vs : stages_) {
-      const passes::StagePiece& p = piece(vs);
-      s_.spmd->run(p.update, values, *s_.state, kNoInputs, s_.step, s_.mesh, *s_.comm);
-      writeBack(p, [&](ir::ValueId held, ir::ValueId updated) {
-        ShardedValue& sv = values.at(updated);
-        ir::ShardingSpec spec = s_.spmd->heldSpec(held);
-        return sv.spec == spec ? std::move(sv.local)
-                               : reshard(std::move(sv.local), s_.spmd->shape(held), sv.spec, spec, s_.mesh, *s_.comm);
-      });
-    }
+    for (int vs : stages_)
+      for (ir::OpId id : piece(vs).update) {
+        const ir::OpKind kind = graph.op(id).kind;
+        if (kind == ir::OpKind::SgdUpdate || kind == ir::OpKind::AdamUpdate) {
+          updateBoxesInPlace(id, values);
+        } else {
+          ir::OpId one[] = {id};
+          s_.spmd->run(one, values, *s_.state, kNoInputs, s_.step, s_.mesh, *s_.comm);
+        }
+      }
     times_.kernelSeconds += secondsSince(start);
+  }
+
+  // Optimizer op `id` on this member's boxes: the gradient (input 1) in its
+  // parameter's layout, the scale (input 2) whole.
+  void updateBoxesInPlace(ir::OpId id, ShardedValues& values) {
+    const ir::Op& op = s_.runner->graph().op(id);
+    std::vector<Tensor*> out = updatedState(op);
+    const ir::ShardingSpec held = s_.spmd->heldSpec(op.inputs.at(0));
+    std::vector<Tensor> brought(op.inputs.size());
+    std::vector<const Tensor*> in(op.inputs.size(), nullptr);
+    for (std::size_t j = 0; j < out.size(); ++j) in[updatedInput(j)] = out[j];
+    for (std::size_t i = 0; i < op.inputs.size(); ++i) {
+      if (in[i]) continue;
+      const ir::ValueId v = op.inputs[i];
+      const ShardedValue& sv = values.at(v);
+      const ir::ShardingSpec wanted = i == 1 ? held : ir::ShardingSpec::replicated(sv.local.rank());
+      if (sv.spec == wanted) {
+        in[i] = &sv.local;
+        continue;
+      }
+      auto start = Clock::now();
+      brought[i] = reshard(sv.local, s_.spmd->shape(v), sv.spec, wanted, s_.mesh, *s_.comm);
+      times_.commSeconds += secondsSince(start);
+      in[i] = &brought[i];
+    }
+    s_.runner->runKernel(id, in, out, s_.step);
+    values.erase(op.inputs.at(1));
   }
 
   // The squares of the gradients' elements this device counts: partial sums

@@ -96,6 +96,7 @@ ParallelTrainer::ParallelTrainer(const passes::TrainingGraph& training, Parallel
   for (int vs = 0; vs < plan_.virtualStages; ++vs)
     recomputation_.push_back(passes::planRecomputation(training_.graph, partition_.stages[static_cast<std::size_t>(vs)],
                                                        plan_.recomputeOf(vs)));
+  releases_ = planStageReleases(training_.graph, partition_, recomputation_);
   runner_ = std::make_unique<OpRunner>(training_.graph, microbatchSize_);
   for (int r = 0; r < ranks; ++r)
     spmd_.push_back(plan_.meshSize(r) == 1 ? nullptr
@@ -128,6 +129,7 @@ ParallelTrainer::ParallelTrainer(const passes::TrainingGraph& training, Parallel
     }
   }
   deviceState_.resize(static_cast<std::size_t>(devices));
+  for (int d = 0; d < devices; ++d) memory_.push_back(std::make_shared<DeviceMemory>(d, options_.deviceMemory));
   cluster_ = std::make_unique<cpu::LocalCluster>(cpu::LocalClusterOptions{devices, options_.timeout, options_.hostCores});
 }
 
@@ -180,6 +182,8 @@ MeshPlace ParallelTrainer::placeOf(int device) const {
   return place;
 }
 
+// Every device holds its own copy of its state, counted in its memory as
+// parameters or optimizer state (the leaves that are no model parameter).
 void ParallelTrainer::setState(const TensorMap& state) {
   const ir::Graph& graph = training_.graph;
   for (std::size_t d = 0; d < deviceState_.size(); ++d) {
@@ -187,13 +191,18 @@ void ParallelTrainer::setState(const TensorMap& state) {
     mine.clear();
     if (rankOf_[d] < 0) continue;
     const SpmdRunner* spmd = spmd_[static_cast<std::size_t>(rankOf_[d])].get();
-    for (int vs : stagesOfRank_[static_cast<std::size_t>(rankOf_[d])])
-      for (ir::ValueId v : partition_.stages[static_cast<std::size_t>(vs)].state) {
+    for (int vs : stagesOfRank_[static_cast<std::size_t>(rankOf_[d])]) {
+      const passes::StagePiece& piece = partition_.stages[static_cast<std::size_t>(vs)];
+      for (ir::ValueId v : piece.state) {
         std::string name = bindingName(graph, v);
         auto it = state.find(name);
         if (it == state.end()) throw ParallelRunError(fmt::format("the state has no `{}`", name));
-        mine[name] = spmd ? takeShard(it->second, spmd->heldSpec(v), placeOf(static_cast<int>(d))) : it->second;
+        const bool parameter = std::find(piece.gradientParameters.begin(), piece.gradientParameters.end(), v) !=
+                               piece.gradientParameters.end();
+        MemoryScope scope(memory_[d], parameter ? MemoryCategory::kParameters : MemoryCategory::kOptimizerState);
+        mine[name] = spmd ? takeShard(it->second, spmd->heldSpec(v), placeOf(static_cast<int>(d))) : it->second.clone();
       }
+    }
   }
 }
 
@@ -266,6 +275,7 @@ ParallelStepResult ParallelTrainer::step(const TensorMap& batch, std::int64_t st
   for (int i = 0; i < replicas(); ++i) inputs.push_back(microbatchesOf(batch, i));
   std::vector<DeviceResult> results(devices);
   const float scale = 1.0f / static_cast<float>(std::int64_t{plan_.microbatches} * replicas());
+  for (const auto& memory : memory_) memory->resetPeak();
   auto start = std::chrono::steady_clock::now();
   try {
     cluster_->run([&](int device) {
@@ -280,6 +290,7 @@ ParallelStepResult ParallelTrainer::step(const TensorMap& batch, std::int64_t st
       s.program = &program_;
       s.partition = &partition_;
       s.recomputation = &recomputation_;
+      s.releases = &releases_;
       s.runner = runner_.get();
       s.spmd = spmd_[static_cast<std::size_t>(rank)].get();
       s.mesh = placeOf(device);
@@ -288,6 +299,7 @@ ParallelStepResult ParallelTrainer::step(const TensorMap& batch, std::int64_t st
       s.comm = &cluster_->communicator(device);
       s.cores = &cluster_->cores();
       s.state = &deviceState_[d];
+      s.memory = memory_[d];
       s.microbatches = &inputs[static_cast<std::size_t>(slot / n)];
       s.gradientScale = scale;
       s.replicaGroup = &replicaDevices_[static_cast<std::size_t>(slot / n)];
@@ -308,6 +320,7 @@ ParallelStepResult ParallelTrainer::step(const TensorMap& batch, std::int64_t st
     count += r.losses;
     result.devices.push_back(r.times);
   }
+  for (const auto& memory : memory_) result.memory.push_back(memory->stats());
   result.loss = count ? sum / count : 0;
   return result;
 }

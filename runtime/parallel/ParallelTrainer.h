@@ -84,6 +84,10 @@ struct ParallelOptions {
   /// compute at once. 0: every device thread computes whenever it can.
   int hostCores = 0;
   std::int64_t bucketBytes = std::int64_t{25} << 20;  ///< Gradient buckets, as PyTorch DDP.
+  /// Bytes of tensors each device may hold (cpu(memory = ...)); an allocation
+  /// beyond it stops the step with an error naming the device, the
+  /// instruction and the bytes. 0: unlimited.
+  std::int64_t deviceMemory = 0;
   std::optional<InjectedFault> fault;                 ///< Tests only.
 };
 
@@ -98,6 +102,9 @@ struct ParallelStepResult {
   double loss = 0;     ///< Mean over the step's microbatches and replicas.
   double seconds = 0;  ///< Wall time of the step.
   std::vector<DeviceTimes> devices;
+  /// Per device: the bytes its tensors held during the step, by category
+  /// (runtime/memory/DeviceMemory.h); all zero for a device the plan leaves idle.
+  std::vector<MemoryStats> memory;
 };
 
 class ParallelTrainer {
@@ -142,11 +149,13 @@ class ParallelTrainer {
   ParallelOptions options_;
   passes::StagePartition partition_;
   std::vector<passes::StageRecomputation> recomputation_;  // per virtual stage
+  std::vector<StageReleases> releases_;                    // per virtual stage
   std::int64_t microbatchSize_ = 1;
   ir::Program program_;
   std::unique_ptr<OpRunner> runner_;
   std::vector<std::unique_ptr<SpmdRunner>> spmd_;  // per rank; null on a 1 × 1 mesh
   std::unique_ptr<cpu::LocalCluster> cluster_;
+  std::vector<std::shared_ptr<DeviceMemory>> memory_;  // per device
   std::vector<TensorMap> deviceState_;  // on a mesh of several devices: boxes
   std::vector<std::vector<int>> stagesOfRank_;  // per pipeline rank: its virtual stages
   // Per device (-1 if unused): its pipeline rank, and its slot in that rank's

@@ -65,11 +65,14 @@ const ShardedValue& SpmdRunner::lookup(ir::OpId reader, ir::ValueId v, ShardedVa
 
 void SpmdRunner::run(std::span<const ir::OpId> ops, ShardedValues& values, const TensorMap& state,
                      const TensorMap& inputs, std::int64_t step, const MeshPlace& place,
-                     Communicator& comm) const {
+                     Communicator& comm, const ReleasePlan* releases) const {
   const ir::LogicalMesh mesh = place.logical();
   if (mesh.shape != mesh_.shape)
     throw std::logic_error("SpmdRunner: the mesh differs from the one it was made for");
-  for (ir::OpId id : ops) {
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    if (releases && i > 0)
+      for (ir::ValueId v : releases->after[i - 1]) values.erase(v);
+    const ir::OpId id = ops[i];
     const ir::Op& op = graph_.op(id);
     if (op.kind == ir::OpKind::Input || op.kind == ir::OpKind::Parameter) continue;  // read when used
     try {
@@ -113,6 +116,8 @@ void SpmdRunner::run(std::span<const ir::OpId> ops, ShardedValues& values, const
       throw ExecutionError(graph_, id, e.what());
     }
   }
+  if (releases && !ops.empty())
+    for (ir::ValueId v : releases->after[ops.size() - 1]) values.erase(v);
 }
 
 Tensor SpmdRunner::whole(ir::ValueId v, const ShardedValues& values, const MeshPlace& place,

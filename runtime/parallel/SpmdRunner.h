@@ -17,6 +17,7 @@
 #include "runtime/Tensor.h"
 #include "runtime/parallel/OpRunner.h"
 #include "runtime/parallel/Resharding.h"
+#include "runtime/parallel/ValueLifetimes.h"
 #include "runtime/reference/SerialExecutor.h"
 
 namespace meshflow::runtime {
@@ -46,10 +47,12 @@ class SpmdRunner {
 
   /// Runs `ops` in order on this device. Parameters and optimizer state are
   /// read from `state` as this device's boxes under heldSpec, inputs whole
-  /// from `inputs` (by bindingName) and boxed in theirs. Throws ExecutionError
-  /// naming the op.
+  /// from `inputs` (by bindingName) and boxed in theirs; with `releases`, values
+  /// are dropped after their last use (runtime/parallel/ValueLifetimes.h).
+  /// Throws ExecutionError naming the op.
   void run(std::span<const ir::OpId> ops, ShardedValues& values, const TensorMap& state,
-           const TensorMap& inputs, std::int64_t step, const MeshPlace& place, Communicator& comm) const;
+           const TensorMap& inputs, std::int64_t step, const MeshPlace& place, Communicator& comm,
+           const ReleasePlan* releases = nullptr) const;
 
   /// The whole value of `v` on every device (gathered and summed as its spec
   /// needs); every device of the mesh calls it together.
