@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -55,6 +56,8 @@ std::string groupText(const std::vector<int>& group);
 ///
 /// Tensors are exchanged by value: an operation never keeps a reference to a
 /// caller's tensor after it returns.
+class PendingAllReduce;
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -71,6 +74,14 @@ class Communicator {
 
   /// In-place sum of each tensor over the group.
   virtual void allReduce(const std::vector<int>& group, std::vector<Tensor*> tensors) = 0;
+  /// allReduce without waiting: this member's contribution is taken now, and
+  /// the returned handle's finish() waits for the others and writes the sums
+  /// into `tensors`, which must stay where they are and unwritten until then.
+  /// Every member starts its all-reduces on a group in the same order as it
+  /// calls its other collectives there. By default the reduction runs here
+  /// and finish() does nothing (a backend without asynchronous collectives).
+  virtual std::unique_ptr<PendingAllReduce> startAllReduce(const std::vector<int>& group,
+                                                           std::vector<Tensor*> tensors);
   /// Each member's `input` (rank >= 1) concatenated along axis 0 in group order,
   /// into `output` (allocated by the call).
   virtual void allGather(const std::vector<int>& group, const Tensor& input, Tensor& output) = 0;
@@ -89,6 +100,16 @@ class Communicator {
   virtual void broadcast(const std::vector<int>& group, int root, Tensor& tensor) = 0;
   /// Returns once every member has called it.
   virtual void barrier(const std::vector<int>& group) = 0;
+};
+
+/// An all-reduce under way (Communicator::startAllReduce). Destroying one that
+/// was not finished leaves its collective without this member's result; the
+/// other members still complete it.
+class PendingAllReduce {
+ public:
+  virtual ~PendingAllReduce() = default;
+  /// Waits for every member and writes the sums; throws CommError as allReduce.
+  virtual void finish() = 0;
 };
 
 }  // namespace meshflow::runtime

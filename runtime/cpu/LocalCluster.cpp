@@ -306,6 +306,26 @@ class Meeting {
   std::string call_;
 };
 
+class LocalAllReduce final : public PendingAllReduce {
+ public:
+  LocalAllReduce(std::unique_ptr<Meeting> meeting, std::vector<Tensor*> tensors)
+      : meeting_(std::move(meeting)), tensors_(std::move(tensors)) {}
+
+  void finish() override {
+    if (!meeting_) return;
+    meeting_->wait();
+    for (std::size_t i = 0; i < tensors_.size(); ++i) {
+      auto inputs = meeting_->operands(i);
+      *tensors_[i] = orderedSum(inputs, 0, inputs[0]->shape());
+    }
+    meeting_.reset();
+  }
+
+ private:
+  std::unique_ptr<Meeting> meeting_;
+  std::vector<Tensor*> tensors_;
+};
+
 // One device's Communicator: checks its own arguments, then meets its peers.
 class Endpoint final : public Communicator {
  public:
@@ -326,18 +346,21 @@ class Endpoint final : public Communicator {
   }
 
   void allReduce(const std::vector<int>& group, std::vector<Tensor*> tensors) override {
+    startAllReduce(group, std::move(tensors))->finish();
+  }
+
+  // The contribution is deposited now (shared copies of the tensors, which the
+  // caller leaves unwritten); finish() meets the others and sums in group order.
+  std::unique_ptr<PendingAllReduce> startAllReduce(const std::vector<int>& group,
+                                                   std::vector<Tensor*> tensors) override {
     Contribution mine = checkedCall("allReduce", group);
     for (std::size_t i = 0; i < tensors.size(); ++i) {
       if (!tensors[i] || !tensors[i]->allocated())
         throw usage(fmt::format("{}: tensor {} is unallocated", plainCall(mine), i));
       mine.tensors.push_back(*tensors[i]);
     }
-    Meeting meeting(world_, device_, std::move(mine));
-    meeting.wait();
-    for (std::size_t i = 0; i < tensors.size(); ++i) {
-      auto inputs = meeting.operands(i);
-      *tensors[i] = orderedSum(inputs, 0, inputs[0]->shape());
-    }
+    return std::make_unique<LocalAllReduce>(std::make_unique<Meeting>(world_, device_, std::move(mine)),
+                                            std::move(tensors));
   }
 
   void allGather(const std::vector<int>& group, const Tensor& input, Tensor& output) override {

@@ -92,6 +92,7 @@ class DeviceRun {
         throw failure(i, e.what());
       }
     }
+    if (!pending_.empty()) throw std::logic_error("an all-reduce was started and never used");
     result_.times.totalSeconds = secondsSince(start);
     return result_;
   }
@@ -130,9 +131,24 @@ class DeviceRun {
     for (auto& [v, t] : table) t.moveInto(s_.memory, category);
   }
 
+  // Waits for the all-reduce under way on `buffer`, if any.
+  void finishPending(BufferId buffer) {
+    auto it = pending_.find(buffer);
+    if (it == pending_.end()) return;
+    auto start = Clock::now();
+    {
+      MemoryScope communication(MemoryCategory::kCommunication);
+      it->second->finish();
+    }
+    for (auto& [v, t] : buffers_[buffer]) t.chargeTo(MemoryCategory::kGradients);
+    result_.times.commSeconds += secondsSince(start);
+    pending_.erase(it);
+  }
+
   void execute(const Instruction& in) {
     auto uses = code_.uses(in);
     auto defs = code_.defs(in);
+    for (BufferId u : uses) finishPending(u);
     MemoryScope category(categoryOf(in));
     switch (in.op) {
       case ir::Opcode::kRun:
@@ -152,10 +168,13 @@ class DeviceRun {
         return;
       }
       case ir::Opcode::kAllReduce: {
+        // Asynchronous, as the grad stream's collectives are: the device goes
+        // on with its backward, and the first instruction that uses the
+        // bucket (the UPDATE) waits for the sum.
         std::vector<Tensor*> tensors;
         for (auto& [v, t] : buffers_[uses[0]]) tensors.push_back(&t);
         auto start = Clock::now();
-        s_.comm->allReduce(s_.program->groups.at(static_cast<std::size_t>(in.peer)), tensors);
+        pending_[uses[0]] = s_.comm->startAllReduce(s_.program->groups.at(static_cast<std::size_t>(in.peer)), tensors);
         result_.times.commSeconds += secondsSince(start);
         return;
       }
@@ -416,6 +435,7 @@ class DeviceRun {
   ShardedValues gradients_;  // the weight gradients of the last SPMD backward RUN
   HeldSpecs held_;           // how the values in buffers are held (absent: whole)
   ValueTable pendingOut_;
+  std::map<BufferId, std::unique_ptr<PendingAllReduce>> pending_;  // all-reduces under way, by bucket
   std::set<int> stages_;
   DeviceResult result_;
 };

@@ -306,3 +306,29 @@ TEST_CASE("a cluster runs again; calls on a group keep counting across runs", "[
   }
   CHECK_FALSE(cluster.aborted());
 }
+
+TEST_CASE("a started all-reduce lets its member go on communicating until it finishes", "[comm][collectives]") {
+  // Device 0 starts its all-reduce, then sends device 1 the message device 1
+  // waits for before it starts its own: a blocking all-reduce would deadlock
+  // (until the timeout); a started one completes with the same sums.
+  LocalCluster cluster({.devices = 2, .timeout = std::chrono::seconds(5)});
+  std::vector<Tensor> values = {randomNormal({3, 4}, 1), randomNormal({3, 4}, 2)};
+  std::vector<Tensor> results = values;
+  std::vector<float> received(2, 0);
+  cluster.run([&](int device) {
+    Communicator& comm = cluster.communicator(device);
+    Tensor& mine = results[static_cast<std::size_t>(device)];
+    if (device == 0) {
+      auto pending = comm.startAllReduce({0, 1}, {&mine});
+      comm.send(1, 9, {Tensor::scalar(42)});
+      pending->finish();
+    } else {
+      received[1] = comm.recv(0, 9)[0].item();
+      comm.startAllReduce({0, 1}, {&mine})->finish();
+    }
+  });
+  CHECK(received[1] == 42);
+  Tensor expected = serialSum(values);
+  CHECK(results[0].bitEqual(expected));
+  CHECK(results[1].bitEqual(expected));
+}
