@@ -78,7 +78,7 @@ void applyDropout(const KernelArgs& args, std::uint64_t forwardOp) {
   // p = 1 drops everything; the scale would be infinite, and 0 · inf is NaN.
   float scale = p < 1 ? static_cast<float>(1.0 / (1.0 - p)) : 0.0f;
   for (std::size_t i = 0; i < in.size(); ++i)
-    out[i] = dropoutKeep(seed, forwardOp, args.ctx.step, i, p) ? in[i] * scale : 0.0f;
+    out[i] = dropoutKeep(seed, forwardOp, args.ctx.step, args.ctx.elementOffset + i, p) ? in[i] * scale : 0.0f;
 }
 
 }  // namespace

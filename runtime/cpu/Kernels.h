@@ -31,6 +31,11 @@ struct KernelContext {
   /// (DropoutGrad hashes its `forward_op` attribute instead), so two dropout
   /// ops with one seed draw different masks.
   ir::OpId opIndex = 0;
+  /// Dropout: the index, in the whole batch's tensor, of this tensor's first
+  /// element. A microbatch or a replica's share runs with the index of its
+  /// first sample times the elements per sample, so it draws the serial run's
+  /// mask for its rows (dropoutElementOffset in runtime/parallel/OpRunner.h).
+  std::uint64_t elementOffset = 0;
 };
 
 /// A kernel's inputs or attributes do not fit its op's contract (wrong count,

@@ -238,7 +238,7 @@ class DeviceRun {
   void runOps(const std::vector<ir::OpId>& ops, ValueTable& values, const TensorMap& inputs,
               const ReleasePlan* releases) {
     auto start = Clock::now();
-    s_.runner->run(ops, values, *s_.state, inputs, s_.step, releases);
+    s_.runner->run(ops, values, *s_.state, inputs, s_.step, releases, sample_);
     result_.times.kernelSeconds += secondsSince(start);
   }
 
@@ -261,7 +261,7 @@ class DeviceRun {
       sharded.emplace(v, ShardedValue{std::move(t), it != held_.end() ? it->second : ir::ShardingSpec::replicated(rank)});
     }
     values.clear();
-    s_.spmd->run(ops, sharded, *s_.state, inputs, s_.step, s_.mesh, *s_.comm, releases);
+    s_.spmd->run(ops, sharded, *s_.state, inputs, s_.step, s_.mesh, *s_.comm, releases, sample_);
     const passes::StagePiece& p = piece(vs);
     if (!forward)
       for (ir::ValueId g : p.gradients)
@@ -310,7 +310,9 @@ class DeviceRun {
     return s_.recomputation ? recomputationOf(vs).kept : piece(vs).stash;
   }
 
-  const TensorMap& inputsOf(const Instruction& in) const {
+  // The graph inputs of `in`'s microbatch; also notes where it starts in the batch.
+  const TensorMap& inputsOf(const Instruction& in) {
+    sample_ = s_.firstSample + in.microbatch * s_.microbatchSize;
     return s_.microbatches->at(static_cast<std::size_t>(in.microbatch));
   }
 
@@ -435,6 +437,7 @@ class DeviceRun {
   ShardedValues gradients_;  // the weight gradients of the last SPMD backward RUN
   HeldSpecs held_;           // how the values in buffers are held (absent: whole)
   ValueTable pendingOut_;
+  std::int64_t sample_ = 0;  // the first sample of the microbatch being run
   std::map<BufferId, std::unique_ptr<PendingAllReduce>> pending_;  // all-reduces under way, by bucket
   std::set<int> stages_;
   DeviceResult result_;

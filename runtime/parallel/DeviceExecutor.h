@@ -92,8 +92,12 @@ struct DeviceStep {
   /// The device's memory: every tensor the step allocates is counted there
   /// (null: the plain heap).
   std::shared_ptr<DeviceMemory> memory;
-  /// The graph inputs of each microbatch this device's replica runs.
+  /// The graph inputs of each microbatch this device's replica runs; the
+  /// first of them starts at sample `firstSample` of the step's batch, the
+  /// next `microbatchSize` later (dropout draws the whole batch's masks).
   const std::vector<TensorMap>* microbatches = nullptr;
+  std::int64_t firstSample = 0;
+  std::int64_t microbatchSize = 0;
   /// Accumulated gradients are multiplied by this before the update (1 / samples' share).
   float gradientScale = 1;
   /// Every device of this device's data-parallel replica, on every rank.

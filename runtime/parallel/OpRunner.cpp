@@ -34,7 +34,19 @@ const Tensor& boundLeaf(const ir::Graph& graph, ir::OpId reader, ir::ValueId v, 
                        fmt::format("value {}{} is not on this device", v, name.empty() ? "" : " (`" + name + "`)"));
 }
 
-OpRunner::OpRunner(const ir::Graph& graph, std::int64_t microbatch) : graph_(graph), names_(leafNames(graph)) {
+std::uint64_t dropoutElementOffset(const ir::Graph& graph, ir::OpId id, std::int64_t microbatch,
+                                   std::int64_t firstSample) {
+  const ir::Op& op = graph.op(id);
+  if ((op.kind != ir::OpKind::Dropout && op.kind != ir::OpKind::DropoutGrad) || firstSample == 0 || op.inputs.empty())
+    return 0;
+  const auto& shape = graph.value(op.inputs[0]).type.shape;
+  if (shape.empty() || !shape[0].perBatch) return 0;
+  const std::int64_t perSample = shapeElements(boundShape(graph.value(op.inputs[0]).type, microbatch)) / microbatch;
+  return static_cast<std::uint64_t>(firstSample * perSample);
+}
+
+OpRunner::OpRunner(const ir::Graph& graph, std::int64_t microbatch)
+    : graph_(graph), microbatch_(microbatch), names_(leafNames(graph)) {
   shapes_.reserve(graph.valueCount());
   for (ir::ValueId v = 0; v < graph.valueCount(); ++v) shapes_.push_back(boundShape(graph.value(v).type, microbatch));
 }
@@ -46,9 +58,10 @@ const Tensor& OpRunner::input(ir::OpId reader, ir::ValueId v, const ValueTable& 
 }
 
 void OpRunner::runKernel(ir::OpId id, const std::vector<const Tensor*>& in, std::vector<Tensor*>& out,
-                         std::int64_t step) const {
+                         std::int64_t step, std::int64_t firstSample) const {
   try {
-    cpu::runKernel(graph_.op(id), in, out, cpu::KernelContext{step, id});
+    cpu::runKernel(graph_.op(id), in, out,
+                   cpu::KernelContext{step, id, dropoutElementOffset(graph_, id, microbatch_, firstSample)});
   } catch (const ExecutionError&) {
     throw;
   } catch (const std::exception& e) {
@@ -57,7 +70,8 @@ void OpRunner::runKernel(ir::OpId id, const std::vector<const Tensor*>& in, std:
 }
 
 void OpRunner::run(std::span<const ir::OpId> ops, ValueTable& values, const TensorMap& state,
-                   const TensorMap& inputs, std::int64_t step, const ReleasePlan* releases) const {
+                   const TensorMap& inputs, std::int64_t step, const ReleasePlan* releases,
+                   std::int64_t firstSample) const {
   std::vector<const Tensor*> in;
   std::vector<Tensor*> out;
   for (std::size_t i = 0; i < ops.size(); ++i) {
@@ -73,7 +87,7 @@ void OpRunner::run(std::span<const ir::OpId> ops, ValueTable& values, const Tens
           values.insert_or_assign(v, Tensor::placeholder(graph_.value(v).type.dtype, shapes_[v]));
       out.push_back(&it->second);
     }
-    runKernel(id, in, out, step);
+    runKernel(id, in, out, step, firstSample);
     if (releases)
       for (ir::ValueId v : releases->after[i]) values.erase(v);
   }

@@ -30,6 +30,12 @@ std::vector<std::string> leafNames(const ir::Graph& graph);
 const Tensor& boundLeaf(const ir::Graph& graph, ir::OpId reader, ir::ValueId v, const std::string& name,
                         const Shape& shape, const TensorMap& state, const TensorMap& inputs);
 
+/// The KernelContext::elementOffset of op `id` (a Dropout or DropoutGrad whose
+/// operand's dimension 0 is the batch) in a microbatch of `microbatch` samples
+/// that starts at sample `firstSample` of the step's batch; 0 for other ops.
+std::uint64_t dropoutElementOffset(const ir::Graph& graph, ir::OpId id, std::int64_t microbatch,
+                                   std::int64_t firstSample);
+
 class OpRunner {
  public:
   /// Binds the symbolic batch of every value of `graph` to `microbatch` samples.
@@ -41,8 +47,11 @@ class OpRunner {
   /// with `releases`, values are dropped after their last use
   /// (runtime/parallel/ValueLifetimes.h). Throws ExecutionError
   /// (SerialExecutor.h) naming the op.
+  /// `firstSample`: where the microbatch starts in the step's batch (dropout
+  /// masks follow the whole batch's element indices).
   void run(std::span<const ir::OpId> ops, ValueTable& values, const TensorMap& state,
-           const TensorMap& inputs, std::int64_t step, const ReleasePlan* releases = nullptr) const;
+           const TensorMap& inputs, std::int64_t step, const ReleasePlan* releases = nullptr,
+           std::int64_t firstSample = 0) const;
 
   /// Input `v` of op `reader`, found as run() finds it.
   const Tensor& input(ir::OpId reader, ir::ValueId v, const ValueTable& values, const TensorMap& state,
@@ -51,13 +60,14 @@ class OpRunner {
   /// where the kernel allows it, as the optimizer updates do); throws
   /// ExecutionError naming the op.
   void runKernel(ir::OpId id, const std::vector<const Tensor*>& in, std::vector<Tensor*>& out,
-                 std::int64_t step) const;
+                 std::int64_t step, std::int64_t firstSample = 0) const;
 
   const ir::Graph& graph() const { return graph_; }
   const Shape& shape(ir::ValueId v) const { return shapes_.at(v); }
 
  private:
   const ir::Graph& graph_;
+  std::int64_t microbatch_;
   std::vector<Shape> shapes_;
   std::vector<std::string> names_;
 };

@@ -301,6 +301,8 @@ ParallelStepResult ParallelTrainer::step(const TensorMap& batch, std::int64_t st
       s.state = &deviceState_[d];
       s.memory = memory_[d];
       s.microbatches = &inputs[static_cast<std::size_t>(slot / n)];
+      s.microbatchSize = microbatchSize_;
+      s.firstSample = std::int64_t{slot / n} * plan_.microbatches * microbatchSize_;
       s.gradientScale = scale;
       s.replicaGroup = &replicaDevices_[static_cast<std::size_t>(slot / n)];
       s.fault = options_.fault;

@@ -9,7 +9,7 @@ namespace meshflow::runtime {
 
 SpmdRunner::SpmdRunner(const ir::Graph& graph, std::int64_t microbatch, std::array<std::int64_t, 2> mesh,
                        std::map<ir::OpId, PlannedSpecs> planned)
-    : graph_(graph), planned_(std::move(planned)), names_(leafNames(graph)) {
+    : graph_(graph), microbatch_(microbatch), planned_(std::move(planned)), names_(leafNames(graph)) {
   mesh_.shape = mesh;
   shapes_.reserve(graph.valueCount());
   for (ir::ValueId v = 0; v < graph.valueCount(); ++v)
@@ -65,7 +65,7 @@ const ShardedValue& SpmdRunner::lookup(ir::OpId reader, ir::ValueId v, ShardedVa
 
 void SpmdRunner::run(std::span<const ir::OpId> ops, ShardedValues& values, const TensorMap& state,
                      const TensorMap& inputs, std::int64_t step, const MeshPlace& place,
-                     Communicator& comm, const ReleasePlan* releases) const {
+                     Communicator& comm, const ReleasePlan* releases, std::int64_t firstSample) const {
   const ir::LogicalMesh mesh = place.logical();
   if (mesh.shape != mesh_.shape)
     throw std::logic_error("SpmdRunner: the mesh differs from the one it was made for");
@@ -101,7 +101,8 @@ void SpmdRunner::run(std::span<const ir::OpId> ops, ShardedValues& values, const
                              localShape(layout.outputs[j], outShapes[j], place));
       std::vector<Tensor*> out;
       for (Tensor& t : results) out.push_back(&t);
-      cpu::runKernel(op, in, out, cpu::KernelContext{step, id});
+      // Dropout runs whole (SpmdRules.h): its microbatch's offset is enough.
+      cpu::runKernel(op, in, out, cpu::KernelContext{step, id, dropoutElementOffset(graph_, id, microbatch_, firstSample)});
       for (std::size_t j = 0; j < op.outputs.size(); ++j) {
         ir::ShardingSpec spec = layout.outputs[j];
         if (!plan.outputs.empty() && plan.outputs[j] != spec) {

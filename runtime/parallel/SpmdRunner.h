@@ -52,7 +52,7 @@ class SpmdRunner {
   /// Throws ExecutionError naming the op.
   void run(std::span<const ir::OpId> ops, ShardedValues& values, const TensorMap& state,
            const TensorMap& inputs, std::int64_t step, const MeshPlace& place, Communicator& comm,
-           const ReleasePlan* releases = nullptr) const;
+           const ReleasePlan* releases = nullptr, std::int64_t firstSample = 0) const;
 
   /// The whole value of `v` on every device (gathered and summed as its spec
   /// needs); every device of the mesh calls it together.
@@ -72,6 +72,7 @@ class SpmdRunner {
   PlannedSpecs usablePlan(ir::OpId id) const;
 
   const ir::Graph& graph_;
+  std::int64_t microbatch_;
   std::map<ir::OpId, PlannedSpecs> planned_;
   ir::LogicalMesh mesh_;
   std::vector<std::string> names_;

@@ -18,6 +18,13 @@ model deep_mlp(depth = 3, width = 8, classes = 5) {
   for i in 0..depth { h = h + relu(linear(h, width, name = "fc" + str(i))) }
   return cross_entropy(linear(h, classes, name = "out"), labels)
 }
+model dropout_mlp(depth = 2, width = 8, p = 0.25) {
+  let x = input("x", f32[batch, 6])
+  let labels = input("labels", i32[batch])
+  var h = dropout(gelu(linear(x, width, name = "in")), p)
+  for i in 0..depth { h = h + dropout(relu(linear(h, width, name = "fc" + str(i))), p) }
+  return cross_entropy(linear(h, 3, name = "out"), labels)
+}
 )";
 
 struct ModelCase {
@@ -30,6 +37,7 @@ std::vector<ModelCase> models() {
   return {
       {"mlp", "deep_mlp(depth = 2, width = 8)"},
       {"mlp", "deep_mlp(depth = 4, width = 6, classes = 3)"},
+      {"dropout", "dropout_mlp(depth = 2, width = 8)"},
       {"gpt", "gpt(layers = 2, hidden = 16, heads = 2, seq = 4, vocab = 24)"},
       {"gpt", "gpt(layers = 3, hidden = 8, heads = 2, seq = 3, vocab = 16)"},
       {"moe", "moe_gpt(layers = 2, hidden = 8, heads = 2, experts = 3, k = 2, seq = 4, vocab = 16)"},
@@ -181,7 +189,7 @@ TEST_CASE("random models x random plans equal the serial reference", "[parallel]
       }
     }
   }
-  CHECK(cases == 240);
+  CHECK(cases == 288);
 }
 
 namespace {
@@ -222,7 +230,7 @@ TEST_CASE("random plans with tensor parallelism equal the serial reference", "[p
   int cases = compareAdamPlans(
       [&](const ir::Graph& forward, int trial) { return randomPlan(forward, rng, trial % 3 == 2 ? 4 : 2); },
       [](const passes::TrainingGraph&, const RandomPlan&) {});
-  CHECK(cases == 60);
+  CHECK(cases == 72);
 }
 
 TEST_CASE("random plans on unequal meshes equal the serial reference", "[parallel][property][spmd]") {
@@ -238,7 +246,7 @@ TEST_CASE("random plans on unequal meshes equal the serial reference", "[paralle
                                    for (const ir::Instruction& in : code.code)
                                      tiled += in.op == ir::Opcode::kAllGather ? 1 : 0;
                                });
-  CHECK(cases == 60);
+  CHECK(cases == 72);
   CHECK(tiled > 0);
 }
 
@@ -272,6 +280,6 @@ TEST_CASE("random plans with recomputation equal the serial reference", "[parall
         }
       },
       30);
-  CHECK(cases == 150);
+  CHECK(cases == 180);
   CHECK(rebuilt > 0);
 }
