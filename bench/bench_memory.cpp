@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/BenchModels.h"
 #include "interp/Tracing.h"
 #include "meshflow/meshflow.h"
 #include "passes/Autodiff.h"
@@ -31,17 +32,10 @@ using namespace meshflow;
 
 namespace {
 
+using bench::trace;
+
 using Clock = std::chrono::steady_clock;
 
-ir::Graph trace(const std::string& model) {
-  Interpreter interpreter;
-  auto status = interpreter.eval("import std.models\ntrace(" + model + ")", "bench.mesh");
-  if (!status.ok) {
-    fmt::print(stderr, "cannot trace {}: {}\n", model, renderAll(status.diagnostics));
-    std::exit(1);
-  }
-  return dynamic_cast<interp::GraphObject*>(status.value->object().get())->graph();
-}
 
 ir::Cluster cpuCluster(int devices) {
   ir::Cluster c;

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/BenchModels.h"
 #include "interp/Tracing.h"
 #include "ir/Cluster.h"
 #include "meshflow/meshflow.h"
@@ -27,15 +28,8 @@ using namespace meshflow;
 
 namespace {
 
-ir::Graph trace(const std::string& model) {
-  Interpreter interpreter;
-  auto status = interpreter.eval("import std.models\ntrace(" + model + ")", "bench.mesh");
-  if (!status.ok) {
-    std::fprintf(stderr, "cannot trace %s: %s\n", model.c_str(), renderAll(status.diagnostics).c_str());
-    std::exit(1);
-  }
-  return dynamic_cast<interp::GraphObject*>(status.value->object().get())->graph();
-}
+using bench::trace;
+
 
 // DGX A100 (reference/hardware.md): 8 x A100-SXM4-80GB, NVLink3 300 GB/s per GPU,
 // 8 x 200 Gb/s HDR InfiniBand per node (25 GB/s per GPU, 200 GB/s per node).

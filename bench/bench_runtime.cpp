@@ -46,6 +46,7 @@
 #include <tuple>
 #include <vector>
 
+#include "bench/BenchModels.h"
 #include "interp/Tracing.h"
 #include "ir/OpCost.h"
 #include "meshflow/meshflow.h"
@@ -68,6 +69,8 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
+using bench::trace;
+
 constexpr int kWarmupSteps = 2;
 
 double secondsSince(Clock::time_point start) {
@@ -80,15 +83,6 @@ double median(std::vector<double> xs) {
   return n % 2 ? xs[n / 2] : (xs[n / 2 - 1] + xs[n / 2]) / 2;
 }
 
-ir::Graph trace(const std::string& model) {
-  Interpreter interpreter;
-  auto status = interpreter.eval("import std.models\ntrace(" + model + ")", "bench.mesh");
-  if (!status.ok) {
-    fmt::print(stderr, "cannot trace {}: {}\n", model, renderAll(status.diagnostics));
-    std::exit(1);
-  }
-  return dynamic_cast<interp::GraphObject*>(status.value->object().get())->graph();
-}
 
 // Runs `op` on `inputs` until `seconds` have passed; returns seconds per run.
 double timeKernel(const ir::Op& op, const std::vector<runtime::Tensor>& inputs, double seconds) {
