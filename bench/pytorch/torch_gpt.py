@@ -103,8 +103,9 @@ class SecondHalf(nn.Module):
 def halves(cfg):
     """The pipeline's two stages: blocks split evenly, embeddings first, head last.
 
-    meshflow's planner finds the same cut for both models (gpt_bench.mesh's
-    2-stage plan prints stage latencies within 10% of each other).
+    meshflow's planner makes the same cut in gpt_bench.mesh's 2-stage plan for
+    both models (`p.explain("block1")` puts the tiny GPT's block 1 on stage 1,
+    the wide GPT's on stage 0 and its block 2 on stage 1).
     """
     first = cfg.layers // 2
     return FirstHalf(cfg, first), SecondHalf(cfg, cfg.layers - first)
