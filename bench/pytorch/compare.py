@@ -55,15 +55,19 @@ def check_torch(python):
     return probe.stdout.strip()
 
 
-def run_checked(command, cwd=None, env=None):
-    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True)
+def run_checked(command, timeout, cwd=None, env=None):
+    try:
+        done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired:
+        fail(f"`{' '.join(command)}` ran longer than {timeout} s (--timeout); stopped it")
     if done.returncode != 0:
         fail(f"`{' '.join(command)}` failed (exit {done.returncode}):\n"
              f"{done.stdout[-3000:]}{done.stderr[-3000:]}")
     return done.stdout
 
 
-def meshflow_steps(binary, model, config, steps, warmup, workdir):
+def meshflow_steps(args, model, config, workdir):
     """Times of the steps after the warm-up, in seconds, from train()'s progress lines.
 
     train() returns only the total time of its steps; each progress line gives
@@ -72,20 +76,21 @@ def meshflow_steps(binary, model, config, steps, warmup, workdir):
     script = os.path.join(workdir, f"{model}_{config}.mesh")
     with open(script, "w") as f:
         f.write('import "gpt_bench.mesh" as bench\n')
-        f.write(f'bench.run("{model}", "{config}", {steps}, {warmup})\n')
-    out = run_checked([binary, "run", script, "-I", HERE], cwd=workdir)
+        f.write(f'bench.run("{model}", "{config}", {args.steps}, {args.warmup})\n')
+    out = run_checked([args.meshflow, "run", script, "-I", HERE], args.timeout, cwd=workdir)
     lines = STEP_LINE.findall(out)
-    if len(lines) != steps + warmup:
-        fail(f"expected {steps + warmup} progress lines from meshflow, got {len(lines)}:\n{out}")
-    return [float(ms) / 1e3 for *_, ms in lines[warmup:]]
+    if len(lines) != args.steps + args.warmup:
+        fail(f"expected {args.steps + args.warmup} progress lines from meshflow, "
+             f"got {len(lines)}:\n{out}")
+    return [float(ms) / 1e3 for *_, ms in lines[args.warmup:]]
 
 
-def torch_steps(python, model, config, steps, warmup):
+def torch_steps(args, model, config):
     """Times of the steps after the warm-up, in seconds, from torch_bench.py's RESULT line."""
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    out = run_checked([python, os.path.join(HERE, "torch_bench.py"), "--model", model,
-                       "--config", config, "--steps", str(steps), "--warmup", str(warmup)],
-                      env=env)
+    out = run_checked([args.python, os.path.join(HERE, "torch_bench.py"), "--model", model,
+                       "--config", config, "--steps", str(args.steps), "--warmup", str(args.warmup)],
+                      args.timeout, env=env)
     result = [line for line in out.splitlines() if line.startswith("RESULT ")]
     if not result:
         fail(f"torch_bench.py printed no RESULT line:\n{out}")
@@ -117,9 +122,9 @@ def run_rounds(args, workdir):
     for r in range(args.rounds):
         for side, model, config in (jobs if r % 2 == 0 else list(reversed(jobs))):
             if side == "meshflow":
-                times = meshflow_steps(args.meshflow, model, config, args.steps, args.warmup, workdir)
+                times = meshflow_steps(args, model, config, workdir)
             else:
-                times = torch_steps(args.python, model, config, args.steps, args.warmup)
+                times = torch_steps(args, model, config)
             median = statistics.median(times)
             medians.setdefault((side, model, config), []).append(median)
             print(f"round {r + 1}/{args.rounds}  {model:<4}  {side:<8}  {config:<8}  "
@@ -183,6 +188,8 @@ def parse_args():
                         help="of serial,plan1,dp,pp (default all)")
     parser.add_argument("--python", default="/usr/bin/python3",
                         help="the Python with PyTorch (default /usr/bin/python3, Debian's)")
+    parser.add_argument("--timeout", type=int, default=900,
+                        help="seconds one run may take before the comparison stops (default 900)")
     parser.add_argument("--json", help="also write every round's medians to this file")
     args = parser.parse_args()
     args.models = args.models.split(",")

@@ -198,7 +198,20 @@ def worker(rank, world, port, args):
     if rank == 0:
         report(args, cfg, seconds, losses)
     if world > 1:
-        dist.destroy_process_group()
+        leave(rank)
+
+
+def leave(rank):
+    """Ends a distributed worker once both are done, without tearing gloo down.
+
+    With destroy_process_group() a worker whose peer had already exited
+    sometimes spun forever on the closed socket (1 run in 8 under load), so
+    both wait for each other and then exit at once, skipping the teardown.
+    """
+    dist.barrier()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def report(args, cfg, seconds, losses):
