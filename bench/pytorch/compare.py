@@ -167,8 +167,12 @@ def print_table(args, medians):
             print(f"{model:<5} {ratio:6.2f}  {verdict(ratio, 1.0)}")
 
 
+def load_average():
+    return ", ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
 def print_header(args, torch_version):
-    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    load = load_average()
     print(f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC on "
           f"{platform.node()}: {os.cpu_count()} CPUs, load average {load}")
     print(f"meshflow: {args.meshflow}; PyTorch {torch_version} ({args.python}), 1 thread per process")
@@ -211,6 +215,8 @@ def main():
     with tempfile.TemporaryDirectory(prefix="meshflow-vs-torch-") as workdir:
         medians = run_rounds(args, workdir)
     print_table(args, medians)
+    # A busy host slows both sides unevenly: the load says how far to trust the ratios.
+    print(f"\nload average at the end: {load_average()}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"|".join(k): v for k, v in medians.items()}, f, indent=1)
