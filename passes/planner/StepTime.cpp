@@ -46,6 +46,12 @@ double heldMicrobatches(ir::ScheduleKind kind, int chunks, int ranks, int rank, 
       double warmup = 2.0 * (ranks - rank - 1) + double(v - 1) * ranks;
       return std::min(warmup + 1, double(v) * microbatches) / v;
     }
+    // A stash lives until its W: ZB-H1 defers rank r's W by r microbatches and
+    // ZB-V balances its V, so every rank holds p microbatches' activations
+    // (1F1B's peak, on every rank rather than only the first).
+    case ir::ScheduleKind::kZeroBubbleH1:
+    case ir::ScheduleKind::kZeroBubbleV:
+      return std::min(ranks, microbatches);
     default:
       return std::min(ranks - rank, microbatches);
   }

@@ -29,8 +29,9 @@ double stepSeconds(ir::ScheduleKind kind, int chunks, int microbatches,
                    const std::vector<StageEstimate>& stages);
 
 /// Microbatches' worth of activations rank `rank` of `ranks` holds at its peak
-/// (reference/schedules.md): GPipe m; 1F1B, ZB-H1 and ZB-V min(p − r, m); interleaved
-/// (w_r + 1) chunks of 1/v each, w_r = 2(p − r − 1) + (v − 1)·p, at most v·m.
+/// (reference/schedules.md): GPipe m; 1F1B min(p − r, m); ZB-H1 and ZB-V min(p, m)
+/// on every rank (a stash lives until its deferred W: 1F1B's peak, everywhere);
+/// interleaved (w_r + 1) chunks of 1/v each, w_r = 2(p − r − 1) + (v − 1)·p, at most v·m.
 double heldMicrobatches(ir::ScheduleKind kind, int chunks, int ranks, int rank, int microbatches);
 
 }  // namespace meshflow::passes
