@@ -87,7 +87,11 @@ std::vector<Strategy> expertParallelStrategies(const OpContext& ctx) {
 std::vector<Strategy> moeStrategies(const OpContext& ctx) {
   if (ctx.op().kind == ir::OpKind::MoeDropped) return replicatedStrategy(ctx);
   bool dispatch = ctx.op().kind == ir::OpKind::MoeDispatch;
-  std::vector<Strategy> all = loopNestStrategies(ctx, dispatch ? dispatchLoops(ctx) : combineLoops(ctx));
+  // Dispatch's gates only choose slots: no gradient reaches them through it,
+  // so splits they lack cost no gradient all-reduce.
+  OpContext local = ctx;
+  if (dispatch) local.inputNeedsGradient.at(1) = false;
+  std::vector<Strategy> all = loopNestStrategies(local, dispatch ? dispatchLoops(local) : combineLoops(local));
   for (Strategy& s : expertParallelStrategies(ctx)) all.push_back(std::move(s));
   return deduplicated(std::move(all));
 }
