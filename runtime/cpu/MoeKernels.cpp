@@ -1,6 +1,6 @@
 // The kernels of a mixture of experts: the top-k gate and its gradient, and
 // the capacity-limited dispatch of tokens to experts, the combine back, the
-// dropped count and their gradients (docs/runtime.md, "Mixture of experts").
+// dropped count and their gradients (docs/graph-ir.md, "Mixture of experts").
 #include <fmt/format.h>
 
 #include <algorithm>

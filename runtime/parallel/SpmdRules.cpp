@@ -109,7 +109,7 @@ SpmdLayout followFirst(const std::vector<ShardingSpec>& held, const Shapes& in, 
   return l;
 }
 
-// Mixture-of-experts ops (docs/runtime.md, "Mixture of experts"). Their
+// Mixture-of-experts ops (docs/graph-ir.md, "Mixture of experts"). Their
 // routing is per group (a row of the batch) and per expert, so a device can
 // run the kernel on any box that keeps each group's whole sequence: tokens
 // [B, S, h] and gates [B, S, E] split over B (`batch`), E (`experts`, gates
