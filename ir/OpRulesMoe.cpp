@@ -15,8 +15,9 @@ void expectTokensAndGates(const Rule& r, std::size_t xi, std::size_t gi) {
   const TensorType& x = r.in(xi);
   const TensorType& g = r.in(gi);
   if (x.rank() != 3 || g.rank() != 3 || x.shape[0] != g.shape[0] || x.shape[1] != g.shape[1])
-    r.fail(fmt::format("needs tokens [B, S, h] and gates [B, S, E] of the same B and S, got {} and {}",
-                       x.text(), g.text()));
+    r.fail(
+        fmt::format("needs tokens [B, S, h] and gates [B, S, E] of the same B and S, got {} and {}",
+                    x.text(), g.text()));
 }
 
 /// The gates are [B, S, E] with a constant E and S; returns the capacity.
@@ -46,9 +47,9 @@ void expectDispatched(const Rule& r, std::size_t di, std::size_t gi, std::int64_
   const TensorType& g = r.in(gi);
   r.expectFloat(di);
   if (d.rank() != 3 || d.shape[0] != g.shape[2] || d.shape[1] != slotsDim(g.shape[0], capacity))
-    r.fail(fmt::format("expert tensor {} does not match gates {} with capacity {} (want [{}, {}, h])",
-                       d.text(), g.text(), capacity, dimText(g.shape[2]),
-                       dimText(slotsDim(g.shape[0], capacity))));
+    r.fail(fmt::format(
+        "expert tensor {} does not match gates {} with capacity {} (want [{}, {}, h])", d.text(),
+        g.text(), capacity, dimText(g.shape[2]), dimText(slotsDim(g.shape[0], capacity))));
 }
 
 }  // namespace

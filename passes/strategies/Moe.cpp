@@ -38,13 +38,15 @@ LoopNest dispatchLoops(const OpContext& ctx) {
 LoopNest combineLoops(const OpContext& ctx) {
   auto slots = ctx.inputShape(0), gates = ctx.inputShape(1);
   LoopNest nest;
-  nest.loops.push_back(loopOver(gates[0], {1, 0}, {0}));    // B
-  nest.loops.push_back(loopOver(gates[2], {0, 2}, {-1}));   // E: summed by the combine
-  nest.loops.push_back(loopOver(slots[2], {2, -1}, {2}));   // h
+  nest.loops.push_back(loopOver(gates[0], {1, 0}, {0}));   // B
+  nest.loops.push_back(loopOver(gates[2], {0, 2}, {-1}));  // E: summed by the combine
+  nest.loops.push_back(loopOver(slots[2], {2, -1}, {2}));  // h
   return nest;
 }
 
-std::string axisText(MeshAxes axes) { return axes == MeshAxes::k0 ? "0" : axes == MeshAxes::k1 ? "1" : "01"; }
+std::string axisText(MeshAxes axes) {
+  return axes == MeshAxes::k0 ? "0" : axes == MeshAxes::k1 ? "1" : "01";
+}
 
 // The expert-parallel strategy over `axes`: every tensor split over dimension
 // 0 (the batch of tokens and gates, the experts of the slot tensor), with an
@@ -91,7 +93,8 @@ std::vector<Strategy> moeStrategies(const OpContext& ctx) {
   // so splits they lack cost no gradient all-reduce.
   OpContext local = ctx;
   if (dispatch) local.inputNeedsGradient.at(1) = false;
-  std::vector<Strategy> all = loopNestStrategies(local, dispatch ? dispatchLoops(local) : combineLoops(local));
+  std::vector<Strategy> all =
+      loopNestStrategies(local, dispatch ? dispatchLoops(local) : combineLoops(local));
   for (Strategy& s : expertParallelStrategies(ctx)) all.push_back(std::move(s));
   return deduplicated(std::move(all));
 }

@@ -140,7 +140,8 @@ Tensor& zeroedOut(const KernelArgs& args, std::size_t i, const Shape& shape) {
 // tokens[b, s] += weight(b, s, e) · slots[row(b, s, e)] over the kept choices,
 // experts in ascending order (the gather of combine and of dispatch's gradient).
 template <class Weight>
-void gatherSlots(const Routing& r, const Tensor& slots, Tensor& tokens, std::int64_t h, Weight weight) {
+void gatherSlots(const Routing& r, const Tensor& slots, Tensor& tokens, std::int64_t h,
+                 Weight weight) {
   const float* in = slots.f32().data();
   float* out = tokens.f32().data();
   for (std::int64_t b = 0; b < r.groups; ++b)
@@ -158,7 +159,8 @@ void gatherSlots(const Routing& r, const Tensor& slots, Tensor& tokens, std::int
 // slots[row(b, s, e)] = weight(b, s, e) · tokens[b, s] for the kept choices
 // (the scatter of dispatch and of combine's gradient); other slots stay 0.
 template <class Weight>
-void scatterTokens(const Routing& r, const Tensor& tokens, Tensor& slots, std::int64_t h, Weight weight) {
+void scatterTokens(const Routing& r, const Tensor& tokens, Tensor& slots, std::int64_t h,
+                   Weight weight) {
   const float* in = tokens.f32().data();
   float* out = slots.f32().data();
   for (std::int64_t b = 0; b < r.groups; ++b)
@@ -191,9 +193,8 @@ void moeCombine(const KernelArgs& args) {
   std::int64_t h = expectSlots(args, y, r);
   Tensor& out = zeroedOut(args, 0, {r.groups, r.tokens, h});
   const float* g = gates.f32().data();
-  gatherSlots(r, y, out, h, [&](std::int64_t b, std::int64_t s, std::int64_t e) {
-    return g[r.choice(b, s, e)];
-  });
+  gatherSlots(r, y, out, h,
+              [&](std::int64_t b, std::int64_t s, std::int64_t e) { return g[r.choice(b, s, e)]; });
 }
 
 void moeDropped(const KernelArgs& args) {

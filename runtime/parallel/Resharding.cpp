@@ -145,7 +145,8 @@ std::optional<SplitMove> findSplitMove(const ShardingSpec& current, const Shardi
     MeshAxes axes = current.dim(p);
     if (axes == MeshAxes::kNone || target.dim(p) != MeshAxes::kNone) continue;
     for (std::size_t q = 0; q < rank; ++q)
-      if (q != p && target.dim(q) == axes && current.dim(q) == MeshAxes::kNone) return SplitMove{p, q, axes};
+      if (q != p && target.dim(q) == axes && current.dim(q) == MeshAxes::kNone)
+        return SplitMove{p, q, axes};
   }
   return std::nullopt;
 }
@@ -155,7 +156,8 @@ std::optional<SplitMove> findSplitMove(const ShardingSpec& current, const Shardi
 // sent this box's slice k along the new dimension and sends back its own box's
 // slice for this member, which lands at its piece k of the old dimension. Each
 // device moves (n-1)/n of its box instead of gathering n boxes.
-Tensor moveSplit(const Tensor& local, const SplitMove& move, const MeshPlace& place, Communicator& comm) {
+Tensor moveSplit(const Tensor& local, const SplitMove& move, const MeshPlace& place,
+                 Communicator& comm) {
   std::vector<int> group = place.group(move.axes);
   auto n = std::int64_t(group.size());
   Shape chunk = local.shape();
@@ -169,8 +171,8 @@ Tensor moveSplit(const Tensor& local, const SplitMove& move, const MeshPlace& pl
     Shape offset(chunk.size(), 0);
     offset[move.to] = k * chunk[move.to];
     byElementType(local.dtype(), [&]<class T>() {
-      copyBox<T>(elements<T>(local), elements<T>(send).subspan(std::size_t(k) * count, count), chunk,
-                 local.shape(), offset, false);
+      copyBox<T>(elements<T>(local), elements<T>(send).subspan(std::size_t(k) * count, count),
+                 chunk, local.shape(), offset, false);
     });
   }
   Tensor received;
@@ -180,8 +182,8 @@ Tensor moveSplit(const Tensor& local, const SplitMove& move, const MeshPlace& pl
     Shape offset(chunk.size(), 0);
     offset[move.from] = k * chunk[move.from];
     byElementType(local.dtype(), [&]<class T>() {
-      copyBox<T>(elements<T>(std::as_const(received)).subspan(std::size_t(k) * count, count), elements<T>(out),
-                 chunk, outShape, offset, true);
+      copyBox<T>(elements<T>(std::as_const(received)).subspan(std::size_t(k) * count, count),
+                 elements<T>(out), chunk, outShape, offset, true);
     });
   }
   return out;

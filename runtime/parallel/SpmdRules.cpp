@@ -136,16 +136,21 @@ MoeAxes moeAxes(const std::vector<ShardingSpec>& specs, std::optional<std::size_
   MoeAxes m;
   m.batch = gates.dim(0);
   m.experts = firstFree({slots ? specs[*slots].dim(0) : MeshAxes::kNone, gates.dim(2)}, m.batch);
-  m.hidden = firstFree({tokens ? specs[*tokens].dim(2) : MeshAxes::kNone, slots ? specs[*slots].dim(2) : MeshAxes::kNone},
+  m.hidden = firstFree({tokens ? specs[*tokens].dim(2) : MeshAxes::kNone,
+                        slots ? specs[*slots].dim(2) : MeshAxes::kNone},
                        m.batch | m.experts);
   return m;
 }
 
-ShardingSpec tokensSpec(const MoeAxes& m) { return ShardingSpec::fromDims({m.batch, MeshAxes::kNone, m.hidden}); }
+ShardingSpec tokensSpec(const MoeAxes& m) {
+  return ShardingSpec::fromDims({m.batch, MeshAxes::kNone, m.hidden});
+}
 ShardingSpec gatesSpec(const MoeAxes& m, MeshAxes partial = MeshAxes::kNone) {
   return ShardingSpec::fromDims({m.batch, MeshAxes::kNone, m.experts}, partial);
 }
-ShardingSpec slotsSpec(const MoeAxes& m) { return ShardingSpec::fromDims({m.experts, m.batch, m.hidden}); }
+ShardingSpec slotsSpec(const MoeAxes& m) {
+  return ShardingSpec::fromDims({m.experts, m.batch, m.hidden});
+}
 
 SpmdLayout moeLayoutOf(OpKind kind, const MoeAxes& m) {
   switch (kind) {
@@ -160,7 +165,8 @@ SpmdLayout moeLayoutOf(OpKind kind, const MoeAxes& m) {
   }
 }
 
-bool layoutFits(const SpmdLayout& l, const Shapes& in, const Shapes& out, const ir::LogicalMesh& mesh) {
+bool layoutFits(const SpmdLayout& l, const Shapes& in, const Shapes& out,
+                const ir::LogicalMesh& mesh) {
   for (std::size_t i = 0; i < in.size(); ++i)
     if (!fits(l.inputs[i], in[i], mesh)) return false;
   for (std::size_t o = 0; o < out.size(); ++o)
@@ -168,17 +174,20 @@ bool layoutFits(const SpmdLayout& l, const Shapes& in, const Shapes& out, const 
   return true;
 }
 
-std::optional<SpmdLayout> moeLayout(const ir::Op& op, const std::vector<ShardingSpec>& held, const Shapes& in,
-                                    const Shapes& out, const std::vector<ShardingSpec>& planned,
+std::optional<SpmdLayout> moeLayout(const ir::Op& op, const std::vector<ShardingSpec>& held,
+                                    const Shapes& in, const Shapes& out,
+                                    const std::vector<ShardingSpec>& planned,
                                     const ir::LogicalMesh& mesh) {
   if (in.size() < 2 || in[1].size() != 3) return std::nullopt;
   std::vector<ShardingSpec> specs;
-  for (std::size_t i = 0; i < in.size(); ++i) specs.push_back(withoutPartial(preferred(held, planned, i)));
+  for (std::size_t i = 0; i < in.size(); ++i)
+    specs.push_back(withoutPartial(preferred(held, planned, i)));
   bool dispatch = op.kind == OpKind::MoeDispatch;
   std::optional<std::size_t> slots = dispatch ? std::nullopt : std::optional<std::size_t>(0);
   std::optional<std::size_t> tokens = dispatch ? std::optional<std::size_t>(0)
-                                      : op.kind == OpKind::MoeCombineGrad ? std::optional<std::size_t>(2)
-                                                                          : std::nullopt;
+                                      : op.kind == OpKind::MoeCombineGrad
+                                          ? std::optional<std::size_t>(2)
+                                          : std::nullopt;
   MoeAxes m = moeAxes(specs, slots, tokens);
   // Give up splits, finest first, until every box divides.
   for (int attempt = 0; attempt < 4; ++attempt) {

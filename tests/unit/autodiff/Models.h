@@ -187,14 +187,16 @@ inline ir::Graph everyOp() {
 /// w1[4, 3, 5] → gelu → w2[4, 5, 3], combine; loss = Σ out².
 inline ir::Graph moeModel() {
   GraphBuilder g;
-  ValueId x = g.op(OpKind::MatMul, {g.input("x", f32({kBatch, d(4), d(3)})), g.param("wx", f32({d(3), d(3)}))},
+  ValueId x = g.op(OpKind::MatMul,
+                   {g.input("x", f32({kBatch, d(4), d(3)})), g.param("wx", f32({d(3), d(3)}))},
                    f32({kBatch, d(4), d(3)}));
   ValueId gw = g.param("gate", f32({d(3), d(4)}));
   ValueId w1 = g.param("w1", f32({d(4), d(3), d(5)}));
   ValueId w2 = g.param("w2", f32({d(4), d(5), d(3)}));
   ir::Attributes capacity = {{"capacity", std::int64_t{1}}};
   ValueId logits = g.op(OpKind::MatMul, {x, gw}, f32({kBatch, d(4), d(4)}));
-  ValueId gates = g.op(OpKind::TopKGate, {logits}, f32({kBatch, d(4), d(4)}), {{"k", std::int64_t{2}}});
+  ValueId gates =
+      g.op(OpKind::TopKGate, {logits}, f32({kBatch, d(4), d(4)}), {{"k", std::int64_t{2}}});
   ValueId slots = g.op(OpKind::MoeDispatch, {x, gates}, f32({d(4), kBatch, d(3)}), capacity);
   ValueId h = g.op(OpKind::Gelu, {g.op(OpKind::MatMul, {slots, w1}, f32({d(4), kBatch, d(5)}))},
                    f32({d(4), kBatch, d(5)}));

@@ -208,7 +208,8 @@ TEST_CASE("moe dispatch and combine offer expert parallelism priced with an all-
     INFO(ir::opName(m.b.graph.op(id).kind));
     bool dispatch = id == m.dispatch;
     // Over mesh axis 0: tokens and gates split over the batch, slots over the experts.
-    const auto* ep = find(all, dispatch ? "S0RR = S0RR x S0RR [all-to-all 0]" : "S0RR = S0RR x S0RR [all-to-all 0]");
+    const auto* ep = find(
+        all, dispatch ? "S0RR = S0RR x S0RR [all-to-all 0]" : "S0RR = S0RR x S0RR [all-to-all 0]");
     REQUIRE(ep);
     CHECK(ep->communication ==
           Approx(2 * collectiveCost(Collective::kAllToAll, slotBytes / 2, ir::MeshAxes::k0, mesh)));

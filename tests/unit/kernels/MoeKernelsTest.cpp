@@ -19,11 +19,6 @@ Tensor randomGates(Shape shape, std::int64_t k, std::uint64_t seed) {
   return run1(OpKind::TopKGate, {randomNormal(std::move(shape), seed)}, {{"k", k}});
 }
 
-// Row `row` of the last-dimension-major tensor t viewed as [rows, h].
-std::vector<float> rowOf(const Tensor& t, std::int64_t row, std::int64_t h) {
-  return {t.f32().begin() + row * h, t.f32().begin() + (row + 1) * h};
-}
-
 // Experts [E, h, f] as one batched matmul over the expert dimension.
 Tensor experts(const Tensor& slots, const Tensor& w) { return run1(OpKind::MatMul, {slots, w}); }
 
@@ -36,7 +31,8 @@ Tensor expertWeight(const Tensor& w, std::int64_t e) {
 
 }  // namespace
 
-TEST_CASE("moe_dispatch and moe_combine route tokens in order up to the capacity", "[kernels][moe]") {
+TEST_CASE("moe_dispatch and moe_combine route tokens in order up to the capacity",
+          "[kernels][moe]") {
   // One sequence of 3 tokens, 2 experts, capacity 1: token 0 takes expert 0's
   // and expert 1's only slots, so token 1's and token 2's choices are dropped.
   Tensor x = Tensor::fromF32({1, 3, 2}, {1, 2, 3, 4, 5, 6});
@@ -57,7 +53,8 @@ TEST_CASE("moe_dispatch and moe_combine route tokens in order up to the capacity
   checkValues(run1(OpKind::MoeCombine, {slots2, gates}, capacity(2)), {1, 2, 3, 4, 2.5f, 3});
 }
 
-TEST_CASE("moe_dropped counts the choices past each expert's capacity per group", "[kernels][moe]") {
+TEST_CASE("moe_dropped counts the choices past each expert's capacity per group",
+          "[kernels][moe]") {
   // Independent of the kernel's slot walk: per group and expert, the choices
   // over the capacity.
   const std::int64_t B = 3, S = 7, E = 4, k = 2;
@@ -67,7 +64,8 @@ TEST_CASE("moe_dropped counts the choices past each expert's capacity per group"
     for (std::int64_t b = 0; b < B; ++b)
       for (std::int64_t e = 0; e < E; ++e) {
         std::int64_t chosen = 0;
-        for (std::int64_t s = 0; s < S; ++s) chosen += gates.f32()[(b * S + s) * E + e] != 0 ? 1 : 0;
+        for (std::int64_t s = 0; s < S; ++s)
+          chosen += gates.f32()[(b * S + s) * E + e] != 0 ? 1 : 0;
         expected += double(std::max<std::int64_t>(0, chosen - c));
       }
     INFO("capacity " << c);
@@ -77,7 +75,8 @@ TEST_CASE("moe_dropped counts the choices past each expert's capacity per group"
   CHECK(run1(OpKind::MoeDropped, {gates}, capacity(1)).item() > 0);  // the test can see drops
 }
 
-TEST_CASE("with room for every token, the capacity MoE equals the dense formulation", "[kernels][moe]") {
+TEST_CASE("with room for every token, the capacity MoE equals the dense formulation",
+          "[kernels][moe]") {
   // Dense (the stdlib layer before capacities): every expert on every token,
   // out = Σ_e select(gates, e) · expert_e(x).
   const std::int64_t B = 2, S = 5, E = 3, h = 4, f = 6, k = 2;
@@ -91,21 +90,24 @@ TEST_CASE("with room for every token, the capacity MoE equals the dense formulat
 
   Tensor dense = Tensor::zeros({B, S, h});
   for (std::int64_t e = 0; e < E; ++e) {
-    Tensor ye = run1(OpKind::MatMul,
-                     {run1(OpKind::Gelu, {run1(OpKind::MatMul, {x, expertWeight(w1, e)})}), expertWeight(w2, e)});
+    Tensor ye =
+        run1(OpKind::MatMul, {run1(OpKind::Gelu, {run1(OpKind::MatMul, {x, expertWeight(w1, e)})}),
+                              expertWeight(w2, e)});
     Tensor ge = run1(OpKind::Select, {gates}, {{"axis", std::int64_t{2}}, {"index", e}});
-    Tensor weighted = run1(OpKind::Mul, {ye, run1(OpKind::Reshape, {ge}, {{"shape", Ints{B, S, 1}}})});
+    Tensor weighted =
+        run1(OpKind::Mul, {ye, run1(OpKind::Reshape, {ge}, {{"shape", Ints{B, S, 1}}})});
     dense = run1(OpKind::Add, {dense, weighted});
   }
   checkValues(moe, values(dense), 1e-4);
 
   // A smaller capacity drops choices, and the output then differs.
-  Tensor tight = run1(OpKind::MoeCombine,
-                      {experts(run1(OpKind::Gelu, {experts(run1(OpKind::MoeDispatch, {x, gates}, capacity(1)),
-                                                           w1)}),
-                               w2),
-                       gates},
-                      capacity(1));
+  Tensor tight = run1(
+      OpKind::MoeCombine,
+      {experts(
+           run1(OpKind::Gelu, {experts(run1(OpKind::MoeDispatch, {x, gates}, capacity(1)), w1)}),
+           w2),
+       gates},
+      capacity(1));
   CHECK_FALSE(tight.bitEqual(moe));
 }
 
@@ -116,15 +118,21 @@ TEST_CASE("moe_dispatch and moe_combine gradients", "[kernels][moe][gradient]") 
   REQUIRE(run1(OpKind::MoeDropped, {gates}, capacity(C)).item() > 0);
   SECTION("dispatch: dx gathers each kept slot's gradient back to its token") {
     Tensor dd = randomNormal({E, B * C, h}, 23);
-    checkGradient1([&](const std::vector<Tensor>& in) { return run1(OpKind::MoeDispatch, {in[0], gates}, capacity(C)); },
-                   {x}, 0, dd, run1(OpKind::MoeDispatchGrad, {dd, gates}, capacity(C)));
+    checkGradient1(
+        [&](const std::vector<Tensor>& in) {
+          return run1(OpKind::MoeDispatch, {in[0], gates}, capacity(C));
+        },
+        {x}, 0, dd, run1(OpKind::MoeDispatchGrad, {dd, gates}, capacity(C)));
   }
   SECTION("combine: dy and dgates") {
     Tensor y = randomNormal({E, B * C, h}, 24);
     Tensor dout = randomNormal({B, S, h}, 25);
     auto grads = runOp(OpKind::MoeCombineGrad, {y, gates, dout}, capacity(C), 2);
-    checkGradient1([&](const std::vector<Tensor>& in) { return run1(OpKind::MoeCombine, {in[0], gates}, capacity(C)); },
-                   {y}, 0, dout, grads[0]);
+    checkGradient1(
+        [&](const std::vector<Tensor>& in) {
+          return run1(OpKind::MoeCombine, {in[0], gates}, capacity(C));
+        },
+        {y}, 0, dout, grads[0]);
     // A zero gate is an expert not chosen: nudging it would change the routing,
     // which the gradient (like the top-k choice) treats as constant, so the
     // difference quotient keeps the zeros at zero.
@@ -136,7 +144,8 @@ TEST_CASE("moe_dispatch and moe_combine gradients", "[kernels][moe][gradient]") 
         },
         {gates}, 0, dout, grads[1]);
     // Dropped and unchosen choices get no gradient; kept ones do.
-    Tensor slotsOfOnes = run1(OpKind::MoeDispatch, {Tensor::full({B, S, 1}, 1.0f), gates}, capacity(C));
+    Tensor slotsOfOnes =
+        run1(OpKind::MoeDispatch, {Tensor::full({B, S, 1}, 1.0f), gates}, capacity(C));
     double kept = 0;
     for (float v : slotsOfOnes.f32()) kept += v;
     double nonzero = 0;
@@ -151,5 +160,6 @@ TEST_CASE("moe kernels refuse tensors that do not match the routing", "[kernels]
                   meshflow::runtime::cpu::KernelError);
   CHECK_THROWS_AS(run1(OpKind::MoeCombine, {randomNormal({4, 6, 5}, 33), gates}, capacity(2)),
                   meshflow::runtime::cpu::KernelError);
-  CHECK_THROWS_AS(run1(OpKind::MoeDropped, {gates}, capacity(0)), meshflow::runtime::cpu::KernelError);
+  CHECK_THROWS_AS(run1(OpKind::MoeDropped, {gates}, capacity(0)),
+                  meshflow::runtime::cpu::KernelError);
 }

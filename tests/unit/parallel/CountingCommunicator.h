@@ -14,27 +14,33 @@ struct CollectiveCounts {
 
 class CountingCommunicator : public runtime::Communicator {
  public:
-  CountingCommunicator(runtime::Communicator& inner, CollectiveCounts& counts) : inner_(inner), counts_(counts) {}
+  CountingCommunicator(runtime::Communicator& inner, CollectiveCounts& counts)
+      : inner_(inner), counts_(counts) {}
 
   int device() const override { return inner_.device(); }
   int deviceCount() const override { return inner_.deviceCount(); }
   void send(int peer, std::uint64_t tag, std::vector<runtime::Tensor> message) override {
     inner_.send(peer, tag, std::move(message));
   }
-  std::vector<runtime::Tensor> recv(int peer, std::uint64_t tag) override { return inner_.recv(peer, tag); }
+  std::vector<runtime::Tensor> recv(int peer, std::uint64_t tag) override {
+    return inner_.recv(peer, tag);
+  }
   void allReduce(const std::vector<int>& group, std::vector<runtime::Tensor*> tensors) override {
     ++counts_.allReduce;
     inner_.allReduce(group, std::move(tensors));
   }
-  void allGather(const std::vector<int>& group, const runtime::Tensor& input, runtime::Tensor& output) override {
+  void allGather(const std::vector<int>& group, const runtime::Tensor& input,
+                 runtime::Tensor& output) override {
     ++counts_.allGather;
     inner_.allGather(group, input, output);
   }
-  void reduceScatter(const std::vector<int>& group, const runtime::Tensor& input, runtime::Tensor& output) override {
+  void reduceScatter(const std::vector<int>& group, const runtime::Tensor& input,
+                     runtime::Tensor& output) override {
     ++counts_.reduceScatter;
     inner_.reduceScatter(group, input, output);
   }
-  void allToAll(const std::vector<int>& group, const runtime::Tensor& input, runtime::Tensor& output) override {
+  void allToAll(const std::vector<int>& group, const runtime::Tensor& input,
+                runtime::Tensor& output) override {
     ++counts_.allToAll;
     inner_.allToAll(group, input, output);
   }

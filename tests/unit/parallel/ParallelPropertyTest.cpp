@@ -35,8 +35,9 @@ std::vector<ModelCase> models() {
       // Four experts, so tensor-parallel groups of 2 and 4 may draw expert
       // parallelism; capacity factor 1 gives each expert 2 slots per sequence
       // for 8 choices, so choices drop and the drops must match the serial run.
-      {"moe", "moe_gpt(layers = 2, hidden = 8, heads = 2, experts = 4, k = 2, seq = 4, vocab = 16, "
-              "capacity_factor = 1)"},
+      {"moe",
+       "moe_gpt(layers = 2, hidden = 8, heads = 2, experts = 4, k = 2, seq = 4, vocab = 16, "
+       "capacity_factor = 1)"},
   };
 }
 
@@ -225,13 +226,16 @@ TEST_CASE("random plans with tensor parallelism equal the serial reference", "[p
   std::mt19937 rng(4242);
   int expertParallel = 0;  // moe ops drawn with tokens split over the batch, slots over the experts
   int cases = compareAdamPlans(
-      [&](const ir::Graph& forward, int trial) { return randomPlan(forward, rng, trial % 3 == 2 ? 4 : 2); },
+      [&](const ir::Graph& forward, int trial) {
+        return randomPlan(forward, rng, trial % 3 == 2 ? 4 : 2);
+      },
       [&](const passes::TrainingGraph& graph, const RandomPlan& r) {
         for (const auto& [id, specs] : r.plan.strategies) {
           ir::OpKind kind = graph.graph.op(id).kind;
           bool moe = kind == ir::OpKind::MoeDispatch || kind == ir::OpKind::MoeCombine;
           if (moe && specs.inputs.at(1).dim(0) != ir::MeshAxes::kNone &&
-              (kind == ir::OpKind::MoeDispatch ? specs.outputs : specs.inputs).at(0).dim(0) != ir::MeshAxes::kNone)
+              (kind == ir::OpKind::MoeDispatch ? specs.outputs : specs.inputs).at(0).dim(0) !=
+                  ir::MeshAxes::kNone)
             ++expertParallel;
         }
       });

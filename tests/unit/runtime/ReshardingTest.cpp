@@ -7,9 +7,9 @@
 #include <numeric>
 #include <random>
 
+#include "../parallel/CountingCommunicator.h"
 #include "runtime/cpu/LocalCluster.h"
 #include "runtime/parallel/Resharding.h"
-#include "../parallel/CountingCommunicator.h"
 
 using meshflow::ir::MeshAxes;
 using meshflow::ir::ShardingSpec;
@@ -176,7 +176,8 @@ TEST_CASE("a device's box follows the spec's mesh order", "[runtime][resharding]
   CHECK(p.group(MeshAxes::kNone) == std::vector<int>{1});
 }
 
-TEST_CASE("a split moved to another dimension is one all-to-all, not a gather", "[runtime][resharding]") {
+TEST_CASE("a split moved to another dimension is one all-to-all, not a gather",
+          "[runtime][resharding]") {
   // The expert-parallel exchange of a mixture of experts: slots [E, B*C, h]
   // split over the groups (dim 1) become split over the experts (dim 0), and back.
   using meshflow::parallel_test::CollectiveCounts;
@@ -205,11 +206,14 @@ TEST_CASE("a split moved to another dimension is one all-to-all, not a gather", 
       int index = int(std::find(devices.begin(), devices.end(), device) - devices.begin());
       MeshPlace place = placeOn(m.mesh, devices, index);
       CountingCommunicator comm(cluster.communicator(device), counts);
-      got[std::size_t(index)] = reshard(takeShard(whole, m.from, place), global, m.from, m.to, place, comm);
+      got[std::size_t(index)] =
+          reshard(takeShard(whole, m.from, place), global, m.from, m.to, place, comm);
     });
-    INFO(m.from.toString() << " -> " << m.to.toString() << " on (" << m.mesh[0] << ", " << m.mesh[1] << ")");
+    INFO(m.from.toString() << " -> " << m.to.toString() << " on (" << m.mesh[0] << ", " << m.mesh[1]
+                           << ")");
     for (int index = 0; index < n; ++index)
-      REQUIRE(got[std::size_t(index)].bitEqual(takeShard(whole, m.to, placeOn(m.mesh, devices, index))));
+      REQUIRE(got[std::size_t(index)].bitEqual(
+          takeShard(whole, m.to, placeOn(m.mesh, devices, index))));
     CHECK(counts.allToAll == n);  // one call per device
     CHECK(counts.allGather == 0);
     CHECK(counts.allReduce == 0);
