@@ -333,6 +333,22 @@ void installTensorBuiltins(Environment& env) {
   defineTensor(env, "top_k_gate", {{"logits", {}}, {"k", {}}}, [](const Call& c) {
     return c.one(OpKind::TopKGate, {c.tensor(0, "the gate logits")}, {{"k", c.positive(1, "k")}});
   });
+  // Mixture of experts with a capacity (docs/models.md): tokens into expert
+  // slots, slots back to tokens, and how many choices the capacity dropped.
+  defineTensor(
+      env, "moe_dispatch", {{"x", {}}, {"gates", {}}, {"capacity", {}}}, [](const Call& c) {
+        return c.one(OpKind::MoeDispatch, {c.tensor(0, "the tokens"), c.tensor(1, "the gates")},
+                     {{"capacity", c.positive(2, "capacity")}});
+      });
+  defineTensor(env, "moe_combine", {{"y", {}}, {"gates", {}}, {"capacity", {}}}, [](const Call& c) {
+    return c.one(OpKind::MoeCombine,
+                 {c.tensor(0, "the experts' outputs"), c.tensor(1, "the gates")},
+                 {{"capacity", c.positive(2, "capacity")}});
+  });
+  defineTensor(env, "moe_dropped", {{"gates", {}}, {"capacity", {}}}, [](const Call& c) {
+    return c.one(OpKind::MoeDropped, {c.tensor(0, "the gates")},
+                 {{"capacity", c.positive(1, "capacity")}});
+  });
   defineTensor(env, "select", {{"x", {}}, {"index", {}}}, [](const Call& c) {
     ir::ValueId x = c.tensor(0, "select()'s input");
     auto rank = static_cast<std::int64_t>(c.type(x).rank());

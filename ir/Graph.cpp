@@ -8,7 +8,7 @@
 namespace meshflow::ir {
 namespace {
 
-constexpr std::array<std::pair<OpKind, const char*>, 49> kOpNames = {{
+constexpr std::array<std::pair<OpKind, const char*>, 54> kOpNames = {{
     {OpKind::Input, "input"},
     {OpKind::Parameter, "parameter"},
     {OpKind::Constant, "constant"},
@@ -40,6 +40,9 @@ constexpr std::array<std::pair<OpKind, const char*>, 49> kOpNames = {{
     {OpKind::CausalMask, "causal_mask"},
     {OpKind::TopKGate, "top_k_gate"},
     {OpKind::Select, "select"},
+    {OpKind::MoeDispatch, "moe_dispatch"},
+    {OpKind::MoeCombine, "moe_combine"},
+    {OpKind::MoeDropped, "moe_dropped"},
     {OpKind::ReduceToShape, "reduce_to_shape"},
     {OpKind::ReluGrad, "relu_grad"},
     {OpKind::GeluGrad, "gelu_grad"},
@@ -53,6 +56,8 @@ constexpr std::array<std::pair<OpKind, const char*>, 49> kOpNames = {{
     {OpKind::CausalMaskGrad, "causal_mask_grad"},
     {OpKind::TopKGateGrad, "top_k_gate_grad"},
     {OpKind::SelectGrad, "select_grad"},
+    {OpKind::MoeDispatchGrad, "moe_dispatch_grad"},
+    {OpKind::MoeCombineGrad, "moe_combine_grad"},
     {OpKind::BroadcastTo, "broadcast_to"},
     {OpKind::GlobalNorm, "global_norm"},
     {OpKind::ClipScale, "clip_scale"},

@@ -88,6 +88,13 @@ enum class OpKind : std::uint8_t {
   CausalMask, // scores[..., s, s] -> y (entries above the diagonal set to -1e9)
   TopKGate,   // logits[..., E] -> gates[..., E]: softmax over the k largest, 0 elsewhere {k}
   Select,     // x[..., E] -> y[...]: x[..., index]   {axis = last, index}
+  // Mixture of experts with a capacity (docs/graph-ir.md, "Mixture of experts"):
+  // each group (a row b of the batch) routes its tokens in order to the experts
+  // whose gate is nonzero; an expert takes at most `capacity` tokens per group
+  // and drops the rest. Slot c of group b is row b*capacity + c of d.
+  MoeDispatch,  // x[B, S, h], gates[B, S, E] -> d[E, B*capacity, h]   {capacity}
+  MoeCombine,   // y[E, B*capacity, h], gates[B, S, E] -> out[B, S, h]: Σ_e gate·y at the token's slot {capacity}
+  MoeDropped,   // gates[B, S, E] -> n (f32 scalar): (token, expert) choices dropped   {capacity}
 
   // ---- backward (made by autodiff) ----
   ReduceToShape,   // dy, like -> dx: sum dy over broadcast dims to like's shape
@@ -103,6 +110,8 @@ enum class OpKind : std::uint8_t {
   CausalMaskGrad,  // dy -> dx (zero above the diagonal)
   TopKGateGrad,    // logits, gates, dgates -> dlogits     {k}
   SelectGrad,      // dy, like -> dx: dy placed at index along axis {axis, index}
+  MoeDispatchGrad, // dd[E, B*capacity, h], gates -> dx[B, S, h] (the kept slots gathered back) {capacity}
+  MoeCombineGrad,  // y, gates, dout -> dy[E, B*capacity, h], dgates[B, S, E]   {capacity}
   BroadcastTo,     // x, like -> y: x expanded back over reduced axes {axes}
 
   // ---- optimizer update (made by autodiff) ----

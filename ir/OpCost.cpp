@@ -166,6 +166,28 @@ OpCost topKGateCost(const Sizes& s) {
   return streaming(s, (k + 4) * s.outElems(0), 4 * s.outElems(0));
 }
 
+// Dispatch reads every gate once to route (a compare and a count per gate)
+// and copies the kept tokens into their slots; its backward gathers the slots
+// back. Combine multiplies each slot by its gate and adds it to its token (2
+// per slot element); its backward scales dout into the slots (1) and takes a
+// dot product per slot for the gate (2). Slots are counted whole: capacity is
+// what the buffers hold, used or not.
+OpCost moeDispatchCost(const Sizes& s) {
+  OpCost c{2 * s.inElems(1), s.allIn(), s.outBytes(0)};
+  c.backwardFlops = s.outElems(0);
+  c.backwardBytesRead = s.outBytes(0) + s.inBytes(1);
+  c.backwardBytesWritten = s.inBytes(0);
+  return c;
+}
+
+OpCost moeCombineCost(const Sizes& s) {
+  OpCost c{2 * s.inElems(0) + 2 * s.inElems(1), s.allIn(), s.outBytes(0)};
+  c.backwardFlops = 3 * s.inElems(0);
+  c.backwardBytesRead = s.allIn() + s.outBytes(0);
+  c.backwardBytesWritten = s.allIn();
+  return c;
+}
+
 OpCost globalNormCost(const Sizes& s) {
   double elements = 0;
   for (std::size_t i = 0; i < s.op().inputs.size(); ++i) elements += s.inElems(i);
@@ -192,6 +214,16 @@ OpCost specialCost(const Sizes& s, const Graph& g) {
       return reduceCost(s);
     case OpKind::TopKGate:
       return topKGateCost(s);
+    case OpKind::MoeDispatch:
+      return moeDispatchCost(s);
+    case OpKind::MoeCombine:
+      return moeCombineCost(s);
+    case OpKind::MoeDropped:
+      return {2 * s.inElems(0), s.inBytes(0), s.outBytes(0)};
+    case OpKind::MoeDispatchGrad:
+      return {s.inElems(0), s.allIn(), s.outBytes(0)};
+    case OpKind::MoeCombineGrad:
+      return {3 * s.inElems(0), s.allIn(), s.allOut()};
     case OpKind::Transpose:
     case OpKind::Concat:
     case OpKind::Split:

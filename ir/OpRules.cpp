@@ -296,6 +296,12 @@ RuleFn ruleFor(OpKind kind) {
       return topKGateRule;
     case OpKind::Select:
       return selectRule;
+    case OpKind::MoeDispatch:
+      return moeDispatchRule;
+    case OpKind::MoeCombine:
+      return moeCombineRule;
+    case OpKind::MoeDropped:
+      return moeDroppedRule;
     case OpKind::ReduceToShape:
       return reduceToShapeRule;
     case OpKind::ReluGrad:
@@ -317,6 +323,10 @@ RuleFn ruleFor(OpKind kind) {
       return topKGateGradRule;
     case OpKind::SelectGrad:
       return selectGradRule;
+    case OpKind::MoeDispatchGrad:
+      return moeDispatchGradRule;
+    case OpKind::MoeCombineGrad:
+      return moeCombineGradRule;
     case OpKind::BroadcastTo:
       return broadcastToRule;
     case OpKind::GlobalNorm:

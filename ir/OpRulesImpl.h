@@ -96,6 +96,12 @@ Types crossEntropyRule(const Rule& r);
 Types crossEntropyGradRule(const Rule& r);
 Types topKGateRule(const Rule& r);
 Types topKGateGradRule(const Rule& r);
+// [OpRulesMoe]
+Types moeDispatchRule(const Rule& r);
+Types moeCombineRule(const Rule& r);
+Types moeDroppedRule(const Rule& r);
+Types moeDispatchGradRule(const Rule& r);
+Types moeCombineGradRule(const Rule& r);
 
 // ---- OpRulesShape.cpp ----
 Types reshapeRule(const Rule& r);

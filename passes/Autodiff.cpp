@@ -40,7 +40,8 @@ constexpr OpKind kDifferentiable[] = {
     OpKind::LayerNorm,  OpKind::Embedding, OpKind::CrossEntropy, OpKind::Reshape,
     OpKind::Transpose,  OpKind::Concat,    OpKind::Split,        OpKind::Sum,
     OpKind::Mean,       OpKind::Dropout,   OpKind::SplitHeads,   OpKind::MergeHeads,
-    OpKind::CausalMask, OpKind::TopKGate,  OpKind::Select,
+    OpKind::CausalMask, OpKind::TopKGate,  OpKind::Select,       OpKind::MoeDispatch,
+    OpKind::MoeCombine, OpKind::MoeDropped,
 };
 
 bool hasVjpRule(OpKind kind) {
@@ -188,6 +189,7 @@ class TrainingGraphBuilder {
   void markRequiresGrad();
   void differentiate(OpId id);
   void differentiateMatMul(const Op& op, ValueId dy);
+  void differentiateMoeCombine(const Op& op, ValueId dy);
   void differentiateArithmetic(const Op& op, ValueId dy);
   void differentiateShape(const Op& op, ValueId dy);
   void differentiateSplit(const Op& op);
@@ -371,6 +373,12 @@ void TrainingGraphBuilder::differentiate(OpId id) {
       return unary(x, OpKind::TopKGateGrad, {x, y, dy}, copyAttrs(op, {"k"}));
     case OpKind::CrossEntropy:
       return unary(x, OpKind::CrossEntropyGrad, {x, op.inputs[1], dy});
+    case OpKind::MoeDispatch:  // the gates only choose the slots: no gradient reaches them
+      return unary(x, OpKind::MoeDispatchGrad, {dy, op.inputs[1]}, copyAttrs(op, {"capacity"}));
+    case OpKind::MoeCombine:
+      return differentiateMoeCombine(op, dy);
+    case OpKind::MoeDropped:  // a count: constant almost everywhere
+      return;
     case OpKind::Dropout: {
       Attributes attrs = copyAttrs(op, {"p", "seed"});
       attrs["forward_op"] = static_cast<std::int64_t>(id);
@@ -397,6 +405,16 @@ void TrainingGraphBuilder::differentiate(OpId id) {
     default:
       throw AutodiffError(fmt::format("{} has no VJP rule", opLabel(forward_, id)));
   }
+}
+
+/// out = Σ_e gate·y[slot]: one MoeCombineGrad gives both gradients.
+void TrainingGraphBuilder::differentiateMoeCombine(const Op& op, ValueId dy) {
+  ValueId y = op.inputs[0], gates = op.inputs[1];
+  if (!requiresGrad_[y] && !requiresGrad_[gates]) return;
+  auto grads = emitMulti(OpKind::MoeCombineGrad, {y, gates, dy}, {typeOf(y), typeOf(gates)},
+                         copyAttrs(op, {"capacity"}));
+  for (int i = 0; i < 2; ++i)
+    if (requiresGrad_[op.inputs[i]]) accumulate(op.inputs[i], grads[i]);
 }
 
 /// y = a·b (or a·bᵀ with transpose_b). da = dy·bᵀ (dy·b); db = aᵀ·dy (dyᵀ·a),

@@ -91,6 +91,10 @@ std::vector<Strategy> strategiesFor(const OpContext& ctx) {
     case K::Mean:
     case K::TopKGate:
       return reductionStrategies(ctx);
+    case K::MoeDispatch:
+    case K::MoeCombine:
+    case K::MoeDropped:
+      return moeStrategies(ctx);
     case K::Embedding:
       return embeddingStrategies(ctx);
     case K::CrossEntropy:

@@ -83,6 +83,9 @@ std::vector<Strategy> embeddingStrategies(const OpContext& ctx);
 std::vector<Strategy> crossEntropyStrategies(const OpContext& ctx);
 std::vector<Strategy> layoutStrategies(const OpContext& ctx);
 std::vector<Strategy> attentionStrategies(const OpContext& ctx);
+/// Mixture-of-experts dispatch, combine and dropped count (Moe.cpp), with the
+/// expert-parallel strategies and their all-to-all.
+std::vector<Strategy> moeStrategies(const OpContext& ctx);
 /// Input and Parameter ops: every valid spec of their value (a parameter's spec
 /// is how its weight, gradient and optimizer state are stored).
 std::vector<Strategy> leafStrategies(const OpContext& ctx);

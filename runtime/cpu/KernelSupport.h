@@ -128,6 +128,11 @@ void causalMask(const KernelArgs& a);  // CausalMask and CausalMaskGrad
 // [MoeKernels]
 void topKGate(const KernelArgs& a);
 void topKGateGrad(const KernelArgs& a);
+void moeDispatch(const KernelArgs& a);
+void moeCombine(const KernelArgs& a);
+void moeDropped(const KernelArgs& a);
+void moeDispatchGrad(const KernelArgs& a);
+void moeCombineGrad(const KernelArgs& a);
 // [OptimizerKernels]
 void globalNorm(const KernelArgs& a);
 void clipScale(const KernelArgs& a);

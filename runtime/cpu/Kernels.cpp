@@ -62,6 +62,12 @@ Kernel kernelFor(ir::OpKind kind) {
       return topKGate;
     case K::Select:
       return select;
+    case K::MoeDispatch:
+      return moeDispatch;
+    case K::MoeCombine:
+      return moeCombine;
+    case K::MoeDropped:
+      return moeDropped;
     case K::ReduceToShape:
       return reduceToShape;
     case K::ReluGrad:
@@ -85,6 +91,10 @@ Kernel kernelFor(ir::OpKind kind) {
       return topKGateGrad;
     case K::SelectGrad:
       return selectGrad;
+    case K::MoeDispatchGrad:
+      return moeDispatchGrad;
+    case K::MoeCombineGrad:
+      return moeCombineGrad;
     case K::BroadcastTo:
       return broadcastTo;
     case K::GlobalNorm:

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 #include <type_traits>
 #include <utility>
 
@@ -131,6 +132,63 @@ Tensor gatherChanged(Tensor local, std::span<const std::int64_t> global, const S
   return out;
 }
 
+// A split that moves whole from one tensor dimension to another: `current`
+// splits dimension `from` over mesh axes `axes` where `to` splits dimension
+// `to` over them, and neither splits the other dimension. nullopt when none.
+struct SplitMove {
+  std::size_t from, to;
+  MeshAxes axes;
+};
+std::optional<SplitMove> findSplitMove(const ShardingSpec& current, const ShardingSpec& target) {
+  std::size_t rank = current.dims().size();
+  for (std::size_t p = 0; p < rank; ++p) {
+    MeshAxes axes = current.dim(p);
+    if (axes == MeshAxes::kNone || target.dim(p) != MeshAxes::kNone) continue;
+    for (std::size_t q = 0; q < rank; ++q)
+      if (q != p && target.dim(q) == axes && current.dim(q) == MeshAxes::kNone)
+        return SplitMove{p, q, axes};
+  }
+  return std::nullopt;
+}
+
+// Step 2a: one split moved to another dimension with an all-to-all, as the
+// planner prices it (docs/runtime.md, "Resharding"): member k of the group is
+// sent this box's slice k along the new dimension and sends back its own box's
+// slice for this member, which lands at its piece k of the old dimension. Each
+// device moves (n-1)/n of its box instead of gathering n boxes.
+Tensor moveSplit(const Tensor& local, const SplitMove& move, const MeshPlace& place,
+                 Communicator& comm) {
+  std::vector<int> group = place.group(move.axes);
+  auto n = std::int64_t(group.size());
+  Shape chunk = local.shape();
+  chunk[move.to] /= n;
+  Shape outShape = local.shape();
+  outShape[move.to] /= n;
+  outShape[move.from] *= n;
+  auto count = static_cast<std::size_t>(shapeElements(chunk));
+  Tensor send = like(local, {n * std::int64_t(count)});
+  for (std::int64_t k = 0; k < n; ++k) {
+    Shape offset(chunk.size(), 0);
+    offset[move.to] = k * chunk[move.to];
+    byElementType(local.dtype(), [&]<class T>() {
+      copyBox<T>(elements<T>(local), elements<T>(send).subspan(std::size_t(k) * count, count),
+                 chunk, local.shape(), offset, false);
+    });
+  }
+  Tensor received;
+  comm.allToAll(group, send, received);
+  Tensor out = like(local, outShape);
+  for (std::int64_t k = 0; k < n; ++k) {
+    Shape offset(chunk.size(), 0);
+    offset[move.from] = k * chunk[move.from];
+    byElementType(local.dtype(), [&]<class T>() {
+      copyBox<T>(elements<T>(std::as_const(received)).subspan(std::size_t(k) * count, count),
+                 elements<T>(out), chunk, outShape, offset, true);
+    });
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<int> MeshPlace::group(MeshAxes axes) const {
@@ -216,6 +274,14 @@ Tensor reshard(Tensor local, std::span<const std::int64_t> global, const Shardin
   if (MeshAxes summed = ir::withoutAxes(from.partial(), to.partial()); summed != MeshAxes::kNone) {
     comm.allReduce(place.group(summed), {&local});
     current = ShardingSpec::fromDims(from.dims(), to.partial());
+  }
+  // Step 2a: splits that move to another dimension, by all-to-all.
+  while (auto move = findSplitMove(current, to)) {
+    local = moveSplit(local, *move, place, comm);
+    std::vector<MeshAxes> dims = current.dims();
+    dims[move->from] = MeshAxes::kNone;
+    dims[move->to] = move->axes;
+    current = ShardingSpec::fromDims(dims, current.partial());
   }
   // Steps 2 and 3.
   ShardingSpec mid;

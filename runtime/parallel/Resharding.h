@@ -8,20 +8,23 @@
 // (S01), piece i·b + j. A partial sum over some mesh dimensions means the
 // global tensor is the sum of the boxes held along them.
 //
-// reshard() works in three steps, each a no-op when it has nothing to do:
+// reshard() works in these steps, each a no-op when it has nothing to do:
 // 1. a partial sum the target does not keep is all-reduced over its mesh
 //    dimensions;
-// 2. dimensions the source splits and the target does not split the same way
+// 2a. a split the target moves whole to another tensor dimension (S0 on dim p
+//    → S0 on dim q, neither splitting the other) is an all-to-all over the
+//    split's group: the expert-parallel exchange of a mixture of experts,
+//    moving (n−1)/n of the box rather than gathering n boxes;
+// 2b. dimensions the source splits and the target does not split the same way
 //    are all-gathered (the group of the source's split mesh dimensions, each
 //    member's box placed where it belongs);
 // 3. the target's box is cut out locally;
 // 4. for a partial sum over mesh dimensions the source does not sum over, the
 //    first device of each group along them keeps the box and the others hold
 //    zeros (exact: no division).
-// That moves no more than the all-gather and all-reduce a conversion to
-// replicated needs; S0 → S1 style conversions gather more than an all-to-all
-// would. Reductions are in the group's mesh order, so every device of a group
-// gets bit-identical sums.
+// That moves no more than the all-to-all, all-gather and all-reduce the
+// planner prices. Reductions are in the group's mesh order, so every device of
+// a group gets bit-identical sums.
 #pragma once
 
 #include <array>

@@ -1,5 +1,7 @@
 #include "runtime/parallel/SpmdRules.h"
 
+#include <initializer_list>
+
 namespace meshflow::runtime {
 namespace {
 
@@ -107,6 +109,97 @@ SpmdLayout followFirst(const std::vector<ShardingSpec>& held, const Shapes& in, 
   return l;
 }
 
+// Mixture-of-experts ops (docs/graph-ir.md, "Mixture of experts"). Their
+// routing is per group (a row of the batch) and per expert, so a device can
+// run the kernel on any box that keeps each group's whole sequence: tokens
+// [B, S, h] and gates [B, S, E] split over B (`batch`), E (`experts`, gates
+// only) and h (`hidden`); slot tensors [E, B*capacity, h] split the same way
+// (B as blocks of whole groups). The batch split comes from the gates, the
+// expert split from the slot tensor (or the gates), the hidden split from the
+// tokens or slots; an expert-split slot tensor meeting batch-split gates is
+// thus resharded to batch-split slots, the all-to-all of expert parallelism.
+struct MoeAxes {
+  MeshAxes batch = MeshAxes::kNone, experts = MeshAxes::kNone, hidden = MeshAxes::kNone;
+};
+
+MeshAxes firstFree(std::initializer_list<MeshAxes> candidates, MeshAxes used) {
+  for (MeshAxes a : candidates)
+    if (a != MeshAxes::kNone && (a & used) == MeshAxes::kNone) return a;
+  return MeshAxes::kNone;
+}
+
+// `slots` is the index of the slot tensor among the inputs (none for dispatch),
+// `tokens` that of the token-shaped tensor (x or dout; none for combine).
+MoeAxes moeAxes(const std::vector<ShardingSpec>& specs, std::optional<std::size_t> slots,
+                std::optional<std::size_t> tokens) {
+  const ShardingSpec& gates = specs[1];  // the gates are input 1 of every moe op
+  MoeAxes m;
+  m.batch = gates.dim(0);
+  m.experts = firstFree({slots ? specs[*slots].dim(0) : MeshAxes::kNone, gates.dim(2)}, m.batch);
+  m.hidden = firstFree({tokens ? specs[*tokens].dim(2) : MeshAxes::kNone,
+                        slots ? specs[*slots].dim(2) : MeshAxes::kNone},
+                       m.batch | m.experts);
+  return m;
+}
+
+ShardingSpec tokensSpec(const MoeAxes& m) {
+  return ShardingSpec::fromDims({m.batch, MeshAxes::kNone, m.hidden});
+}
+ShardingSpec gatesSpec(const MoeAxes& m, MeshAxes partial = MeshAxes::kNone) {
+  return ShardingSpec::fromDims({m.batch, MeshAxes::kNone, m.experts}, partial);
+}
+ShardingSpec slotsSpec(const MoeAxes& m) {
+  return ShardingSpec::fromDims({m.experts, m.batch, m.hidden});
+}
+
+SpmdLayout moeLayoutOf(OpKind kind, const MoeAxes& m) {
+  switch (kind) {
+    case OpKind::MoeDispatch:  // x, gates -> slots
+      return {{tokensSpec(m), gatesSpec(m)}, {slotsSpec(m)}};
+    case OpKind::MoeCombine:  // slots, gates -> tokens, summed over the experts
+    case OpKind::MoeDispatchGrad:
+      return {{slotsSpec(m), gatesSpec(m)},
+              {ShardingSpec::fromDims({m.batch, MeshAxes::kNone, m.hidden}, m.experts)}};
+    default:  // MoeCombineGrad: slots, gates, dout -> dslots, dgates (a dot over h)
+      return {{slotsSpec(m), gatesSpec(m), tokensSpec(m)}, {slotsSpec(m), gatesSpec(m, m.hidden)}};
+  }
+}
+
+bool layoutFits(const SpmdLayout& l, const Shapes& in, const Shapes& out,
+                const ir::LogicalMesh& mesh) {
+  for (std::size_t i = 0; i < in.size(); ++i)
+    if (!fits(l.inputs[i], in[i], mesh)) return false;
+  for (std::size_t o = 0; o < out.size(); ++o)
+    if (!fits(l.outputs[o], out[o], mesh)) return false;
+  return true;
+}
+
+std::optional<SpmdLayout> moeLayout(const ir::Op& op, const std::vector<ShardingSpec>& held,
+                                    const Shapes& in, const Shapes& out,
+                                    const std::vector<ShardingSpec>& planned,
+                                    const ir::LogicalMesh& mesh) {
+  if (in.size() < 2 || in[1].size() != 3) return std::nullopt;
+  std::vector<ShardingSpec> specs;
+  for (std::size_t i = 0; i < in.size(); ++i)
+    specs.push_back(withoutPartial(preferred(held, planned, i)));
+  bool dispatch = op.kind == OpKind::MoeDispatch;
+  std::optional<std::size_t> slots = dispatch ? std::nullopt : std::optional<std::size_t>(0);
+  std::optional<std::size_t> tokens = dispatch ? std::optional<std::size_t>(0)
+                                      : op.kind == OpKind::MoeCombineGrad
+                                          ? std::optional<std::size_t>(2)
+                                          : std::nullopt;
+  MoeAxes m = moeAxes(specs, slots, tokens);
+  // Give up splits, finest first, until every box divides.
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    if (attempt == 1) m.hidden = MeshAxes::kNone;
+    if (attempt == 2) m.experts = MeshAxes::kNone;
+    if (attempt == 3) m.batch = MeshAxes::kNone;
+    SpmdLayout l = moeLayoutOf(op.kind, m);
+    if (layoutFits(l, in, out, mesh)) return l;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 SpmdLayout spmdLayout(const ir::Op& op, const std::vector<ShardingSpec>& held, const Shapes& inputShapes,
@@ -137,6 +230,12 @@ SpmdLayout spmdLayout(const ir::Op& op, const std::vector<ShardingSpec>& held, c
     case OpKind::SgdUpdate:
     case OpKind::AdamUpdate:
       layout = followFirst(held, inputShapes, outputShapes);
+      break;
+    case OpKind::MoeDispatch:
+    case OpKind::MoeCombine:
+    case OpKind::MoeDispatchGrad:
+    case OpKind::MoeCombineGrad:
+      layout = moeLayout(op, held, inputShapes, outputShapes, planned, mesh);
       break;
     default:
       break;

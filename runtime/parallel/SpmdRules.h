@@ -15,6 +15,12 @@
 // - Activation gradients take the forward value's layout.
 // - Optimizer updates run on the parameter's layout; the gradient is resharded
 //   to it (the data-parallel all-reduce when it is a partial sum).
+// - Mixture-of-experts dispatch, combine and their gradients split tokens and
+//   gates over the batch (whole groups), the gates and slot tensors over the
+//   experts, tokens and slots over the hidden dimension; a combine's output is
+//   a partial sum over the expert split. The batch split follows the gates, so
+//   slots held split over the experts are resharded to the batch split by an
+//   all-to-all (expert parallelism).
 // - Every other op runs whole on every device (its inputs gathered to
 //   replicated): always correct, not parallel. Dropout must be among them: its
 //   mask hashes the element's index in the whole tensor.

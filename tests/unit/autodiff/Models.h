@@ -182,4 +182,29 @@ inline ir::Graph everyOp() {
   return std::move(g.graph);
 }
 
+/// A mixture of experts on x = input[batch, 4, 3]·wx: gate logits x·g, top-2 gates over 4
+/// experts, dispatch with capacity 1 (so choices drop), batched experts
+/// w1[4, 3, 5] → gelu → w2[4, 5, 3], combine; loss = Σ out².
+inline ir::Graph moeModel() {
+  GraphBuilder g;
+  ValueId x = g.op(OpKind::MatMul,
+                   {g.input("x", f32({kBatch, d(4), d(3)})), g.param("wx", f32({d(3), d(3)}))},
+                   f32({kBatch, d(4), d(3)}));
+  ValueId gw = g.param("gate", f32({d(3), d(4)}));
+  ValueId w1 = g.param("w1", f32({d(4), d(3), d(5)}));
+  ValueId w2 = g.param("w2", f32({d(4), d(5), d(3)}));
+  ir::Attributes capacity = {{"capacity", std::int64_t{1}}};
+  ValueId logits = g.op(OpKind::MatMul, {x, gw}, f32({kBatch, d(4), d(4)}));
+  ValueId gates =
+      g.op(OpKind::TopKGate, {logits}, f32({kBatch, d(4), d(4)}), {{"k", std::int64_t{2}}});
+  ValueId slots = g.op(OpKind::MoeDispatch, {x, gates}, f32({d(4), kBatch, d(3)}), capacity);
+  ValueId h = g.op(OpKind::Gelu, {g.op(OpKind::MatMul, {slots, w1}, f32({d(4), kBatch, d(5)}))},
+                   f32({d(4), kBatch, d(5)}));
+  ValueId y = g.op(OpKind::MatMul, {h, w2}, f32({d(4), kBatch, d(3)}));
+  ValueId out = g.op(OpKind::MoeCombine, {y, gates}, f32({kBatch, d(4), d(3)}), capacity);
+  ValueId sq = g.op(OpKind::Mul, {out, out}, f32({kBatch, d(4), d(3)}));
+  g.finish(g.op(OpKind::Sum, {sq}, f32({}), {{"axes", std::vector<std::int64_t>{0, 1, 2}}}));
+  return std::move(g.graph);
+}
+
 }  // namespace meshflow::autodiff_test

@@ -241,6 +241,25 @@ TEST_CASE("every forward primitive has its VJP", "[autodiff]") {
   CHECK(backwardKinds(g, m2) == Kinds{OpKind::MatMul, OpKind::MatMul});
 }
 
+TEST_CASE("moe: combine gives both gradients, dispatch only the tokens'", "[autodiff]") {
+  ir::Graph forward = moeModel();
+  auto t = buildTrainingGraph(forward, OptimizerConfig::adam());
+  checkTrainingGraph(forward, t);
+  const ir::Graph& g = t.graph;
+  ir::OpId dispatch = find(g, OpKind::MoeDispatch), combine = find(g, OpKind::MoeCombine);
+  const ir::Op& combineGrad = backwardOp(g, combine, OpKind::MoeCombineGrad);
+  CHECK(attr<std::int64_t>(combineGrad, "capacity") == 1);
+  CHECK(combineGrad.outputs.size() == 2);
+  // Dispatch's backward has one output, the tokens' gradient; the gates' only
+  // gradient is combine's, fed to top_k_gate_grad.
+  const ir::Op& dispatchGrad = backwardOp(g, dispatch, OpKind::MoeDispatchGrad);
+  CHECK(dispatchGrad.outputs.size() == 1);
+  CHECK(dispatchGrad.inputs[1] == g.op(dispatch).inputs[1]);
+  CHECK(attr<std::int64_t>(dispatchGrad, "capacity") == 1);
+  const ir::Op& gateGrad = backwardOp(g, find(g, OpKind::TopKGate), OpKind::TopKGateGrad);
+  CHECK(gateGrad.inputs[2] == combineGrad.outputs[1]);
+}
+
 TEST_CASE("building twice gives identical graphs", "[autodiff]") {
   OptimizerConfig clipped = OptimizerConfig::adamw();
   clipped.clipNorm = 1.0;

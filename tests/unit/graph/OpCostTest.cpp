@@ -84,6 +84,27 @@ TEST_CASE("elementwise, data movement, leaves and update costs", "[cost]") {
   CHECK(sgd.backwardFlops == 0);
 }
 
+TEST_CASE("moe dispatch and combine cost their routing and their slots", "[cost]") {
+  meshflow::test::GraphBuilder b;
+  auto x = b.input("x", "f32[batch, 8, 16]");
+  auto gates = b.input("gates", "f32[batch, 8, 4]");
+  meshflow::ir::Attributes capacity{{"capacity", 3}};
+  auto slots = b.op(OpKind::MoeDispatch, {x, gates}, capacity);
+  const double tokens = 2 * 8 * 16, gateCount = 2 * 8 * 4, slotCount = 4 * 2 * 3 * 16;  // batch 2
+  OpCost d = costOfLast(b.graph, 2);
+  CHECK(d.flops == 2 * gateCount);
+  CHECK(d.bytesRead == 4 * (tokens + gateCount));
+  CHECK(d.bytesWritten == 4 * slotCount);  // every slot, used or not
+  CHECK(d.backwardFlops == slotCount);
+  CHECK(d.backwardBytesWritten == 4 * tokens);  // the gates get no gradient
+  b.op(OpKind::MoeCombine, {slots, gates}, capacity);
+  OpCost c = costOfLast(b.graph, 2);
+  CHECK(c.flops == 2 * slotCount + 2 * gateCount);
+  CHECK(c.bytesWritten == 4 * tokens);
+  CHECK(c.backwardFlops == 3 * slotCount);
+  CHECK(c.backwardBytesWritten == 4 * (slotCount + gateCount));
+}
+
 TEST_CASE("embedding reads the rows it gathers and writes a dense table gradient", "[cost]") {
   meshflow::test::GraphBuilder b;
   auto table = b.parameter("wte", "f32[1000, 16]");

@@ -220,6 +220,38 @@ TEST_CASE("top-k gating", "[rules]") {
         "top_k_gate_grad: expects 3 inputs, got 2");
 }
 
+TEST_CASE("mixture-of-experts dispatch and combine", "[rules]") {
+  // Slots are [E, B*capacity, h]: still a multiple of the batch.
+  CHECK(infer(OpKind::MoeDispatch, {"f32[batch, 16, 32]", "f32[batch, 16, 4]"},
+              {{"capacity", 5}}) == "f32[4, batch*5, 32]");
+  CHECK(infer(OpKind::MoeCombine, {"f32[4, batch*5, 32]", "f32[batch, 16, 4]"},
+              {{"capacity", 5}}) == "f32[batch, 16, 32]");
+  CHECK(infer(OpKind::MoeDropped, {"f32[batch, 16, 4]"}, {{"capacity", 5}}) == "f32[]");
+  CHECK(infer(OpKind::MoeDispatchGrad, {"f32[4, 10, 32]", "f32[2, 16, 4]"}, {{"capacity", 5}}) ==
+        "f32[2, 16, 32]");
+  CHECK(error(OpKind::MoeDispatch, {"f32[batch, 16, 32]", "f32[batch, 8, 4]"}, {{"capacity", 5}}) ==
+        "moe_dispatch: needs tokens [B, S, h] and gates [B, S, E] of the same B and S, got "
+        "f32[batch, 16, 32] "
+        "and f32[batch, 8, 4]");
+  CHECK(
+      error(OpKind::MoeDispatch, {"f32[batch, 16, 32]", "f32[batch, 16, 4]"}, {{"capacity", 0}}) ==
+      "moe_dispatch: attribute 'capacity' must be in [1, 2147483647], got 0");
+  CHECK(
+      error(OpKind::MoeCombine, {"f32[4, batch*4, 32]", "f32[batch, 16, 4]"}, {{"capacity", 5}}) ==
+      "moe_combine: expert tensor f32[4, batch*4, 32] does not match gates f32[batch, 16, 4] with "
+      "capacity 5 "
+      "(want [4, batch*5, h])");
+  CHECK(error(OpKind::MoeDropped, {"f32[16, batch]"}, {{"capacity", 1}}) ==
+        "moe_dropped: needs gates [B, S, E], got f32[16, batch]");
+  CHECK(infer(OpKind::MoeCombineGrad,
+              {"f32[4, batch*5, 32]", "f32[batch, 16, 4]", "f32[batch, 16, 32]"},
+              {{"capacity", 5}}) == "f32[4, batch*5, 32], f32[batch, 16, 4]");
+  CHECK(error(OpKind::MoeCombineGrad,
+              {"f32[4, batch*5, 32]", "f32[batch, 16, 4]", "f32[batch, 16, 8]"},
+              {{"capacity", 5}}) ==
+        "moe_combine_grad: dout f32[batch, 16, 8] must be f32[batch, 16, 32]");
+}
+
 TEST_CASE("reshape infers one -1, batch multiples included", "[rules]") {
   auto reshape = [](const std::string& x, Ints shape) {
     return infer(OpKind::Reshape, {x}, {{"shape", shape}});

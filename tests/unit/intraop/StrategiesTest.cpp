@@ -172,3 +172,54 @@ TEST_CASE("mixed precision keeps an fp32 master copy and gradient beside f16 wei
   CHECK(m.optimizerState == 256 * 16);  // master weight, gradient copy, two moments
   CHECK(m.total() / 256 == 20);         // Megatron-LM's fp16 optimizer with Adam
 }
+
+namespace {
+
+// x[batch, 4, 8] and top-2 gates over 4 experts, dispatched with capacity 2,
+// through batched experts w[4, 8, 16], combined back.
+struct MoeOps {
+  test::GraphBuilder b;
+  ir::OpId dispatch = 0, combine = 0;
+};
+
+void buildMoe(MoeOps& m) {
+  auto x = m.b.input("x", "f32[batch, 4, 8]");
+  auto logits = m.b.input("logits", "f32[batch, 4, 4]");
+  auto gates = m.b.op(ir::OpKind::TopKGate, {logits}, {{"k", std::int64_t{2}}});
+  ir::Attributes capacity = {{"capacity", std::int64_t{2}}};
+  auto slots = m.b.op(ir::OpKind::MoeDispatch, {x, gates}, capacity);
+  m.dispatch = m.b.graph.value(slots).producer;
+  auto w = m.b.parameter("w", "f32[4, 8, 8]");
+  auto y = m.b.op(ir::OpKind::MatMul, {slots, w});
+  m.combine = m.b.graph.value(m.b.op(ir::OpKind::MoeCombine, {y, gates}, capacity)).producer;
+}
+
+}  // namespace
+
+TEST_CASE("moe dispatch and combine offer expert parallelism priced with an all-to-all each way") {
+  MoeOps m;
+  buildMoe(m);
+  ir::LogicalMesh mesh = test::nvlinkMesh(2, 2);
+  const std::int64_t batch = 8;
+  double slotBytes = 4.0 * (batch * 2) * 8 * 4;  // [E, B*C, h] f32
+  for (ir::OpId id : {m.dispatch, m.combine}) {
+    passes::OpContext ctx{m.b.graph, id, batch, mesh, {true, true}, {}};
+    auto all = passes::strategiesFor(ctx);
+    INFO(ir::opName(m.b.graph.op(id).kind));
+    bool dispatch = id == m.dispatch;
+    // Over mesh axis 0: tokens and gates split over the batch, slots over the experts.
+    const auto* ep = find(
+        all, dispatch ? "S0RR = S0RR x S0RR [all-to-all 0]" : "S0RR = S0RR x S0RR [all-to-all 0]");
+    REQUIRE(ep);
+    CHECK(ep->communication ==
+          Approx(2 * collectiveCost(Collective::kAllToAll, slotBytes / 2, ir::MeshAxes::k0, mesh)));
+    CHECK(ep->communication > 0);
+    CHECK(ep->parallelism == 2);
+    REQUIRE(find(all, "S01RR = S01RR x S01RR [all-to-all 01]"));
+    // The batch split with no exchange is offered too (slots split over groups).
+    CHECK(find(all, dispatch ? "RS0R = S0RR x S0RR" : "S0RR = RS0R x S0RR"));
+  }
+  // Combine over the experts alone sums the experts' contributions: an all-reduce.
+  passes::OpContext ctx{m.b.graph, m.combine, batch, mesh, {true, true}, {}};
+  CHECK(find(passes::strategiesFor(ctx), "RRR = S0RR x RRS0 [all-reduce 0]"));
+}

@@ -61,9 +61,20 @@ TEST_CASE("the stdlib models trace with the scopes of their layers", "[models]")
   CHECK(names.back() == "head.weight");
   Interpreter moeInterpreter;
   const ir::Graph moe = traced(moeInterpreter, "moe_gpt(layers = 2, hidden = 16, heads = 2, experts = 3, seq = 8, vocab = 20)");
-  bool hasExpert = false;
-  for (const auto& op : moe.ops()) hasExpert |= op.scope == "block1.moe.expert2.fc1";
-  CHECK(hasExpert);
+  // The experts are one weight per layer with an expert dimension, run through
+  // capacity-limited dispatch and combine.
+  bool experts = false, dispatch = false, combine = false;
+  for (ir::ValueId p : moe.parameters()) {
+    const ir::ValueInfo& v = moe.value(p);
+    if (v.name == "block1.moe.fc1.weight") experts = v.type.text() == "f32[3, 16, 64]";
+  }
+  for (const auto& op : moe.ops()) {
+    dispatch |= op.kind == ir::OpKind::MoeDispatch && op.scope == "block1.moe";
+    combine |= op.kind == ir::OpKind::MoeCombine && op.scope == "block1.moe";
+  }
+  CHECK(experts);
+  CHECK(dispatch);
+  CHECK(combine);
 }
 
 TEST_CASE("gpt(dtype = f16) keeps every parameter in f16 and the loss in f32", "[models]") {

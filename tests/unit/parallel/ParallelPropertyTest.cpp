@@ -40,7 +40,12 @@ std::vector<ModelCase> models() {
       {"dropout", "dropout_mlp(depth = 2, width = 8)"},
       {"gpt", "gpt(layers = 2, hidden = 16, heads = 2, seq = 4, vocab = 24)"},
       {"gpt", "gpt(layers = 3, hidden = 8, heads = 2, seq = 3, vocab = 16)"},
-      {"moe", "moe_gpt(layers = 2, hidden = 8, heads = 2, experts = 3, k = 2, seq = 4, vocab = 16)"},
+      // Four experts, so tensor-parallel groups of 2 and 4 may draw expert
+      // parallelism; capacity factor 1 gives each expert 2 slots per sequence
+      // for 8 choices, so choices drop and the drops must match the serial run.
+      {"moe",
+       "moe_gpt(layers = 2, hidden = 8, heads = 2, experts = 4, k = 2, seq = 4, vocab = 16, "
+       "capacity_factor = 1)"},
   };
 }
 
@@ -227,10 +232,23 @@ TEST_CASE("random plans with tensor parallelism equal the serial reference", "[p
   // Each stage's ops run SPMD on (1, t) tensor-parallel groups with random
   // strategies, inside pipelines and data-parallel replicas.
   std::mt19937 rng(4242);
+  int expertParallel = 0;  // moe ops drawn with tokens split over the batch, slots over the experts
   int cases = compareAdamPlans(
-      [&](const ir::Graph& forward, int trial) { return randomPlan(forward, rng, trial % 3 == 2 ? 4 : 2); },
-      [](const passes::TrainingGraph&, const RandomPlan&) {});
+      [&](const ir::Graph& forward, int trial) {
+        return randomPlan(forward, rng, trial % 3 == 2 ? 4 : 2);
+      },
+      [&](const passes::TrainingGraph& graph, const RandomPlan& r) {
+        for (const auto& [id, specs] : r.plan.strategies) {
+          ir::OpKind kind = graph.graph.op(id).kind;
+          bool moe = kind == ir::OpKind::MoeDispatch || kind == ir::OpKind::MoeCombine;
+          if (moe && specs.inputs.at(1).dim(0) != ir::MeshAxes::kNone &&
+              (kind == ir::OpKind::MoeDispatch ? specs.outputs : specs.inputs).at(0).dim(0) !=
+                  ir::MeshAxes::kNone)
+            ++expertParallel;
+        }
+      });
   CHECK(cases == 72);
+  CHECK(expertParallel > 0);
 }
 
 TEST_CASE("random plans on unequal meshes equal the serial reference", "[parallel][property][spmd]") {

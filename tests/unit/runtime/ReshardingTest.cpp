@@ -7,6 +7,7 @@
 #include <numeric>
 #include <random>
 
+#include "../parallel/CountingCommunicator.h"
 #include "runtime/cpu/LocalCluster.h"
 #include "runtime/parallel/Resharding.h"
 
@@ -173,4 +174,48 @@ TEST_CASE("a device's box follows the spec's mesh order", "[runtime][resharding]
   CHECK(p.group(MeshAxes::k1) == std::vector<int>{2, 1, 0});
   CHECK(p.group(MeshAxes::k01) == std::vector<int>{5, 4, 3, 2, 1, 0});
   CHECK(p.group(MeshAxes::kNone) == std::vector<int>{1});
+}
+
+TEST_CASE("a split moved to another dimension is one all-to-all, not a gather",
+          "[runtime][resharding]") {
+  // The expert-parallel exchange of a mixture of experts: slots [E, B*C, h]
+  // split over the groups (dim 1) become split over the experts (dim 0), and back.
+  using meshflow::parallel_test::CollectiveCounts;
+  using meshflow::parallel_test::CountingCommunicator;
+  struct Move {
+    std::array<std::int64_t, 2> mesh;
+    ShardingSpec from, to;
+  };
+  const Shape global{4, 8, 6};
+  const Move moves[] = {{{1, 2}, ShardingSpec::parse("RS1R"), ShardingSpec::parse("S1RR")},
+                        {{2, 1}, ShardingSpec::parse("S0RR"), ShardingSpec::parse("RS0R")},
+                        {{2, 2}, ShardingSpec::parse("RS01R"), ShardingSpec::parse("S01RR")},
+                        {{2, 2}, ShardingSpec::parse("RS0S1"), ShardingSpec::parse("S0RS1")},
+                        {{1, 4}, ShardingSpec::parse("S1RR"), ShardingSpec::parse("RS1R")}};
+  std::mt19937 rng(7);
+  for (const Move& m : moves) {
+    const int n = int(m.mesh[0] * m.mesh[1]);
+    std::vector<int> devices(static_cast<std::size_t>(n));
+    std::iota(devices.begin(), devices.end(), 0);
+    std::shuffle(devices.begin(), devices.end(), rng);
+    Tensor whole = integers(global, rng);
+    LocalCluster cluster({n});
+    CollectiveCounts counts;
+    std::vector<Tensor> got(static_cast<std::size_t>(n));
+    cluster.run([&](int device) {
+      int index = int(std::find(devices.begin(), devices.end(), device) - devices.begin());
+      MeshPlace place = placeOn(m.mesh, devices, index);
+      CountingCommunicator comm(cluster.communicator(device), counts);
+      got[std::size_t(index)] =
+          reshard(takeShard(whole, m.from, place), global, m.from, m.to, place, comm);
+    });
+    INFO(m.from.toString() << " -> " << m.to.toString() << " on (" << m.mesh[0] << ", " << m.mesh[1]
+                           << ")");
+    for (int index = 0; index < n; ++index)
+      REQUIRE(got[std::size_t(index)].bitEqual(
+          takeShard(whole, m.to, placeOn(m.mesh, devices, index))));
+    CHECK(counts.allToAll == n);  // one call per device
+    CHECK(counts.allGather == 0);
+    CHECK(counts.allReduce == 0);
+  }
 }
