@@ -8,7 +8,7 @@
 namespace meshflow::ir {
 namespace {
 
-constexpr std::array<std::pair<OpKind, const char*>, 49> kOpNames = {{
+constexpr std::array<std::pair<OpKind, const char*>, 51> kOpNames = {{
     {OpKind::Input, "input"},
     {OpKind::Parameter, "parameter"},
     {OpKind::Constant, "constant"},
@@ -40,6 +40,7 @@ constexpr std::array<std::pair<OpKind, const char*>, 49> kOpNames = {{
     {OpKind::CausalMask, "causal_mask"},
     {OpKind::TopKGate, "top_k_gate"},
     {OpKind::Select, "select"},
+    {OpKind::Cast, "cast"},
     {OpKind::ReduceToShape, "reduce_to_shape"},
     {OpKind::ReluGrad, "relu_grad"},
     {OpKind::GeluGrad, "gelu_grad"},
@@ -58,6 +59,7 @@ constexpr std::array<std::pair<OpKind, const char*>, 49> kOpNames = {{
     {OpKind::ClipScale, "clip_scale"},
     {OpKind::SgdUpdate, "sgd_update"},
     {OpKind::AdamUpdate, "adam_update"},
+    {OpKind::LossScaleUpdate, "loss_scale_update"},
 }};
 
 }  // namespace

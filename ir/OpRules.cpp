@@ -264,6 +264,8 @@ RuleFn ruleFor(OpKind kind) {
       return unaryRule;
     case OpKind::Scale:
       return scaleRule;
+    case OpKind::Cast:
+      return castRule;
     case OpKind::Softmax:
       return softmaxRule;
     case OpKind::LayerNorm:
@@ -327,6 +329,8 @@ RuleFn ruleFor(OpKind kind) {
       return sgdUpdateRule;
     case OpKind::AdamUpdate:
       return adamUpdateRule;
+    case OpKind::LossScaleUpdate:
+      return lossScaleUpdateRule;
   }
   return nullptr;
 }

@@ -15,7 +15,8 @@ namespace {
 
 std::int64_t valueBytes(const OpRunner& runner, const std::vector<ir::ValueId>& values) {
   std::int64_t bytes = 0;
-  for (ir::ValueId v : values) bytes += shapeElements(runner.shape(v)) * 4;
+  for (ir::ValueId v : values)
+    bytes += shapeElements(runner.shape(v)) * static_cast<std::int64_t>(ir::dtypeBytes(runner.graph().value(v).type.dtype));
   return bytes;
 }
 
@@ -25,12 +26,9 @@ Tensor rows(const Tensor& t, std::int64_t first, std::int64_t count) {
   std::int64_t row = t.elements() / shape.at(0);
   shape[0] = count;
   Tensor out(t.dtype(), shape);
-  std::size_t bytes = static_cast<std::size_t>(row * count) * 4;
-  const void* from = t.dtype() == ir::DType::F32 ? static_cast<const void*>(t.f32().data() + first * row)
-                                                 : static_cast<const void*>(t.i32().data() + first * row);
-  void* to = t.dtype() == ir::DType::F32 ? static_cast<void*>(out.f32().data())
-                                         : static_cast<void*>(out.i32().data());
-  std::memcpy(to, from, bytes);
+  const std::size_t size = ir::dtypeBytes(t.dtype());
+  std::size_t bytes = static_cast<std::size_t>(row * count) * size;
+  if (bytes) std::memcpy(out.raw().data(), t.raw().data() + first * row * static_cast<std::int64_t>(size), bytes);
   return out;
 }
 
@@ -224,6 +222,12 @@ TensorMap ParallelTrainer::state() const {
     }
   }
   return all;
+}
+
+std::optional<Tensor> ParallelTrainer::replicatedState(const std::string& name) const {
+  for (const TensorMap& held : deviceState_)
+    if (auto it = held.find(name); it != held.end()) return it->second;
+  return std::nullopt;
 }
 
 std::vector<DeviceShard> ParallelTrainer::shards() const {
