@@ -141,7 +141,7 @@ std::string progressLine(const TrainingLoop& loop, std::int64_t step, double los
 // The line that says a step was skipped: a gradient overflowed the f16 range
 // under the loss scale, so the weights did not move and the scale was halved.
 std::string skippedLine(std::int64_t step, const LossScale& now) {
-  return fmt::format("step {:>4}: skipped, a gradient overflowed (loss scale now {:g})\n", step, now.scale);
+  return fmt::format("step {:>4}: skipped, a gradient overflowed (loss scale now {:.0f})\n", step, now.scale);
 }
 
 }  // namespace

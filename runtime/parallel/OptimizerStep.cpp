@@ -163,6 +163,9 @@ class UpdateRun {
     for (std::size_t j = 0; j < out.size(); ++j)
       if (in.at(updatedInput(j)) != out[j]) throw std::logic_error("an optimizer state value is not in the state");
     s_.runner->runKernel(id, in, out, s_.step);
+    // What later update ops read (a master weight's rounding to its half
+    // parameter): shares the state's elements, and dies with the step's values.
+    for (std::size_t j = 0; j < out.size(); ++j) values.insert_or_assign(op.outputs[j], *out[j]);
   }
 
   // Stores what the optimizer ops of `p` computed: `updatedOf(held, updated)`

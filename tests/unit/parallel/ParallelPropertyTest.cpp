@@ -283,7 +283,7 @@ model half_mlp(depth = 2, width = 8, classes = 5, dtype = bf16) {
   let x = input("x", dtype[batch, 6])
   let labels = input("labels", i32[batch])
   var h = gelu(linear(x, width, name = "in"))
-  for i in 0..depth { h = h + relu(linear(h, width, name = "fc" + str(i))) }
+  for i in 0..depth { h = h + tanh(linear(h, width, name = "fc" + str(i))) }
   return cross_entropy(linear(layer_norm(h), classes, name = "out"), labels)
 }
 )";
@@ -292,9 +292,22 @@ model half_mlp(depth = 2, width = 8, classes = 5, dtype = bf16) {
 // rounding: a plan rounds partial results to it where the serial reference
 // rounds once (a tensor-parallel matmul's partial sums, the all-reduce adding
 // them, microbatch slices of a reduction), a few units in the last place —
+// in smooth models: where a ReLU's input lies within that rounding of 0, the
+// two runs take different branches and the next step's gradients differ by
+// the whole branch, so these models use tanh and GeLU, not ReLU —
 // 2^-8 relative for bf16, 2^-11 for f16 — compounded over a few layers and two
-// steps. The fp32 master weights and Adam's moments move by at most 2·lr a
-// step where a near-zero gradient's rounding flips Adam's step.
+// steps. The backward's cancellations (layer norm subtracts means, residual
+// branches add) turn that rounding into errors relative to a tensor's largest
+// elements, not to each element, so state is compared at rtol of its largest
+// magnitude. The fp32 master weights move by up to 2·lr a step more where a
+// near-zero gradient's rounding flips Adam's step.
+double largestMagnitude(const runtime::Tensor& t) {
+  runtime::Tensor wide = t.toF32();
+  double largest = 0;
+  for (float v : wide.f32()) largest = std::max(largest, double(std::abs(v)));
+  return largest;
+}
+
 void requireCloseHalfRun(const RunResult& parallel, const RunResult& serial, ir::DType dtype) {
   const double rtol = dtype == ir::DType::BF16 ? 3e-2 : 5e-3;
   const double adamStep = 2e-3 * static_cast<double>(serial.losses.size());
@@ -306,9 +319,10 @@ void requireCloseHalfRun(const RunResult& parallel, const RunResult& serial, ir:
   REQUIRE(parallel.state.size() == serial.state.size());
   for (const auto& [name, tensor] : serial.state) {
     const runtime::Tensor& mine = parallel.state.at(name);
-    INFO(name << ": max |diff| " << runtime::maxAbsDiff(mine, tensor));
+    const double scale = largestMagnitude(tensor);
+    INFO(name << ": max |diff| " << runtime::maxAbsDiff(mine, tensor) << " of values up to " << scale);
     REQUIRE(mine.dtype() == tensor.dtype());
-    REQUIRE(runtime::allClose(mine, tensor, rtol, adamStep));
+    REQUIRE(runtime::maxAbsDiff(mine, tensor) <= adamStep + rtol * scale);
   }
 }
 
@@ -317,8 +331,8 @@ void requireCloseHalfRun(const RunResult& parallel, const RunResult& serial, ir:
 TEST_CASE("random half-precision models x random plans equal the serial reference",
           "[parallel][property][half]") {
   // bf16 and f16 models (an MLP and a GPT) on random schedules, stage cuts,
-  // replicas and tensor-parallel meshes; f16 with dynamic loss scaling, whose
-  // norm and loss scale travel in the clip's all-reduce.
+  // replicas, tensor-parallel groups and unequal meshes; f16 with dynamic loss
+  // scaling, whose norm and loss scale travel in the clip's all-reduce.
   std::mt19937 rng(20261127);
   int cases = 0, halfParameters = 0;
   const std::vector<std::string> shapes = {"half_mlp(depth = 2, width = 8, dtype = ",
@@ -331,8 +345,8 @@ TEST_CASE("random half-precision models x random plans equal the serial referenc
       passes::OptimizerConfig optimizer = passes::OptimizerConfig::adam();
       if (dtype == ir::DType::F16) optimizer.lossScale = 1024;
       auto training = passes::buildTrainingGraph(forward, optimizer);
-      for (int trial = 0; trial < 8; ++trial) {
-        RandomPlan r = randomPlan(forward, rng, trial % 4 == 3 ? 2 : 1);
+      for (int trial = 0; trial < 16; ++trial) {
+        RandomPlan r = trial % 8 == 5 ? unequalMeshPlan(forward, rng) : randomPlan(forward, rng, trial % 4 == 3 ? 2 : 1);
         auto seed = static_cast<std::uint64_t>(trial);
         INFO(expression << " " << r.text << " seed " << seed);
         auto serial = runSerial(training, r.batch, 2, seed);
@@ -342,6 +356,6 @@ TEST_CASE("random half-precision models x random plans equal the serial referenc
       }
     }
   }
-  CHECK(cases == 32);
+  CHECK(cases == 64);
   CHECK(halfParameters > 0);
 }
