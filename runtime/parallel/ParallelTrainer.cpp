@@ -264,12 +264,28 @@ std::vector<TensorMap> ParallelTrainer::microbatchesOf(const TensorMap& batch, i
   return result;
 }
 
+// Each microbatch's backward differentiates its own mean loss: M = microbatches
+// × replicas times the serial reference's share of the batch. Seeding it with
+// loss_scale / M gives its half-precision gradients the serial reference's
+// magnitudes, so f16 overflows where the reference does (the update unscales
+// by the same loss_scale / M, the sum over microbatches then being the
+// reference's scaled gradient over M). The scale is restored after the step.
+void ParallelTrainer::shareLossScale(bool divide) {
+  const auto shares = static_cast<float>(std::int64_t{plan_.microbatches} * replicas());
+  for (TensorMap& held : deviceState_)
+    if (auto it = held.find("loss_scale"); it != held.end()) {
+      float& value = it->second.f32()[0];
+      value = divide ? value / shares : value * shares;
+    }
+}
+
 ParallelStepResult ParallelTrainer::step(const TensorMap& batch, std::int64_t step) {
   const std::size_t devices = deviceState_.size();
   std::vector<std::vector<TensorMap>> inputs;
   for (int i = 0; i < replicas(); ++i) inputs.push_back(microbatchesOf(batch, i));
   std::vector<DeviceResult> results(devices);
   const float scale = 1.0f / static_cast<float>(std::int64_t{plan_.microbatches} * replicas());
+  shareLossScale(true);
   auto start = std::chrono::steady_clock::now();
   try {
     cluster_->run([&](int device) {
@@ -303,6 +319,7 @@ ParallelStepResult ParallelTrainer::step(const TensorMap& batch, std::int64_t st
     const std::string& detail = failure.detail();
     throw ParallelRunError(detail.rfind("device ", 0) == 0 ? detail : failure.what());
   }
+  shareLossScale(false);
   ParallelStepResult result;
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   double sum = 0;

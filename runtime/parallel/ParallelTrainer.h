@@ -137,6 +137,9 @@ class ParallelTrainer {
     ir::ShardingSpec spec;
   };
   std::vector<HeldState> heldState(int device) const;
+  /// Divides the loss scale the devices hold by the step's microbatches ×
+  /// replicas for the step (divide), or multiplies it back.
+  void shareLossScale(bool divide);
   MeshPlace placeOf(int device) const;
   std::vector<TensorMap> microbatchesOf(const TensorMap& batch, int replica) const;
   passes::PipelineDescription describe() const;
