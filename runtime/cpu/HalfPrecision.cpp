@@ -79,8 +79,11 @@ void cast(const KernelArgs& args) {
   std::optional<ir::DType> dtype = name ? ir::parseDType(*name) : std::nullopt;
   if (!dtype || *dtype == ir::DType::I32 || *dtype == ir::DType::I64 || x.dtype() == ir::DType::I32)
     args.fail(fmt::format("casts between float types, not {} to {}", x.typeText(), name ? *name : "?"));
-  Tensor& y = args.out(0, *dtype, x.shape());
-  y = x.castTo(*dtype);
+  Tensor& y = args.rawOut(0);
+  if ((y.allocated() || y.isPlaceholder()) && (y.dtype() != *dtype || y.shape() != x.shape()))
+    args.fail(fmt::format("output 0 is {}{} but the cast makes {}{}", ir::dtypeName(y.dtype()), shapeText(y.shape()),
+                          *name, shapeText(x.shape())));
+  y = x.castTo(*dtype);  // to the same dtype: shares x's elements (copy on write)
 }
 
 }  // namespace meshflow::runtime::cpu
