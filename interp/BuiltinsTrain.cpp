@@ -249,9 +249,11 @@ void lossScaleArgs(const BoundArgs& a, ir::DType precision, passes::OptimizerCon
   }
   double initial = numberArg(a, kInitialLossScale, "initial_loss_scale");
   if (!(initial >= 1 && std::isfinite(initial)))
-    argumentError(a, kInitialLossScale, DiagnosticKind::InvalidValue, "initial_loss_scale must be a finite number >= 1");
+    argumentError(a, kInitialLossScale, DiagnosticKind::InvalidValue,
+                  "initial_loss_scale must be a finite number >= 1");
   std::int64_t window = intArg(a, kLossScaleWindow, "loss_scale_window");
-  if (window < 1) argumentError(a, kLossScaleWindow, DiagnosticKind::InvalidValue, "loss_scale_window must be >= 1");
+  if (window < 1)
+    argumentError(a, kLossScaleWindow, DiagnosticKind::InvalidValue, "loss_scale_window must be >= 1");
   optimizer.lossScale = dynamic ? initial : 0;
   optimizer.lossScaleWindow = window;
 }

@@ -86,7 +86,8 @@ std::int64_t startingState(Evaluator& ev, const TrainingLoop& loop, StepRunner& 
 }
 
 void verifyStep(const TrainingLoop& loop, std::int64_t step, double loss, double expected) {
-  if (std::abs(loss - expected) <= toleranceFor(loop.precision).loss * std::max(1.0, std::abs(expected))) return;
+  const double tolerance = toleranceFor(loop.precision).loss;
+  if (std::abs(loss - expected) <= tolerance * std::max(1.0, std::abs(expected))) return;
   failAt(DiagnosticKind::VerifyFailed,
          fmt::format("step {}: the plan's loss {:.6f} differs from the serial reference's {:.6f}", step,
                      loss, expected),

@@ -32,7 +32,8 @@ Half toHalf(float value) {
   std::uint32_t exponent = (f & kF32Exponent) >> 23;
   std::uint32_t mantissa = f & kF32Mantissa;
   if (exponent == 0xff)  // infinity, or NaN with its top payload bit set so it stays quiet
-    return {static_cast<std::uint16_t>(sign | 0x7c00u | (mantissa ? 0x0200u | (mantissa >> 13) : 0))};
+    return {
+        static_cast<std::uint16_t>(sign | 0x7c00u | (mantissa ? 0x0200u | (mantissa >> 13) : 0))};
   int unbiased = static_cast<int>(exponent) - 127;
   if (unbiased >= -14) {
     // A normal half (or an overflow): round the 23-bit mantissa to 10 bits. A
@@ -58,7 +59,8 @@ float fromHalf(Half value) {
   std::uint32_t exponent = (value.bits >> 10) & 0x1fu;
   std::uint32_t mantissa = value.bits & 0x3ffu;
   if (exponent == 0x1f) return std::bit_cast<float>(sign | kF32Exponent | (mantissa << 13));
-  if (exponent != 0) return std::bit_cast<float>(sign | ((exponent + 112) << 23) | (mantissa << 13));
+  if (exponent != 0)
+    return std::bit_cast<float>(sign | ((exponent + 112) << 23) | (mantissa << 13));
   // Zero or subnormal: mantissa · 2^-24, exact in f32.
   float magnitude = static_cast<float>(mantissa) * 0x1.0p-24f;
   return sign ? -magnitude : magnitude;
@@ -73,7 +75,9 @@ BFloat16 toBFloat16(float value) {
   return {static_cast<std::uint16_t>(rounded >> 16)};
 }
 
-float fromBFloat16(BFloat16 value) { return std::bit_cast<float>(static_cast<std::uint32_t>(value.bits) << 16); }
+float fromBFloat16(BFloat16 value) {
+  return std::bit_cast<float>(static_cast<std::uint32_t>(value.bits) << 16);
+}
 
 // With F16C (a native build on x86-64 since 2012), eight conversions at a
 // time: the instructions round to nearest even and overflow to infinity, as

@@ -1,6 +1,7 @@
 // runtime::Tensor — a host tensor: f32, f16, bf16 or i32, a concrete row-major
-// shape and contiguous storage (2 bytes an element for the half types). It is what every CPU kernel reads and writes and what the
-// serial executor hands back to its caller.
+// shape and contiguous storage (2 bytes an element for the half types). It is
+// what every CPU kernel reads and writes and what the serial executor hands
+// back to its caller.
 #pragma once
 
 #include <cstdint>

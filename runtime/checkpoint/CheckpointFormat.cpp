@@ -158,7 +158,8 @@ std::size_t payloadElements(ByteReader& in, const Shape& shape, std::size_t elem
   return elements;
 }
 
-std::uint32_t elementBits(std::span<const std::uint8_t> payload, std::size_t i, std::size_t size = 4) {
+std::uint32_t elementBits(std::span<const std::uint8_t> payload, std::size_t i,
+                          std::size_t size = 4) {
   std::uint32_t bits = 0;
   for (std::size_t b = 0; b < size; ++b)
     bits |= static_cast<std::uint32_t>(payload[size * i + b]) << (8 * b);
@@ -172,10 +173,12 @@ Tensor readPayload(ByteReader& in, ir::DType dtype, Shape shape) {
   Tensor tensor(dtype, std::move(shape));
   if (dtype == ir::DType::F16) {
     auto values = tensor.f16();
-    for (std::size_t i = 0; i < elements; ++i) values[i].bits = static_cast<std::uint16_t>(elementBits(payload, i, 2));
+    for (std::size_t i = 0; i < elements; ++i)
+      values[i].bits = static_cast<std::uint16_t>(elementBits(payload, i, 2));
   } else if (dtype == ir::DType::BF16) {
     auto values = tensor.bf16();
-    for (std::size_t i = 0; i < elements; ++i) values[i].bits = static_cast<std::uint16_t>(elementBits(payload, i, 2));
+    for (std::size_t i = 0; i < elements; ++i)
+      values[i].bits = static_cast<std::uint16_t>(elementBits(payload, i, 2));
   } else if (dtype == ir::DType::F32) {
     auto values = tensor.f32();
     for (std::size_t i = 0; i < elements; ++i)

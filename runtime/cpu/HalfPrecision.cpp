@@ -20,7 +20,8 @@ bool typed(const Tensor& t) { return t.allocated() || t.isPlaceholder(); }
 // of CrossEntropy and the norm of GlobalNorm stay f32 by the IR's contract;
 // every other op keeps the precision of its first floating-point input.
 ir::DType untypedOutputDType(const ir::Op& op, const std::vector<const Tensor*>& inputs) {
-  if (op.kind == ir::OpKind::CrossEntropy || op.kind == ir::OpKind::GlobalNorm) return ir::DType::F32;
+  if (op.kind == ir::OpKind::CrossEntropy || op.kind == ir::OpKind::GlobalNorm)
+    return ir::DType::F32;
   for (const Tensor* t : inputs)
     if (t && t->allocated() && t->dtype() != ir::DType::I32) return t->dtype();
   return ir::DType::F32;
@@ -36,8 +37,9 @@ bool hasHalfOperand(const std::vector<const Tensor*>& inputs, const std::vector<
   return false;
 }
 
-void runWidened(void (*kernel)(const KernelArgs&), const ir::Op& op, const std::vector<const Tensor*>& inputs,
-                std::vector<Tensor*>& outputs, const KernelContext& ctx) {
+void runWidened(void (*kernel)(const KernelArgs&), const ir::Op& op,
+                const std::vector<const Tensor*>& inputs, std::vector<Tensor*>& outputs,
+                const KernelContext& ctx) {
   std::vector<Tensor> wideInputs(inputs.size());
   std::vector<const Tensor*> in;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
@@ -78,11 +80,12 @@ void cast(const KernelArgs& args) {
   const auto* name = it == args.op.attrs.end() ? nullptr : std::get_if<std::string>(&it->second);
   std::optional<ir::DType> dtype = name ? ir::parseDType(*name) : std::nullopt;
   if (!dtype || *dtype == ir::DType::I32 || *dtype == ir::DType::I64 || x.dtype() == ir::DType::I32)
-    args.fail(fmt::format("casts between float types, not {} to {}", x.typeText(), name ? *name : "?"));
+    args.fail(
+        fmt::format("casts between float types, not {} to {}", x.typeText(), name ? *name : "?"));
   Tensor& y = args.rawOut(0);
   if ((y.allocated() || y.isPlaceholder()) && (y.dtype() != *dtype || y.shape() != x.shape()))
-    args.fail(fmt::format("output 0 is {}{} but the cast makes {}{}", ir::dtypeName(y.dtype()), shapeText(y.shape()),
-                          *name, shapeText(x.shape())));
+    args.fail(fmt::format("output 0 is {}{} but the cast makes {}{}", ir::dtypeName(y.dtype()),
+                          shapeText(y.shape()), *name, shapeText(x.shape())));
   y = x.castTo(*dtype);  // to the same dtype: shares x's elements (copy on write)
 }
 

@@ -15,8 +15,10 @@ namespace {
 
 std::int64_t valueBytes(const OpRunner& runner, const std::vector<ir::ValueId>& values) {
   std::int64_t bytes = 0;
-  for (ir::ValueId v : values)
-    bytes += shapeElements(runner.shape(v)) * static_cast<std::int64_t>(ir::dtypeBytes(runner.graph().value(v).type.dtype));
+  for (ir::ValueId v : values) {
+    const auto size = static_cast<std::int64_t>(ir::dtypeBytes(runner.graph().value(v).type.dtype));
+    bytes += shapeElements(runner.shape(v)) * size;
+  }
   return bytes;
 }
 
@@ -28,7 +30,8 @@ Tensor rows(const Tensor& t, std::int64_t first, std::int64_t count) {
   Tensor out(t.dtype(), shape);
   const std::size_t size = ir::dtypeBytes(t.dtype());
   std::size_t bytes = static_cast<std::size_t>(row * count) * size;
-  if (bytes) std::memcpy(out.raw().data(), t.raw().data() + first * row * static_cast<std::int64_t>(size), bytes);
+  const std::int64_t offset = first * row * static_cast<std::int64_t>(size);
+  if (bytes) std::memcpy(out.raw().data(), t.raw().data() + offset, bytes);
   return out;
 }
 

@@ -54,7 +54,9 @@ std::optional<double> numberAttr(const ir::Op& op, const std::string& name) {
 
 bool isHostDType(ir::DType dtype) { return dtype != ir::DType::I64; }
 
-bool isFloat(ir::DType dtype) { return dtype == ir::DType::F32 || dtype == ir::DType::F16 || dtype == ir::DType::BF16; }
+bool isFloat(ir::DType dtype) {
+  return dtype == ir::DType::F32 || dtype == ir::DType::F16 || dtype == ir::DType::BF16;
+}
 
 // The inputs of an update op that its outputs replace: w, m (and v), in output order.
 std::vector<std::size_t> updatedInputs(ir::OpKind kind) {

@@ -53,7 +53,8 @@ TEST_CASE("a half parameter trains through an fp32 master weight", "[autodiff][h
   ir::Graph prefix = g;
   prefix.ops().resize(forward.ops().size());
   prefix.outputs = forward.outputs;
-  CHECK(dump(prefix) == dump(forward));  // forward ids unchanged: plans of the forward graph still apply
+  CHECK(dump(prefix) ==
+        dump(forward));  // forward ids unchanged: plans of the forward graph still apply
 
   const ValueId w = forward.parameters().at(0);
   const ir::Op& adam = onlyOp(g, OpKind::AdamUpdate);
@@ -97,7 +98,8 @@ TEST_CASE("the serial reference keeps the half parameter its master rounded", "[
   CHECK(state.at("fc.w").bitEqual(state.at("fc.w.master").castTo(DType::F16)));
 }
 
-TEST_CASE("loss scaling seeds the backward with the scale and can skip the update", "[autodiff][half]") {
+TEST_CASE("loss scaling seeds the backward with the scale and can skip the update",
+          "[autodiff][half]") {
   ir::Graph forward = halfClassifier(DType::F16);
   OptimizerConfig optimizer = OptimizerConfig::adam();
   optimizer.lossScale = 1024;

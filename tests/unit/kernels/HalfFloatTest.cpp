@@ -9,9 +9,9 @@
 using namespace kernel_test;
 using meshflow::ir::DType;
 using meshflow::runtime::BFloat16;
-using meshflow::runtime::Half;
 using meshflow::runtime::fromBFloat16;
 using meshflow::runtime::fromHalf;
+using meshflow::runtime::Half;
 using meshflow::runtime::toBFloat16;
 using meshflow::runtime::toHalf;
 
@@ -67,16 +67,16 @@ TEST_CASE("f32 to f16 rounds to nearest even and overflows to infinity", "[half]
 }
 
 TEST_CASE("f16 subnormals round to nearest even", "[half]") {
-  CHECK(halfBits(0x1.0p-24f) == 0x0001);        // the smallest subnormal
-  CHECK(halfBits(0x1.0p-25f) == 0x0000);        // half of it: a tie, to the even 0
-  CHECK(halfBits(0x1.8p-25f) == 0x0001);        // past the tie
-  CHECK(halfBits(3 * 0x1.0p-25f) == 0x0002);    // 1.5 units: a tie, to the even 2
+  CHECK(halfBits(0x1.0p-24f) == 0x0001);         // the smallest subnormal
+  CHECK(halfBits(0x1.0p-25f) == 0x0000);         // half of it: a tie, to the even 0
+  CHECK(halfBits(0x1.8p-25f) == 0x0001);         // past the tie
+  CHECK(halfBits(3 * 0x1.0p-25f) == 0x0002);     // 1.5 units: a tie, to the even 2
   CHECK(halfBits(1023 * 0x1.0p-24f) == 0x03ff);  // the largest subnormal
-  CHECK(halfBits(0x1.0p-14f) == 0x0400);        // the smallest normal
-  CHECK(halfBits(0x1.ff8p-15f) == 0x03ff);      // 1023 units: the largest subnormal again
-  CHECK(halfBits(0x1.ffcp-15f) == 0x0400);      // 1023.5 units: a tie, up to the even smallest normal
-  CHECK(halfBits(0x1.ffap-15f) == 0x03ff);      // 1023.25 units: down
-  CHECK(halfBits(-0x1.0p-30f) == 0x8000);       // underflows to a signed zero
+  CHECK(halfBits(0x1.0p-14f) == 0x0400);         // the smallest normal
+  CHECK(halfBits(0x1.ff8p-15f) == 0x03ff);       // 1023 units: the largest subnormal again
+  CHECK(halfBits(0x1.ffcp-15f) == 0x0400);  // 1023.5 units: a tie, up to the even smallest normal
+  CHECK(halfBits(0x1.ffap-15f) == 0x03ff);  // 1023.25 units: down
+  CHECK(halfBits(-0x1.0p-30f) == 0x8000);   // underflows to a signed zero
   CHECK(fromHalf(Half{0x0001}) == 0x1.0p-24f);
   CHECK(fromHalf(Half{0x83ff}) == -1023 * 0x1.0p-24f);
   CHECK(std::isnan(fromHalf(toHalf(std::numeric_limits<float>::quiet_NaN()))));
@@ -144,7 +144,8 @@ TEST_CASE("span conversions equal the scalar ones, vectorised or not", "[half]")
   int wrong = 0;
   for (std::size_t i = 0; i < values.size(); ++i) {
     wrong += halves[i].bits != toHalf(values[i]).bits;
-    wrong += std::bit_cast<std::uint32_t>(back[i]) != std::bit_cast<std::uint32_t>(fromHalf(halves[i]));
+    wrong +=
+        std::bit_cast<std::uint32_t>(back[i]) != std::bit_cast<std::uint32_t>(fromHalf(halves[i]));
   }
   CHECK(values.size() % 8 != 0);  // a tail the vector loop leaves
   CHECK(wrong == 0);

@@ -34,32 +34,40 @@ void compareWithF32(OpKind kind, std::vector<Tensor> inputs, DType dtype, Attrib
   auto expected = runOp(kind, inputs, attrs, outputs);
   auto actual = runOp(kind, half, attrs, outputs);
   for (std::size_t j = 0; j < outputs; ++j) {
-    INFO(meshflow::ir::opName(kind) << " in " << meshflow::ir::dtypeName(dtype) << ", output " << j);
+    INFO(meshflow::ir::opName(kind)
+         << " in " << meshflow::ir::dtypeName(dtype) << ", output " << j);
     // The loss of cross entropy stays f32; every other result has the inputs' dtype.
     CHECK(actual[j].dtype() == (kind == OpKind::CrossEntropy ? DType::F32 : dtype));
     double scale = 0;
     for (float v : expected[j].f32()) scale = std::max(scale, double(std::abs(v)));
-    INFO("max |diff| " << meshflow::runtime::maxAbsDiff(actual[j], expected[j]) << " of values up to " << scale);
-    CHECK(meshflow::runtime::allClose(actual[j], expected[j], tolerance(dtype), tolerance(dtype) * scale * 1e-2));
+    INFO("max |diff| " << meshflow::runtime::maxAbsDiff(actual[j], expected[j])
+                       << " of values up to " << scale);
+    CHECK(meshflow::runtime::allClose(actual[j], expected[j], tolerance(dtype),
+                                      tolerance(dtype) * scale * 1e-2));
   }
 }
 
 }  // namespace
 
-TEST_CASE("half-precision kernels equal the f32 kernels within the half type's rounding", "[half][kernels]") {
+TEST_CASE("half-precision kernels equal the f32 kernels within the half type's rounding",
+          "[half][kernels]") {
   for (DType dtype : {DType::BF16, DType::F16}) {
     std::uint64_t seed = dtype == DType::BF16 ? 11 : 29;
     compareWithF32(OpKind::Add, {randomNormal({4, 6}, seed), randomNormal({6}, seed + 1)}, dtype);
-    compareWithF32(OpKind::Mul, {randomNormal({4, 6}, seed + 2), randomNormal({4, 6}, seed + 3)}, dtype);
+    compareWithF32(OpKind::Mul, {randomNormal({4, 6}, seed + 2), randomNormal({4, 6}, seed + 3)},
+                   dtype);
     compareWithF32(OpKind::Gelu, {randomNormal({5, 7}, seed + 4)}, dtype);
     compareWithF32(OpKind::Softmax, {randomNormal({3, 9}, seed + 5)}, dtype);
-    compareWithF32(OpKind::LayerNorm,
-                   {randomNormal({4, 8}, seed + 6), randomNormal({8}, seed + 7), randomNormal({8}, seed + 8)},
-                   dtype, {{"eps", 1e-5}});
-    compareWithF32(OpKind::Sum, {randomNormal({6, 32}, seed + 9)}, dtype, {{"axes", std::vector<std::int64_t>{1}}});
-    compareWithF32(OpKind::Embedding, {randomNormal({10, 4}, seed + 12), randomInts({3, 2}, 0, 10, seed + 13)},
-                   dtype);
-    compareWithF32(OpKind::CrossEntropy, {randomNormal({6, 5}, seed + 14), randomInts({6}, 0, 5, seed + 15)}, dtype);
+    compareWithF32(
+        OpKind::LayerNorm,
+        {randomNormal({4, 8}, seed + 6), randomNormal({8}, seed + 7), randomNormal({8}, seed + 8)},
+        dtype, {{"eps", 1e-5}});
+    compareWithF32(OpKind::Sum, {randomNormal({6, 32}, seed + 9)}, dtype,
+                   {{"axes", std::vector<std::int64_t>{1}}});
+    compareWithF32(OpKind::Embedding,
+                   {randomNormal({10, 4}, seed + 12), randomInts({3, 2}, 0, 10, seed + 13)}, dtype);
+    compareWithF32(OpKind::CrossEntropy,
+                   {randomNormal({6, 5}, seed + 14), randomInts({6}, 0, 5, seed + 15)}, dtype);
   }
 }
 
@@ -67,7 +75,8 @@ TEST_CASE("half matmuls accumulate in f32", "[half][kernels]") {
   // 256 products of ±1-sized values: accumulating in the half type would lose
   // about log2(256) = 8 bits; an f32 accumulator rounds once at the end.
   for (DType dtype : {DType::BF16, DType::F16}) {
-    Tensor a = exactIn(randomNormal({3, 256}, 41), dtype), b = exactIn(randomNormal({256, 4}, 43), dtype);
+    Tensor a = exactIn(randomNormal({3, 256}, 41), dtype),
+           b = exactIn(randomNormal({256, 4}, 43), dtype);
     Tensor expected = run1(OpKind::MatMul, {a, b});
     Tensor actual = run1(OpKind::MatMul, {a.castTo(dtype), b.castTo(dtype)});
     CHECK(actual.dtype() == dtype);
@@ -86,14 +95,20 @@ TEST_CASE("cast rounds to its dtype and overflows f16 to infinity", "[half][kern
   CHECK(b.toF32().f32()[1] == 70144.0f);  // 7e4 to bf16's 8 significant bits
   Tensor back = run1(OpKind::Cast, {b}, {{"dtype", std::string("f32")}});
   CHECK(back.bitEqual(b.toF32()));
-  CHECK_THROWS_AS(run1(OpKind::Cast, {x}, {{"dtype", std::string("i32")}}), meshflow::runtime::cpu::KernelError);
+  CHECK_THROWS_AS(run1(OpKind::Cast, {x}, {{"dtype", std::string("i32")}}),
+                  meshflow::runtime::cpu::KernelError);
 }
 
 TEST_CASE("an overflowed loss-scaled step leaves weights and state untouched", "[half][kernels]") {
   Tensor w = Tensor::fromF32({2}, {1, 2}), g = Tensor::fromF32({2}, {0.5f, -0.5f});
   Tensor m = Tensor::fromF32({2}, {0.1f, 0.2f}), v = Tensor::fromF32({2}, {0.01f, 0.02f});
-  Attributes adam = {{"lr", 0.1}, {"beta1", 0.9}, {"beta2", 0.999}, {"eps", 1e-8}, {"weight_decay", 0.0},
-                     {"decoupled", std::int64_t{0}}, {"step", std::int64_t{0}}};
+  Attributes adam = {{"lr", 0.1},
+                     {"beta1", 0.9},
+                     {"beta2", 0.999},
+                     {"eps", 1e-8},
+                     {"weight_decay", 0.0},
+                     {"decoupled", std::int64_t{0}},
+                     {"step", std::int64_t{0}}};
   Tensor inf = Tensor::scalar(std::numeric_limits<float>::infinity());
   Tensor factor = run1(OpKind::ClipScale, {inf, Tensor::scalar(1024)}, {{"clip_norm", 0.0}});
   CHECK(std::isnan(factor.item()));
@@ -102,18 +117,22 @@ TEST_CASE("an overflowed loss-scaled step leaves weights and state untouched", "
   CHECK(skipped[1].bitEqual(m));
   CHECK(skipped[2].bitEqual(v));
   // A finite norm unscales: the factor is 1 / loss_scale (no clipping).
-  CHECK(run1(OpKind::ClipScale, {Tensor::scalar(3), Tensor::scalar(1024)}, {{"clip_norm", 0.0}}).item() ==
-        1.0f / 1024);
+  CHECK(run1(OpKind::ClipScale, {Tensor::scalar(3), Tensor::scalar(1024)}, {{"clip_norm", 0.0}})
+            .item() == 1.0f / 1024);
   // With clipping, the clip sees the unscaled norm 3: min(1, 1.5 / 3) / 1024.
-  CHECK(run1(OpKind::ClipScale, {Tensor::scalar(3 * 1024), Tensor::scalar(1024)}, {{"clip_norm", 1.5}}).item() ==
-        Approx(0.5 / 1024).epsilon(1e-5));
+  CHECK(run1(OpKind::ClipScale, {Tensor::scalar(3 * 1024), Tensor::scalar(1024)},
+             {{"clip_norm", 1.5}})
+            .item() == Approx(0.5 / 1024).epsilon(1e-5));
 }
 
-TEST_CASE("the dynamic loss scale halves on overflow and doubles after a window", "[half][kernels]") {
+TEST_CASE("the dynamic loss scale halves on overflow and doubles after a window",
+          "[half][kernels]") {
   Attributes window = {{"window", std::int64_t{2}}};
   auto step = [&](float scale, std::vector<float> counts, float factor) {
-    return runOp(OpKind::LossScaleUpdate,
-                 {Tensor::scalar(scale), Tensor::fromF32({2}, std::move(counts)), Tensor::scalar(factor)}, window, 2);
+    return runOp(
+        OpKind::LossScaleUpdate,
+        {Tensor::scalar(scale), Tensor::fromF32({2}, std::move(counts)), Tensor::scalar(factor)},
+        window, 2);
   };
   auto overflow = step(1024, {1, 0}, std::numeric_limits<float>::quiet_NaN());
   CHECK(overflow[0].item() == 512);
