@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -119,7 +120,8 @@ void requireMemory(Evaluator& ev, const ir::Graph& graph, std::int64_t batch, co
 }
 
 enum TrainArg {
-  kModel, kCluster, kBatch, kSteps, kData, kOptimizer, kSeed, kLogEvery, kPlan, kCheckpoint, kEvery, kVerify, kTrace
+  kModel, kCluster, kBatch, kSteps, kData, kOptimizer, kSeed, kLogEvery, kPlan, kCheckpoint, kEvery, kVerify, kTrace,
+  kLossScale, kInitialLossScale, kLossScaleWindow
 };
 
 const ClusterObject* clusterArg(const BoundArgs& a) {
@@ -249,6 +251,40 @@ void checkpointArg(Evaluator& ev, const BoundArgs& a, TrainingLoop& loop) {
   }
 }
 
+// The precision a model computes in: the dtype of its half-precision
+// parameters (mixed precision), else f32.
+ir::DType modelPrecision(const ir::Graph& forward) {
+  for (ir::ValueId p : forward.parameters()) {
+    ir::DType dtype = forward.value(p).type.dtype;
+    if (dtype == ir::DType::F16 || dtype == ir::DType::BF16) return dtype;
+  }
+  return ir::DType::F32;
+}
+
+// loss_scale = "dynamic" | "off", or none: dynamic for an f16 model, whose
+// gradients underflow (and overflow) f16's narrow range, and off otherwise
+// (bf16 has f32's range). initial_loss_scale and loss_scale_window set the
+// dynamic scaler (docs/training.md).
+void lossScaleArgs(const BoundArgs& a, ir::DType precision, passes::OptimizerConfig& optimizer) {
+  bool dynamic = precision == ir::DType::F16;
+  if (!a[kLossScale].isNone()) {
+    const std::string& mode = stringArg(a, kLossScale, "loss_scale");
+    if (mode != "dynamic" && mode != "off")
+      argumentError(a, kLossScale, DiagnosticKind::InvalidValue,
+                    fmt::format("loss_scale must be \"dynamic\" or \"off\", not \"{}\"", mode));
+    dynamic = mode == "dynamic";
+  }
+  double initial = numberArg(a, kInitialLossScale, "initial_loss_scale");
+  if (!(initial >= 1 && std::isfinite(initial)))
+    argumentError(a, kInitialLossScale, DiagnosticKind::InvalidValue,
+                  "initial_loss_scale must be a finite number >= 1");
+  std::int64_t window = intArg(a, kLossScaleWindow, "loss_scale_window");
+  if (window < 1)
+    argumentError(a, kLossScaleWindow, DiagnosticKind::InvalidValue, "loss_scale_window must be >= 1");
+  optimizer.lossScale = dynamic ? initial : 0;
+  optimizer.lossScaleWindow = window;
+}
+
 Value train(Evaluator& ev, BoundArgs& a) {
   auto model = modelOf(ev, a[kModel], a.spans[kModel]);
   std::int64_t batch = intArg(a, kBatch, "batch");
@@ -268,6 +304,8 @@ Value train(Evaluator& ev, BoundArgs& a) {
   if (every < 0) argumentError(a, kEvery, DiagnosticKind::InvalidValue, "every must be >= 0 (0: at the end)");
 
   TracedModel traced = traceModel(ev, *model, a.callSpan);
+  const ir::DType precision = modelPrecision(traced.tracer->graph);
+  lossScaleArgs(a, precision, optimizer);
   passes::TrainingGraph training;
   try {
     training = passes::buildTrainingGraph(traced.tracer->graph, optimizer);
@@ -294,6 +332,8 @@ Value train(Evaluator& ev, BoundArgs& a) {
   loop.every = every;
   std::tie(loop.work, loop.unit) = workPerStep(training.graph, batch);
   loop.call = a.callSpan;
+  loop.precision = precision;
+  loop.lossScaling = optimizer.lossScale > 0;
   loop.dataSpan = a.spans[kData];
   loop.checkpointSpan = a.spans[kCheckpoint];
   traceArg(ev, a, *runner, loop);
@@ -320,7 +360,10 @@ void installTrainingBuiltins(Environment& env) {
                  {"checkpoint", Value()},
                  {"every", Value::integer(0)},
                  {"verify", Value::boolean(false)},
-                 {"trace", Value()}},
+                 {"trace", Value()},
+                 {"loss_scale", Value()},
+                 {"initial_loss_scale", Value::number(65536)},
+                 {"loss_scale_window", Value::integer(2000)}},
                 train);
 }
 

@@ -13,10 +13,39 @@
 namespace meshflow::interp {
 namespace {
 
-constexpr double kLossTolerance = 1e-4;  // relative, per step
-// Adam moves a weight by up to lr a step whatever the gradient's size, so fp32
-// rounding in a near-zero gradient shows as an absolute difference.
-constexpr double kWeightRtol = 1e-3, kWeightAtol = 1e-4;
+// How far a plan's results may lie from the serial reference's. Adam moves a
+// weight by up to lr a step whatever the gradient's size, so rounding in a
+// near-zero gradient shows as an absolute difference.
+struct Tolerance {
+  double loss;  // relative, per step
+  double weightRtol, weightAtol;
+};
+
+// fp32: summation order only. Half precision: a plan rounds partial results
+// (a tensor-parallel matmul's partial sums, the all-reduce that adds them) to
+// the half type where the serial reference rounds once, so results differ by a
+// few units in the last place of the half type: 2^-11 relative for f16, 2^-8
+// for bf16, compounded over the layers and steps.
+Tolerance toleranceFor(ir::DType precision) {
+  switch (precision) {
+    case ir::DType::F16: return {5e-3, 1e-2, 1e-2};
+    case ir::DType::BF16: return {2e-2, 2e-2, 2e-2};
+    default: return {1e-4, 1e-3, 1e-4};
+  }
+}
+
+// The loss scale and its counts (good steps in a row, skipped steps).
+struct LossScale {
+  double scale = 0;
+  std::int64_t skipped = 0;
+};
+
+std::optional<LossScale> lossScaleOf(const StepRunner& runner) {
+  auto scale = runner.stateTensor("loss_scale");
+  auto counts = runner.stateTensor("loss_scale.counts");
+  if (!scale || !counts) return std::nullopt;
+  return LossScale{scale->item(), static_cast<std::int64_t>(counts->f32()[1])};
+}
 
 nlohmann::json checkpointInfo(const TrainingLoop& loop, const StepRunner& runner) {
   return {{"model", loop.model}, {"seed", loop.seed},          {"batch", loop.batch},
@@ -63,7 +92,8 @@ std::int64_t startingState(Evaluator& ev, const TrainingLoop& loop, StepRunner& 
 }
 
 void verifyStep(const TrainingLoop& loop, std::int64_t step, double loss, double expected) {
-  if (std::abs(loss - expected) <= kLossTolerance * std::max(1.0, std::abs(expected))) return;
+  const double tolerance = toleranceFor(loop.precision).loss;
+  if (std::abs(loss - expected) <= tolerance * std::max(1.0, std::abs(expected))) return;
   failAt(DiagnosticKind::VerifyFailed,
          fmt::format("step {}: the plan's loss {:.6f} differs from the serial reference's {:.6f}", step,
                      loss, expected),
@@ -72,9 +102,11 @@ void verifyStep(const TrainingLoop& loop, std::int64_t step, double loss, double
 
 void verifyState(const TrainingLoop& loop, const StepRunner& runner, const StepRunner& reference) {
   runtime::TensorMap mine = runner.state(), theirs = reference.state();
+  Tolerance tolerance = toleranceFor(loop.precision);
   for (const auto& [name, tensor] : theirs) {
     auto it = mine.find(name);
-    if (it != mine.end() && runtime::allClose(it->second, tensor, kWeightRtol, kWeightAtol)) continue;
+    if (it != mine.end() && runtime::allClose(it->second, tensor, tolerance.weightRtol, tolerance.weightAtol))
+      continue;
     failAt(DiagnosticKind::VerifyFailed,
            it == mine.end() ? fmt::format("the plan's state has no `{}`", name)
                             : fmt::format("`{}` differs from the serial reference by up to {:.3g}", name,
@@ -113,6 +145,12 @@ std::string progressLine(const TrainingLoop& loop, std::int64_t step, double los
   return line + memory.progressText() + "\n";
 }
 
+// The line that says a step was skipped: a gradient overflowed the f16 range
+// under the loss scale, so the weights did not move and the scale was halved.
+std::string skippedLine(std::int64_t step, const LossScale& now) {
+  return fmt::format("step {:>4}: skipped, a gradient overflowed (loss scale now {:.0f})\n", step, now.scale);
+}
+
 }  // namespace
 
 Value runTrainingLoop(Evaluator& ev, const TrainingLoop& loop, StepRunner& runner, StepRunner* reference) {
@@ -122,6 +160,8 @@ Value runTrainingLoop(Evaluator& ev, const TrainingLoop& loop, StepRunner& runne
   std::vector<Value> losses;
   double seconds = 0;
   MemoryReport memory(runner.predictedMemory());
+  std::optional<LossScale> scale = loop.lossScaling ? lossScaleOf(runner) : std::nullopt;
+  const std::int64_t skippedBefore = scale ? scale->skipped : 0;
   try {
     for (std::int64_t step = first; step <= loop.steps; ++step) {
       ev.step();
@@ -135,6 +175,12 @@ Value runTrainingLoop(Evaluator& ev, const TrainingLoop& loop, StepRunner& runne
       if (auto warning = memory.add(step, runner.lastMemory())) ev.write(*warning);
       if (loop.logEvery > 0 && (step % loop.logEvery == 0 || step == first || step == loop.steps))
         ev.write(progressLine(loop, step, loss, elapsed, runner.predictedSeconds(), memory));
+      if (scale) {
+        std::int64_t skippedSoFar = scale->skipped;
+        scale = lossScaleOf(runner);
+        // Printed even with log_every = 0: a skipped step changes what the run computed.
+        if (scale && scale->skipped > skippedSoFar) ev.write(skippedLine(step, *scale));
+      }
       if (loop.checkpoint && ((loop.every > 0 && step % loop.every == 0) || step == loop.steps))
         saveCheckpoint(ev, loop, runner, step);
     }
@@ -160,6 +206,11 @@ Value runTrainingLoop(Evaluator& ev, const TrainingLoop& loop, StepRunner& runne
       {"unit", ev.makeString(loop.unit)},
       {"predicted_step_seconds", predicted ? Value::quantity(*predicted, Dimension{0, 1, 0}) : Value()}};
   memory.addFields(ev, fields);
+  // Only a loss-scaled run reports its scaler, so other runs' records keep their fields.
+  if (scale) {
+    fields.emplace_back("skipped_steps", Value::integer(scale->skipped - skippedBefore));
+    fields.emplace_back("loss_scale", Value::number(scale->scale));
+  }
   return ev.makeRecord(std::move(fields));
 }
 

@@ -30,6 +30,12 @@ struct TrainingLoop {
   /// Work per step for the throughput figure ("tokens/s" or "samples/s").
   std::int64_t work = 1;
   std::string unit = "samples/s";
+  /// The model's compute precision: f32, or f16/bf16 for mixed precision,
+  /// which sets the tolerance of verify = true.
+  ir::DType precision = ir::DType::F32;
+  /// Whether the training graph scales the loss dynamically (its state
+  /// `loss_scale` and `loss_scale.counts`).
+  bool lossScaling = false;
   /// Where errors point: the call, the data, checkpoint and trace arguments.
   SourceSpan call, dataSpan, checkpointSpan, traceSpan;
 };
@@ -38,8 +44,9 @@ struct TrainingLoop {
 /// alongside and any difference beyond fp32 tolerance is a VerifyFailed error.
 /// Resumes from the latest checkpoint in `loop.checkpoint` when there is one.
 /// Returns train()'s record: losses (of the steps this call ran), steps,
-/// seconds, throughput, unit, first_step and predicted_step_seconds, and on a
-/// plan peak_memory, predicted_memory and device_memory (interp/MemoryReport.h).
+/// seconds, throughput, unit, first_step and predicted_step_seconds; on a plan
+/// peak_memory, predicted_memory and device_memory (interp/MemoryReport.h);
+/// with loss scaling also skipped_steps (this call's) and loss_scale (the final).
 Value runTrainingLoop(Evaluator& ev, const TrainingLoop& loop, StepRunner& runner, StepRunner* reference);
 
 }  // namespace meshflow::interp

@@ -15,6 +15,10 @@ class SerialRunner final : public StepRunner {
     return executor_.run(batch, state_, step).at(0).item();
   }
   runtime::TensorMap state() const override { return state_; }
+  std::optional<runtime::Tensor> stateTensor(const std::string& name) const override {
+    auto it = state_.find(name);
+    return it == state_.end() ? std::nullopt : std::optional<runtime::Tensor>(it->second);
+  }
   void setState(const runtime::TensorMap& state) override { state_ = state; }
   std::vector<runtime::DeviceShard> shards() const override { return {runtime::wholeTensorShard(0, state_)}; }
   bool parallel() const override { return false; }
@@ -41,6 +45,9 @@ class ParallelRunner final : public StepRunner {
     return last_->loss;
   }
   runtime::TensorMap state() const override { return trainer_.state(); }
+  std::optional<runtime::Tensor> stateTensor(const std::string& name) const override {
+    return trainer_.replicatedState(name);
+  }
   void setState(const runtime::TensorMap& state) override { trainer_.setState(state); }
   std::vector<runtime::DeviceShard> shards() const override { return trainer_.shards(); }
   bool parallel() const override { return true; }

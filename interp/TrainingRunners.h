@@ -23,6 +23,8 @@ class StepRunner {
   /// Runs training step `step` (1-based) on the whole batch; returns the loss.
   virtual double step(const runtime::TensorMap& batch, std::int64_t step) = 0;
   virtual runtime::TensorMap state() const = 0;
+  /// One replicated state tensor (the loss scale), cheaper than state().
+  virtual std::optional<runtime::Tensor> stateTensor(const std::string& name) const = 0;
   virtual void setState(const runtime::TensorMap& state) = 0;
   virtual std::vector<runtime::DeviceShard> shards() const = 0;
   /// True for a plan on the parallel runtime, false for the serial reference.

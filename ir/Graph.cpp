@@ -8,7 +8,7 @@
 namespace meshflow::ir {
 namespace {
 
-constexpr std::array<std::pair<OpKind, const char*>, 54> kOpNames = {{
+constexpr std::array<std::pair<OpKind, const char*>, 56> kOpNames = {{
     {OpKind::Input, "input"},
     {OpKind::Parameter, "parameter"},
     {OpKind::Constant, "constant"},
@@ -43,6 +43,7 @@ constexpr std::array<std::pair<OpKind, const char*>, 54> kOpNames = {{
     {OpKind::MoeDispatch, "moe_dispatch"},
     {OpKind::MoeCombine, "moe_combine"},
     {OpKind::MoeDropped, "moe_dropped"},
+    {OpKind::Cast, "cast"},
     {OpKind::ReduceToShape, "reduce_to_shape"},
     {OpKind::ReluGrad, "relu_grad"},
     {OpKind::GeluGrad, "gelu_grad"},
@@ -63,6 +64,7 @@ constexpr std::array<std::pair<OpKind, const char*>, 54> kOpNames = {{
     {OpKind::ClipScale, "clip_scale"},
     {OpKind::SgdUpdate, "sgd_update"},
     {OpKind::AdamUpdate, "adam_update"},
+    {OpKind::LossScaleUpdate, "loss_scale_update"},
 }};
 
 }  // namespace

@@ -95,6 +95,7 @@ enum class OpKind : std::uint8_t {
   MoeDispatch,  // x[B, S, h], gates[B, S, E] -> d[E, B*capacity, h]   {capacity}
   MoeCombine,   // y[E, B*capacity, h], gates[B, S, E] -> out[B, S, h]: Σ_e gate·y at the token's slot {capacity}
   MoeDropped,   // gates[B, S, E] -> n (f32 scalar): (token, expert) choices dropped   {capacity}
+  Cast,       // x -> y: the same values in another float dtype, rounded to nearest even {dtype: "f32"|"f16"|"bf16"}
 
   // ---- backward (made by autodiff) ----
   ReduceToShape,   // dy, like -> dx: sum dy over broadcast dims to like's shape
@@ -117,8 +118,13 @@ enum class OpKind : std::uint8_t {
   // ---- optimizer update (made by autodiff) ----
   GlobalNorm,      // g0, g1, ... -> norm (f32 scalar): sqrt(sum of squares)
   ClipScale,       // norm -> s = min(1, clip_norm / (norm + 1e-6))  {clip_norm}
-  SgdUpdate,       // w, g, scale, m -> w', m'   {lr, momentum, weight_decay}
+                   // norm, loss_scale -> s = min(1, clip_norm / (norm/loss_scale + 1e-6)) / loss_scale,
+                   //   NaN when norm is not finite (an overflow: updates skip); clip_norm 0 = no clipping
+  SgdUpdate,       // w, g, scale, m -> w', m'   {lr, momentum, weight_decay}; scale NaN: w' = w, m' = m
   AdamUpdate,      // w, g, scale, m, v -> w', m', v'   {lr, beta1, beta2, eps, weight_decay, decoupled: 0|1, step}
+  LossScaleUpdate, // scale, counts[2], factor -> scale', counts': dynamic loss scaling {window}
+                   //   counts = [good steps in a row, skipped steps]; factor (ClipScale's) NaN = overflow:
+                   //   halve the scale, count a skip; else after `window` good steps double it
 };
 
 const char* opName(OpKind kind);  // "matmul", "layer_norm", "adam_update" …

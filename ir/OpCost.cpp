@@ -35,6 +35,7 @@ constexpr PerElement kPerElement[] = {
     {OpKind::Sigmoid, 4, 3},
     {OpKind::Exp, 1, 1},
     {OpKind::Scale, 1, 1},
+    {OpKind::Cast, 1, 1},
     {OpKind::Softmax, 5, 4},
     {OpKind::LayerNorm, 7, 13},
     {OpKind::Dropout, 2, 2},
@@ -242,6 +243,7 @@ OpCost specialCost(const Sizes& s, const Graph& g) {
       return {s.inElems(1), s.inBytes(0) + s.inBytes(1), s.outBytes(0)};
     case OpKind::GlobalNorm:
       return globalNormCost(s);
+    case OpKind::LossScaleUpdate:
     case OpKind::ClipScale:
       return {3, s.allIn(), s.allOut()};
     default:

@@ -187,7 +187,9 @@ void checkInput(const Rule& r, const TensorType& type) {
 }
 
 void checkParameter(const Rule& r, const TensorType& type) {
-  r.allowAttrs({"name", "init", "std"});
+  // `init_name`: a master weight draws the values of its half parameter;
+  // `value`: the constant of init "full" (the loss scale).
+  r.allowAttrs({"name", "init", "std", "init_name", "value"});
   r.stringAttr("name");
   if (!isFloat(type.dtype)) r.fail("expects a floating-point type, got " + type.text());
   if (!type.concrete()) r.fail("a parameter cannot depend on the batch size: " + type.text());
@@ -196,8 +198,9 @@ void checkParameter(const Rule& r, const TensorType& type) {
   // always record it.
   std::string init = r.stringAttr("init");
   if (init == "normal") r.numberAttr("std");
-  if (init != "normal" && init != "zeros" && init != "ones")
-    r.fail(fmt::format("attribute 'init' must be \"normal\", \"zeros\" or \"ones\", got \"{}\"",
+  if (init == "full") r.numberAttr("value");
+  if (init != "normal" && init != "zeros" && init != "ones" && init != "full")
+    r.fail(fmt::format("attribute 'init' must be \"normal\", \"zeros\", \"ones\" or \"full\", got \"{}\"",
                        init));
   if (r.optNumberAttr("std").value_or(0) < 0) r.fail("attribute 'std' must be >= 0");
 }
@@ -264,6 +267,8 @@ RuleFn ruleFor(OpKind kind) {
       return unaryRule;
     case OpKind::Scale:
       return scaleRule;
+    case OpKind::Cast:
+      return castRule;
     case OpKind::Softmax:
       return softmaxRule;
     case OpKind::LayerNorm:
@@ -337,6 +342,8 @@ RuleFn ruleFor(OpKind kind) {
       return sgdUpdateRule;
     case OpKind::AdamUpdate:
       return adamUpdateRule;
+    case OpKind::LossScaleUpdate:
+      return lossScaleUpdateRule;
   }
   return nullptr;
 }

@@ -41,6 +41,16 @@ Types scaleRule(const Rule& r) {
   return {r.in(0)};
 }
 
+Types castRule(const Rule& r) {
+  r.expectInputs(1);
+  r.allowAttrs({"dtype"});
+  r.expectFloat(0);
+  std::string name = r.stringAttr("dtype");
+  std::optional<DType> dtype = parseDType(name);
+  if (!dtype || !isFloat(*dtype)) r.fail("attribute 'dtype' must be f32, f16 or bf16, got '" + name + "'");
+  return {TensorType{*dtype, r.in(0).shape}};
+}
+
 namespace {
 
 void checkDropoutAttrs(const Rule& r) {

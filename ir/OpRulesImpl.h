@@ -79,6 +79,8 @@ Types constantRule(const Rule& r);
 Types binaryRule(const Rule& r);  // add, sub, mul, div
 Types unaryRule(const Rule& r);   // neg, relu, gelu, tanh, sigmoid, exp
 Types scaleRule(const Rule& r);
+Types lossScaleUpdateRule(const Rule& r);
+Types castRule(const Rule& r);
 Types dropoutRule(const Rule& r);
 Types dropoutGradRule(const Rule& r);
 Types causalMaskRule(const Rule& r);  // and causal_mask_grad

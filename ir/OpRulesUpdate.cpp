@@ -41,13 +41,29 @@ Types globalNormRule(const Rule& r) {
 }
 
 Types clipScaleRule(const Rule& r) {
-  r.expectInputs(1);
+  // With a loss scale (input 1) the op also unscales, and clip_norm 0 means
+  // no clipping.
+  bool scaled = r.inputs().size() == 2;
+  if (!scaled) r.expectInputs(1);
   r.allowAttrs({"clip_norm"});
   r.expectFloat(0);
   r.expectScalar(0, "norm");
+  if (scaled) r.expectScalar(1, "loss_scale");
   double clip = r.numberAttr("clip_norm");
-  if (clip <= 0) r.fail(fmt::format("attribute 'clip_norm' must be > 0, got {}", clip));
+  if (clip < 0 || (clip == 0 && !scaled))
+    r.fail(fmt::format("attribute 'clip_norm' must be > 0, got {}", clip));
   return {TensorType{DType::F32, {}}};
+}
+
+Types lossScaleUpdateRule(const Rule& r) {
+  r.expectInputs(3);
+  r.allowAttrs({"window"});
+  r.expectScalar(0, "loss_scale");
+  r.expectScalar(2, "factor");
+  if (r.in(1).dtype != DType::F32 || r.in(1).shape != std::vector<Dim>{Dim::constant(2)})
+    r.fail("counts must be f32[2], got " + r.in(1).text());
+  if (r.intAttr("window") < 1) r.fail("attribute 'window' must be >= 1");
+  return {r.in(0), r.in(1)};
 }
 
 Types sgdUpdateRule(const Rule& r) {

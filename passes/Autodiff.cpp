@@ -42,6 +42,7 @@ constexpr OpKind kDifferentiable[] = {
     OpKind::Mean,       OpKind::Dropout,   OpKind::SplitHeads,   OpKind::MergeHeads,
     OpKind::CausalMask, OpKind::TopKGate,  OpKind::Select,       OpKind::MoeDispatch,
     OpKind::MoeCombine, OpKind::MoeDropped,
+    OpKind::Cast,
 };
 
 bool hasVjpRule(OpKind kind) {
@@ -177,7 +178,7 @@ class TrainingGraphBuilder {
     ValueId loss = forward_.outputs[0];
     if (requiresGrad_[loss]) {
       setContext(forward_.value(loss).producer, Phase::Backward);
-      grads_[loss] = constant(1.0);
+      grads_[loss] = optimizer_.lossScale > 0 ? lossScaleLeaves() : constant(1.0);
     }
     for (OpId id = static_cast<OpId>(forward_.ops().size()); id-- > 0;) differentiate(id);
     return update(loss);
@@ -196,6 +197,15 @@ class TrainingGraphBuilder {
   void differentiateMean(const Op& op, ValueId dy);
   TrainingGraph update(ValueId loss);
   ValueId stateLeaf(const std::string& param, const std::string& role, const TensorType& type);
+  ValueId masterLeaf(OpId param, const std::string& name);
+  ValueId lossScaleLeaves();
+  ValueId gradientFactor(const std::vector<ValueId>& grads);
+  void updateLossScale(ValueId factor, std::vector<WriteBack>& writeBacks);
+  ValueId castTo(ValueId v, DType dtype) {
+    TensorType type = typeOf(v);
+    type.dtype = dtype;
+    return emit(OpKind::Cast, {v}, type, {{"dtype", std::string(ir::dtypeName(dtype))}});
+  }
 
   // ---- emitting ops ----
 
@@ -267,6 +277,7 @@ class TrainingGraphBuilder {
   Graph graph_;
   std::vector<bool> requiresGrad_;             // per forward value
   std::vector<std::optional<ValueId>> grads_;  // per forward value
+  std::optional<ValueId> lossScale_, lossScaleCounts_;  // with dynamic loss scaling
   Phase phase_ = Phase::Backward;
   std::optional<OpId> forwardOp_;
   std::string scope_;
@@ -305,6 +316,9 @@ void TrainingGraphBuilder::checkOptimizer() const {
           "eps must be a finite number > 0");
   require(o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1,
           "beta1 and beta2 must lie in [0, 1)");
+  require(o.lossScale == 0 || (std::isfinite(o.lossScale) && o.lossScale >= 1),
+          "the initial loss scale must be a finite number >= 1");
+  require(o.lossScaleWindow >= 1, "loss_scale_window must be >= 1");
 }
 
 /// A value needs a gradient when it is floating point and depends on a
@@ -349,6 +363,8 @@ void TrainingGraphBuilder::differentiate(OpId id) {
       return unary(x, OpKind::Neg, {dy});
     case OpKind::Scale:
       return unary(x, OpKind::Scale, {dy}, copyAttrs(op, {"factor"}));
+    case OpKind::Cast:
+      return unary(x, OpKind::Cast, {dy}, {{"dtype", std::string(ir::dtypeName(typeOf(x).dtype))}});
     case OpKind::Exp:
       return unary(x, OpKind::Mul, {dy, y});
     case OpKind::Relu:
@@ -558,6 +574,61 @@ ValueId TrainingGraphBuilder::stateLeaf(const std::string& param, const std::str
   return v;
 }
 
+/// The loss's gradient under dynamic loss scaling: the leaf `loss_scale`
+/// (f32[], initialised to the configured scale) beside `loss_scale.counts`
+/// (f32[2]: good steps in a row, skipped steps), both state of the stage
+/// that computes the loss (forwardOp = the loss's op) and updated by
+/// LossScaleUpdate after every step.
+ValueId TrainingGraphBuilder::lossScaleLeaves() {
+  auto leaf = [&](const std::string& name, TensorType type, Attributes attrs) {
+    attrs["name"] = name;
+    ValueId v = emit(OpKind::Parameter, {}, type, std::move(attrs));
+    graph_.value(v).name = name;
+    return v;
+  };
+  lossScale_ = leaf("loss_scale", TensorType{DType::F32, {}},
+                    {{"init", std::string("full")}, {"value", optimizer_.lossScale}});
+  lossScaleCounts_ = leaf("loss_scale.counts", TensorType{DType::F32, {Dim::constant(2)}},
+                          {{"init", std::string("zeros")}});
+  return *lossScale_;
+}
+
+/// The factor every gradient is multiplied by before the update: the clip
+/// scale, and with loss scaling 1 / loss_scale — or NaN when a scaled
+/// gradient overflowed, which makes every update skip the step.
+ValueId TrainingGraphBuilder::gradientFactor(const std::vector<ValueId>& grads) {
+  if (optimizer_.clipNorm <= 0 && !lossScale_) return constant(1.0);
+  ValueId norm = emit(OpKind::GlobalNorm, grads, TensorType{DType::F32, {}});
+  std::vector<ValueId> inputs = {norm};
+  if (lossScale_) inputs.push_back(*lossScale_);
+  return emit(OpKind::ClipScale, inputs, TensorType{DType::F32, {}}, {{"clip_norm", optimizer_.clipNorm}});
+}
+
+void TrainingGraphBuilder::updateLossScale(ValueId factor, std::vector<WriteBack>& writeBacks) {
+  if (!lossScale_) return;
+  setContext(forward_.value(forward_.outputs[0]).producer, Phase::Update);
+  auto updated = emitMulti(OpKind::LossScaleUpdate, {*lossScale_, *lossScaleCounts_, factor},
+                           {typeOf(*lossScale_), typeOf(*lossScaleCounts_)},
+                           {{"window", optimizer_.lossScaleWindow}});
+  writeBacks.push_back({updated[0], *lossScale_});
+  writeBacks.push_back({updated[1], *lossScaleCounts_});
+}
+
+/// The fp32 master copy of half-precision parameter `param`: an update-phase
+/// leaf initialised like the parameter (`init_name` makes a normal init draw
+/// the parameter's own values), which the optimizer updates and the
+/// parameter's half copy is rounded from after every step.
+ValueId TrainingGraphBuilder::masterLeaf(OpId param, const std::string& name) {
+  Attributes attrs = copyAttrs(forward_.op(param), {"init", "std"});
+  attrs["name"] = name + ".master";
+  attrs["init_name"] = name;
+  TensorType type = typeOf(forward_.op(param).outputs[0]);
+  type.dtype = DType::F32;
+  ValueId v = emit(OpKind::Parameter, {}, type, std::move(attrs));
+  graph_.value(v).name = name + ".master";
+  return v;
+}
+
 TrainingGraph TrainingGraphBuilder::update(ValueId loss) {
   std::vector<OpId> params;
   std::vector<ValueId> grads;
@@ -574,18 +645,15 @@ TrainingGraph TrainingGraphBuilder::update(ValueId loss) {
     // so weight decay and momentum apply to it like to every other.
     setContext(id, Phase::Backward);
     params.push_back(id);
-    grads.push_back(grads_[w] ? *grads_[w] : zerosLike(w));
+    ValueId grad = grads_[w] ? *grads_[w] : zerosLike(w);
+    // Mixed precision: a half parameter's gradient is widened once it is
+    // complete, so microbatches and replicas accumulate it in fp32.
+    if (forward_.value(w).type.dtype != DType::F32) grad = castTo(grad, DType::F32);
+    grads.push_back(grad);
   }
 
   setContext(std::nullopt, Phase::Update);
-  ValueId scale;
-  if (optimizer_.clipNorm > 0) {
-    ValueId norm = emit(OpKind::GlobalNorm, grads, TensorType{DType::F32, {}});
-    scale = emit(OpKind::ClipScale, {norm}, TensorType{DType::F32, {}},
-                 {{"clip_norm", optimizer_.clipNorm}});
-  } else {
-    scale = constant(1.0);
-  }
+  ValueId scale = gradientFactor(grads);
 
   TrainingGraph result;
   std::vector<WriteBack> stateWriteBacks;
@@ -596,6 +664,15 @@ TrainingGraph TrainingGraphBuilder::update(ValueId loss) {
     TensorType type = typeOf(w);
     std::string name = forward_.value(w).name;
     if (name.empty()) name = fmt::format("param{}", params[i]);
+    // A half parameter is the compute copy of an fp32 master weight: the
+    // optimizer updates the master (its state is fp32 too), and the new half
+    // copy is the master rounded.
+    bool mixed = type.dtype != DType::F32;
+    ValueId master = w;
+    if (mixed) {
+      master = masterLeaf(params[i], name);
+      type.dtype = DType::F32;
+    }
     std::vector<ValueId> state;
     Attributes attrs = {{"lr", optimizer_.lr}, {"weight_decay", optimizer_.weightDecay}};
     if (sgd) {
@@ -609,14 +686,20 @@ TrainingGraph TrainingGraphBuilder::update(ValueId loss) {
       attrs["decoupled"] = std::int64_t{optimizer_.kind == OptimizerConfig::Kind::AdamW};
       attrs["step"] = std::int64_t{0};
     }
-    std::vector<ValueId> inputs = {w, grads[i], scale};
+    std::vector<ValueId> inputs = {master, grads[i], scale};
     inputs.insert(inputs.end(), state.begin(), state.end());
     std::vector<TensorType> types(1 + state.size(), type);
     auto updated = emitMulti(sgd ? OpKind::SgdUpdate : OpKind::AdamUpdate, inputs, types, attrs);
-    result.writeBacks.push_back({updated[0], w});
+    if (mixed) {
+      result.writeBacks.push_back({castTo(updated[0], typeOf(w).dtype), w});
+      stateWriteBacks.push_back({updated[0], master});
+    } else {
+      result.writeBacks.push_back({updated[0], w});
+    }
     for (std::size_t j = 0; j < state.size(); ++j)
       stateWriteBacks.push_back({updated[j + 1], state[j]});
   }
+  updateLossScale(scale, stateWriteBacks);
   result.writeBacks.insert(result.writeBacks.end(), stateWriteBacks.begin(), stateWriteBacks.end());
   graph_.outputs = {loss};
   for (const WriteBack& wb : result.writeBacks) graph_.outputs.push_back(wb.updated);

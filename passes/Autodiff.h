@@ -39,6 +39,14 @@ struct TrainingGraph {
   /// (adam, adamw). So Graph::parameters() lists them too; the model's
   /// parameters are the Parameter ops of phase Forward.
   ///
+  /// Mixed precision: a parameter of dtype f16 or bf16 is the compute copy of
+  /// an fp32 master weight, the update-phase leaf `<param>.master` (init like
+  /// the parameter, `init_name = "<param>"`). Its gradient is cast to f32 at
+  /// the end of the backward (phase Backward: that f32 value is what
+  /// microbatches accumulate), the optimizer (with fp32 state) updates the
+  /// master, and an update-phase Cast of the new master (forwardOp = the
+  /// parameter's op) replaces the half parameter.
+  ///
   /// `graph.outputs` = [loss, updated parameters (in parameter order),
   /// updated state (per parameter in the same order: momentum, or m then v)].
   ir::Graph graph;

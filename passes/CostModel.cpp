@@ -18,7 +18,7 @@ bool isFusible(ir::OpKind kind) {
   using K = ir::OpKind;
   switch (kind) {
     case K::Add: case K::Sub: case K::Mul: case K::Div: case K::Neg: case K::Relu:
-    case K::Gelu: case K::Tanh: case K::Sigmoid: case K::Exp: case K::Scale:
+    case K::Gelu: case K::Tanh: case K::Sigmoid: case K::Exp: case K::Scale: case K::Cast:
     case K::CausalMask: case K::Dropout: case K::Softmax:
       return true;
     default:

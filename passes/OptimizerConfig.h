@@ -25,6 +25,11 @@ struct OptimizerConfig {
   double weightDecay = 0;
   /// Clip the global gradient norm to this value; 0 turns clipping off.
   double clipNorm = 0;
+  /// Dynamic loss scaling, for f16 training: the initial scale the loss's
+  /// gradient is multiplied by (0 turns it off). An overflowed step is skipped
+  /// and halves the scale; `lossScaleWindow` good steps in a row double it.
+  double lossScale = 0;
+  std::int64_t lossScaleWindow = 2000;
 
   static OptimizerConfig sgd(double lr = 1e-2, double momentum = 0, double weightDecay = 0) {
     OptimizerConfig c;

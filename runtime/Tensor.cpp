@@ -14,9 +14,13 @@ namespace meshflow::runtime {
 namespace {
 
 void requireHostDType(ir::DType dtype) {
-  if (dtype != ir::DType::F32 && dtype != ir::DType::I32)
+  if (dtype == ir::DType::I64)
     throw std::invalid_argument(
-        fmt::format("host tensors hold f32 or i32, not {}", ir::dtypeName(dtype)));
+        fmt::format("host tensors hold f32, f16, bf16 or i32, not {}", ir::dtypeName(dtype)));
+}
+
+bool isFloat(ir::DType dtype) {
+  return dtype == ir::DType::F32 || dtype == ir::DType::F16 || dtype == ir::DType::BF16;
 }
 
 // A double in [0, 1) from the top 53 bits of one mt19937_64 draw.
@@ -73,7 +77,7 @@ Tensor::Tensor(ir::DType dtype, Shape shape, Uninitialized) : dtype_(dtype), sha
   for (auto d : shape_)
     if (d < 0)
       throw std::invalid_argument("negative dimension in tensor shape " + shapeText(shape_));
-  storage_ = std::make_shared<Storage>(static_cast<std::size_t>(elements()) * 4);
+  storage_ = std::make_shared<Storage>(static_cast<std::size_t>(elements()) * ir::dtypeBytes(dtype));
 }
 
 Tensor::Tensor(ir::DType dtype, Shape shape) : Tensor(dtype, std::move(shape), Uninitialized{}) {
@@ -190,30 +194,58 @@ void Tensor::moveInto(const std::shared_ptr<DeviceMemory>& memory, MemoryCategor
   storage_->category = category;
 }
 
-std::span<float> Tensor::f32() {
-  requireView(ir::DType::F32);
+template <class T>
+std::span<T> Tensor::view(ir::DType dtype) {
+  requireView(dtype);
   unshare();
   if (!storage_) return {};
-  return {static_cast<float*>(storage_->data), count()};
+  return {static_cast<T*>(storage_->data), count()};
 }
 
-std::span<const float> Tensor::f32() const {
-  requireView(ir::DType::F32);
+template <class T>
+std::span<const T> Tensor::view(ir::DType dtype) const {
+  requireView(dtype);
   if (!storage_) return {};
-  return {static_cast<const float*>(storage_->data), count()};
+  return {static_cast<const T*>(storage_->data), count()};
 }
 
-std::span<std::int32_t> Tensor::i32() {
-  requireView(ir::DType::I32);
+std::span<float> Tensor::f32() { return view<float>(ir::DType::F32); }
+std::span<const float> Tensor::f32() const { return view<float>(ir::DType::F32); }
+std::span<std::int32_t> Tensor::i32() { return view<std::int32_t>(ir::DType::I32); }
+std::span<const std::int32_t> Tensor::i32() const { return view<std::int32_t>(ir::DType::I32); }
+std::span<Half> Tensor::f16() { return view<Half>(ir::DType::F16); }
+std::span<const Half> Tensor::f16() const { return view<Half>(ir::DType::F16); }
+std::span<BFloat16> Tensor::bf16() { return view<BFloat16>(ir::DType::BF16); }
+std::span<const BFloat16> Tensor::bf16() const { return view<BFloat16>(ir::DType::BF16); }
+
+std::span<std::byte> Tensor::raw() {
+  if (!allocated_) throw std::logic_error("raw bytes of an unallocated tensor");
   unshare();
   if (!storage_) return {};
-  return {static_cast<std::int32_t*>(storage_->data), count()};
+  return {static_cast<std::byte*>(storage_->data), storage_->bytes};
 }
 
-std::span<const std::int32_t> Tensor::i32() const {
-  requireView(ir::DType::I32);
+std::span<const std::byte> Tensor::raw() const {
+  if (!allocated_) throw std::logic_error("raw bytes of an unallocated tensor");
   if (!storage_) return {};
-  return {static_cast<const std::int32_t*>(storage_->data), count()};
+  return {static_cast<const std::byte*>(storage_->data), storage_->bytes};
+}
+
+Tensor Tensor::castTo(ir::DType dtype) const {
+  if (!allocated_ || !isFloat(dtype_) || !isFloat(dtype))
+    throw std::logic_error(fmt::format("cannot convert a {} tensor to {}", typeText(), ir::dtypeName(dtype)));
+  if (dtype == dtype_) return *this;
+  Tensor result(dtype, shape_, Uninitialized{});
+  if (dtype_ == ir::DType::F32) {
+    if (dtype == ir::DType::F16) narrow(f32(), result.f16());
+    else narrow(f32(), result.bf16());
+    return result;
+  }
+  // Half to half goes through f32, which holds every value of both exactly.
+  if (dtype != ir::DType::F32) return toF32().castTo(dtype);
+  if (dtype_ == ir::DType::F16) widen(f16(), result.f32());
+  else widen(bf16(), result.f32());
+  return result;
 }
 
 float Tensor::item() const {
@@ -231,13 +263,9 @@ bool Tensor::bitEqual(const Tensor& other) const {
   if (allocated_ != other.allocated_ || dtype_ != other.dtype_ || shape_ != other.shape_)
     return false;
   if (!allocated_) return true;
-  if (dtype_ == ir::DType::I32) {
-    auto a = i32(), b = other.i32();
-    return std::equal(a.begin(), a.end(), b.begin(), b.end());
-  }
   // Compare bits, not values: NaN == NaN here, and -0 differs from +0.
-  auto a = f32(), b = other.f32();
-  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * 4) == 0);
+  if (bytes() == 0) return true;
+  return std::memcmp(storage_->data, other.storage_->data, bytes()) == 0;
 }
 
 Tensor randomNormal(Shape shape, std::uint64_t seed, float stddev) {
@@ -268,8 +296,9 @@ Tensor randomInts(Shape shape, std::int32_t lo, std::int32_t hi, std::uint64_t s
 double maxAbsDiff(const Tensor& a, const Tensor& b) {
   if (a.shape() != b.shape())
     throw std::invalid_argument("maxAbsDiff of " + a.typeText() + " and " + b.typeText());
-  auto x = a.f32();
-  auto y = b.f32();
+  Tensor wideA = a.toF32(), wideB = b.toF32();
+  auto x = wideA.f32();
+  auto y = wideB.f32();
   double worst = 0;
   for (std::size_t i = 0; i < x.size(); ++i)
     worst = std::max(worst, std::abs(static_cast<double>(x[i]) - y[i]));
@@ -278,8 +307,9 @@ double maxAbsDiff(const Tensor& a, const Tensor& b) {
 
 bool allClose(const Tensor& a, const Tensor& b, double rtol, double atol) {
   if (a.shape() != b.shape()) return false;
-  auto x = a.f32();
-  auto y = b.f32();
+  Tensor wideA = a.toF32(), wideB = b.toF32();
+  auto x = wideA.f32();
+  auto y = wideB.f32();
   for (std::size_t i = 0; i < x.size(); ++i)
     if (!(std::abs(static_cast<double>(x[i]) - y[i]) <= atol + rtol * std::abs(y[i]))) return false;
   return true;

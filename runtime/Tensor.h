@@ -1,6 +1,7 @@
-// runtime::Tensor — a host tensor: f32 or i32, a concrete row-major shape and
-// contiguous storage. It is what every CPU kernel reads and writes and what the
-// serial executor hands back to its caller.
+// runtime::Tensor — a host tensor: f32, f16, bf16 or i32, a concrete row-major
+// shape and contiguous storage (2 bytes an element for the half types). It is
+// what every CPU kernel reads and writes and what the serial executor hands
+// back to its caller.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "ir/Graph.h"
+#include "runtime/HalfFloat.h"
 #include "runtime/memory/DeviceMemory.h"
 
 namespace meshflow::runtime {
@@ -40,7 +42,7 @@ class Tensor {
   /// An unallocated tensor: no dtype or shape yet. A kernel given one as an
   /// output allocates it with the shape it computes.
   Tensor() = default;
-  /// A zero-filled tensor. Only f32 and i32 are supported on the host.
+  /// A zero-filled tensor. The host holds f32, f16, bf16 and i32.
   Tensor(ir::DType dtype, Shape shape);
 
   static Tensor zeros(Shape shape) { return Tensor(ir::DType::F32, std::move(shape)); }
@@ -64,7 +66,7 @@ class Tensor {
   /// Dimension `axis`; negative counts from the end.
   std::int64_t dim(std::int64_t axis) const;
   std::int64_t elements() const { return shapeElements(shape_); }
-  std::size_t bytes() const { return static_cast<std::size_t>(elements()) * 4; }
+  std::size_t bytes() const { return static_cast<std::size_t>(elements()) * ir::dtypeBytes(dtype_); }
 
   /// The same elements under another shape of as many elements (shared until
   /// either is written). Throws std::invalid_argument for another count.
@@ -91,6 +93,24 @@ class Tensor {
   std::span<const float> f32() const;
   std::span<std::int32_t> i32();
   std::span<const std::int32_t> i32() const;
+  std::span<Half> f16();
+  std::span<const Half> f16() const;
+  std::span<BFloat16> bf16();
+  std::span<const BFloat16> bf16() const;
+
+  /// The elements as bytes, whatever the dtype: for code that moves elements
+  /// without reading them (tiles, messages, batch slices). The mutable one
+  /// unshares first.
+  std::span<std::byte> raw();
+  std::span<const std::byte> raw() const;
+
+  /// The elements converted to `dtype`, a float type: widening is exact,
+  /// narrowing rounds to nearest even (f16 overflows to infinity). The same
+  /// dtype gives this tensor (sharing its elements). An i32 tensor or target
+  /// is a broken invariant (throws logic_error).
+  Tensor castTo(ir::DType dtype) const;
+  /// castTo(f32): what kernels compute on.
+  Tensor toF32() const { return castTo(ir::DType::F32); }
 
   /// The value of a one-element f32 tensor.
   float item() const;
@@ -104,7 +124,7 @@ class Tensor {
   Shape shape_;
   bool allocated_ = false;
   bool placeholder_ = false;
-  // Elements of one dtype (4 bytes each), from a DeviceMemory or the heap.
+  // Elements of one dtype (ir::dtypeBytes each), from a DeviceMemory or the heap.
   struct Storage {
     void* data = nullptr;
     std::size_t bytes = 0;
@@ -119,7 +139,11 @@ class Tensor {
     Storage& operator=(const Storage&) = delete;
   };
   std::shared_ptr<Storage> storage_;
-  std::size_t count() const { return storage_ ? storage_->bytes / 4 : 0; }
+  std::size_t count() const { return storage_ ? storage_->bytes / ir::dtypeBytes(dtype_) : 0; }
+  template <class T>
+  std::span<T> view(ir::DType dtype);
+  template <class T>
+  std::span<const T> view(ir::DType dtype) const;
 
   struct Uninitialized {};
   Tensor(ir::DType dtype, Shape shape, Uninitialized);
@@ -134,9 +158,10 @@ class Tensor {
 Tensor randomNormal(Shape shape, std::uint64_t seed, float stddev = 1.0f);
 /// Uniform integers in [lo, hi) as i32.
 Tensor randomInts(Shape shape, std::int32_t lo, std::int32_t hi, std::uint64_t seed);
-/// Largest |a - b| over two f32 tensors of one shape.
+/// Largest |a - b| over two float tensors of one shape (half ones widened).
 double maxAbsDiff(const Tensor& a, const Tensor& b);
-/// |a - b| <= atol + rtol * |b| element-wise (same shape required).
+/// |a - b| <= atol + rtol * |b| element-wise (same shape required; half
+/// tensors are widened to f32 first).
 bool allClose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-6);
 
 }  // namespace meshflow::runtime

@@ -81,6 +81,7 @@ std::vector<Strategy> strategiesFor(const OpContext& ctx) {
     case K::Sigmoid:
     case K::Exp:
     case K::Dropout:
+    case K::Cast:
       return elementwiseStrategies(ctx);
     case K::Scale:
     case K::CausalMask:

@@ -23,7 +23,7 @@
 //   pieces    u32      the number of pieces
 //   per piece:
 //     name    u32 length, then that many bytes of UTF-8
-//     dtype   u8       1 = f32, 2 = i32
+//     dtype   u8       1 = f32, 2 = i32, 3 = f16, 4 = bf16 (2-byte elements)
 //     rank    u32
 //     global shape, offset, local shape: rank i64 each
 //     payload          the local block's elements, row-major, 4 bytes each

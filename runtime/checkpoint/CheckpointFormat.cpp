@@ -17,6 +17,17 @@ constexpr std::size_t kTrailerBytes = 8;
 // enum never changes what old files mean. Zero is no dtype, so zeroed bytes fail.
 constexpr std::uint8_t kCodeF32 = 1;
 constexpr std::uint8_t kCodeI32 = 2;
+constexpr std::uint8_t kCodeF16 = 3;  // 2 bytes an element, like bf16
+constexpr std::uint8_t kCodeBF16 = 4;
+
+std::uint8_t dtypeCode(ir::DType dtype) {
+  switch (dtype) {
+    case ir::DType::F32: return kCodeF32;
+    case ir::DType::F16: return kCodeF16;
+    case ir::DType::BF16: return kCodeBF16;
+    default: return kCodeI32;
+  }
+}
 
 // Appends little-endian integers whatever the host's byte order.
 class ByteWriter {
@@ -24,6 +35,7 @@ class ByteWriter {
   explicit ByteWriter(std::size_t capacity) { out_.reserve(capacity); }
 
   void u8(std::uint8_t value) { out_.push_back(value); }
+  void u16(std::uint16_t value) { littleEndian(value, 2); }
   void u32(std::uint32_t value) { littleEndian(value, 4); }
   void u64(std::uint64_t value) { littleEndian(value, 8); }
   void i64(std::int64_t value) { u64(static_cast<std::uint64_t>(value)); }
@@ -101,6 +113,10 @@ std::size_t encodedSize(const ShardPiece& piece) {
 void writePayload(ByteWriter& out, const Tensor& tensor) {
   if (tensor.dtype() == ir::DType::F32) {
     for (float v : tensor.f32()) out.u32(std::bit_cast<std::uint32_t>(v));
+  } else if (tensor.dtype() == ir::DType::F16) {
+    for (Half v : tensor.f16()) out.u16(v.bits);
+  } else if (tensor.dtype() == ir::DType::BF16) {
+    for (BFloat16 v : tensor.bf16()) out.u16(v.bits);
   } else {
     for (std::int32_t v : tensor.i32()) out.u32(static_cast<std::uint32_t>(v));
   }
@@ -108,7 +124,7 @@ void writePayload(ByteWriter& out, const Tensor& tensor) {
 
 void writePiece(ByteWriter& out, const ShardPiece& piece) {
   out.text(piece.name);
-  out.u8(piece.tensor.dtype() == ir::DType::F32 ? kCodeF32 : kCodeI32);
+  out.u8(dtypeCode(piece.tensor.dtype()));
   out.u32(static_cast<std::uint32_t>(piece.globalShape.size()));
   out.dims(piece.globalShape);
   out.dims(piece.offset);
@@ -120,17 +136,19 @@ ir::DType readDType(ByteReader& in) {
   std::uint8_t code = in.u8("dtype");
   if (code == kCodeF32) return ir::DType::F32;
   if (code == kCodeI32) return ir::DType::I32;
+  if (code == kCodeF16) return ir::DType::F16;
+  if (code == kCodeBF16) return ir::DType::BF16;
   in.fail(fmt::format("unknown dtype code {}", code));
 }
 
 // The elements of a local block, refusing negative dimensions and blocks larger
 // than what is left of the file (which also keeps the product from overflowing).
-std::size_t payloadElements(ByteReader& in, const Shape& shape) {
+std::size_t payloadElements(ByteReader& in, const Shape& shape, std::size_t elementBytes) {
   for (auto d : shape)
     if (d < 0) in.fail("local shape " + shapeText(shape) + " has a negative dimension");
   for (auto d : shape)
     if (d == 0) return 0;
-  const std::uint64_t limit = in.remaining() / 4;
+  const std::uint64_t limit = in.remaining() / elementBytes;
   std::uint64_t elements = 1;
   for (auto d : shape) {
     if (elements > limit / static_cast<std::uint64_t>(d))
@@ -140,18 +158,28 @@ std::size_t payloadElements(ByteReader& in, const Shape& shape) {
   return elements;
 }
 
-std::uint32_t elementBits(std::span<const std::uint8_t> payload, std::size_t i) {
+std::uint32_t elementBits(std::span<const std::uint8_t> payload, std::size_t i,
+                          std::size_t size = 4) {
   std::uint32_t bits = 0;
-  for (std::size_t b = 0; b < 4; ++b)
-    bits |= static_cast<std::uint32_t>(payload[4 * i + b]) << (8 * b);
+  for (std::size_t b = 0; b < size; ++b)
+    bits |= static_cast<std::uint32_t>(payload[size * i + b]) << (8 * b);
   return bits;
 }
 
 Tensor readPayload(ByteReader& in, ir::DType dtype, Shape shape) {
-  const std::size_t elements = payloadElements(in, shape);
-  auto payload = in.take(elements * 4, "payload");
+  const std::size_t size = ir::dtypeBytes(dtype);
+  const std::size_t elements = payloadElements(in, shape, size);
+  auto payload = in.take(elements * size, "payload");
   Tensor tensor(dtype, std::move(shape));
-  if (dtype == ir::DType::F32) {
+  if (dtype == ir::DType::F16) {
+    auto values = tensor.f16();
+    for (std::size_t i = 0; i < elements; ++i)
+      values[i].bits = static_cast<std::uint16_t>(elementBits(payload, i, 2));
+  } else if (dtype == ir::DType::BF16) {
+    auto values = tensor.bf16();
+    for (std::size_t i = 0; i < elements; ++i)
+      values[i].bits = static_cast<std::uint16_t>(elementBits(payload, i, 2));
+  } else if (dtype == ir::DType::F32) {
     auto values = tensor.f32();
     for (std::size_t i = 0; i < elements; ++i)
       values[i] = std::bit_cast<float>(elementBits(payload, i));

@@ -75,8 +75,8 @@ void verifyFormat(const json& meta, const std::filesystem::path& file) {
 TensorEntry readTensorEntry(const std::string& name, const json& entry,
                             const std::filesystem::path& file) {
   const auto dtype = ir::parseDType(field(entry, "dtype", file).get<std::string>());
-  if (!dtype || (*dtype != ir::DType::F32 && *dtype != ir::DType::I32))
-    throw CheckpointError(file, "dtype " + entry["dtype"].dump() + " is not f32 or i32", name);
+  if (!dtype || *dtype == ir::DType::I64)
+    throw CheckpointError(file, "dtype " + entry["dtype"].dump() + " is not f32, f16, bf16 or i32", name);
   TensorEntry result{*dtype, field(entry, "shape", file).get<Shape>()};
   for (auto d : result.shape)
     if (d < 0)

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstring>
 #include <optional>
 
 namespace meshflow::runtime::checkpoint {
@@ -95,7 +96,7 @@ std::optional<std::int64_t> place(std::span<T> whole, std::vector<bool>& covered
     if (!covered[flat]) {
       whole[flat] = value;
       covered[flat] = true;
-    } else if (std::bit_cast<std::uint32_t>(whole[flat]) != std::bit_cast<std::uint32_t>(value)) {
+    } else if (std::memcmp(&whole[flat], &value, sizeof(T)) != 0) {
       return flat;
     }
     advance(index, piece.tensor.shape());
@@ -107,6 +108,9 @@ std::optional<std::int64_t> place(Tensor& whole, std::vector<bool>& covered,
                                   const ShardPiece& piece) {
   if (whole.dtype() == ir::DType::F32)
     return place(whole.f32(), covered, whole.shape(), piece, piece.tensor.f32());
+  if (whole.dtype() == ir::DType::F16) return place(whole.f16(), covered, whole.shape(), piece, piece.tensor.f16());
+  if (whole.dtype() == ir::DType::BF16)
+    return place(whole.bf16(), covered, whole.shape(), piece, piece.tensor.bf16());
   return place(whole.i32(), covered, whole.shape(), piece, piece.tensor.i32());
 }
 

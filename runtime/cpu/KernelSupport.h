@@ -138,5 +138,17 @@ void globalNorm(const KernelArgs& a);
 void clipScale(const KernelArgs& a);
 void sgdUpdate(const KernelArgs& a);
 void adamUpdate(const KernelArgs& a);
+void unscaleAndClip(const KernelArgs& a);
+void lossScaleUpdate(const KernelArgs& a);
+
+// ---- half precision (HalfPrecision.cpp) ----
+
+/// Whether an input, or an output that already has its dtype, is f16 or bf16.
+bool hasHalfOperand(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs);
+/// Runs the f32 `kernel` on f32 copies of the half inputs and rounds each
+/// output to its dtype (the caller's placeholder's, else the op's).
+void runWidened(void (*kernel)(const KernelArgs&), const ir::Op& op, const std::vector<const Tensor*>& inputs,
+                std::vector<Tensor*>& outputs, const KernelContext& ctx);
+void cast(const KernelArgs& args);
 
 }  // namespace meshflow::runtime::cpu

@@ -31,6 +31,8 @@ Kernel kernelFor(ir::OpKind kind) {
     case K::Exp:
     case K::Scale:
       return unary;
+    case K::Cast:
+      return cast;
     case K::Softmax:
       return softmax;
     case K::LayerNorm:
@@ -105,6 +107,8 @@ Kernel kernelFor(ir::OpKind kind) {
       return sgdUpdate;
     case K::AdamUpdate:
       return adamUpdate;
+    case K::LossScaleUpdate:
+      return lossScaleUpdate;
   }
   return nullptr;
 }
@@ -116,6 +120,9 @@ void runKernel(const ir::Op& op, const std::vector<const Tensor*>& inputs,
   Kernel kernel = kernelFor(op.kind);
   if (!kernel)
     throw KernelError(fmt::format("{} has no kernel: the executor binds it", ir::opName(op.kind)));
+  // Cast converts by itself; every other kernel computes in f32.
+  if (op.kind != ir::OpKind::Cast && hasHalfOperand(inputs, outputs))
+    return runWidened(kernel, op, inputs, outputs, ctx);
   kernel(KernelArgs(op, inputs, outputs, ctx));
 }
 

@@ -28,10 +28,8 @@ std::string durationText(std::chrono::milliseconds duration) {
 
 void copyRange(const Tensor& from, std::size_t fromOffset, Tensor& to, std::size_t toOffset,
                std::size_t count) {
-  if (from.dtype() == ir::DType::F32)
-    std::copy_n(from.f32().begin() + fromOffset, count, to.f32().begin() + toOffset);
-  else
-    std::copy_n(from.i32().begin() + fromOffset, count, to.i32().begin() + toOffset);
+  const std::size_t size = ir::dtypeBytes(from.dtype());
+  std::copy_n(from.raw().begin() + fromOffset * size, count * size, to.raw().begin() + toOffset * size);
 }
 
 // to[i] += from[fromOffset + i]. i32 sums wrap modulo 2^32: adding as unsigned
@@ -41,6 +39,20 @@ void addRange(const Tensor& from, std::size_t fromOffset, Tensor& to, std::size_
     auto x = from.f32().subspan(fromOffset, count);
     auto y = to.f32();
     for (std::size_t i = 0; i < count; ++i) y[i] += x[i];
+    return;
+  }
+  // Half partial sums add in f32 and round once per addition, as a half
+  // all-reduce on a GPU does.
+  if (from.dtype() == ir::DType::BF16) {
+    auto x = from.bf16().subspan(fromOffset, count);
+    auto y = to.bf16();
+    for (std::size_t i = 0; i < count; ++i) y[i] = toBFloat16(fromBFloat16(y[i]) + fromBFloat16(x[i]));
+    return;
+  }
+  if (from.dtype() == ir::DType::F16) {
+    auto x = from.f16().subspan(fromOffset, count);
+    auto y = to.f16();
+    for (std::size_t i = 0; i < count; ++i) y[i] = toHalf(fromHalf(y[i]) + fromHalf(x[i]));
     return;
   }
   auto x = from.i32().subspan(fromOffset, count);

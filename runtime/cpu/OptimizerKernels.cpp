@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <limits>
 #include <span>
 
 #include "runtime/cpu/KernelSupport.h"
@@ -25,6 +26,20 @@ void expectShapeOf(const KernelArgs& args, const Tensor& w, std::size_t i, const
   const Tensor& t = args.f32(i);
   if (t.shape() != w.shape())
     args.fail(fmt::format("{} is {} but the weight is {}", what, t.typeText(), w.typeText()));
+}
+
+// A NaN scale is ClipScale's verdict that a loss-scaled gradient overflowed:
+// the step is skipped, so each output keeps what it replaces (input 0, 3 or
+// 4). In place there is nothing to do; otherwise the output shares the
+// input's elements (copy on write).
+bool skipOverflowedStep(const KernelArgs& args, float scale) {
+  if (!std::isnan(scale)) return false;
+  for (std::size_t j = 0; j < args.outputCount(); ++j) {
+    const Tensor& kept = args.f32(j == 0 ? 0 : j + 2);
+    Tensor& out = args.rawOut(j);
+    if (&out != &kept) out = kept;
+  }
+  return true;
 }
 
 struct AdamSpans {
@@ -65,10 +80,52 @@ void globalNorm(const KernelArgs& args) {
 }
 
 void clipScale(const KernelArgs& args) {
+  if (args.inputCount() == 2) return unscaleAndClip(args);
   args.expectArity(1, 1);
   double norm = scalarInput(args, 0, "norm");
   double clipNorm = args.doubleAttr("clip_norm");
   args.outF32(0, {}).f32()[0] = static_cast<float>(std::min(1.0, clipNorm / (norm + 1e-6)));
+}
+
+// With a loss scale: the gradients' norm is loss_scale times the true norm.
+// A non-finite norm means some gradient overflowed (or is NaN), and the NaN
+// factor tells every update to skip the step.
+void unscaleAndClip(const KernelArgs& args) {
+  args.expectArity(2, 1);
+  double norm = scalarInput(args, 0, "norm");
+  double lossScale = scalarInput(args, 1, "loss_scale");
+  double clipNorm = args.doubleAttr("clip_norm", 0.0);
+  double factor = std::numeric_limits<double>::quiet_NaN();
+  if (std::isfinite(norm)) {
+    double clip = clipNorm > 0 ? std::min(1.0, clipNorm / (norm / lossScale + 1e-6)) : 1.0;
+    factor = clip / lossScale;
+  }
+  args.outF32(0, {}).f32()[0] = static_cast<float>(factor);
+}
+
+// Dynamic loss scaling (Micikevicius et al. 2018, and PyTorch's GradScaler):
+// an overflow halves the scale and restarts the count of good steps; `window`
+// good steps in a row double it.
+void lossScaleUpdate(const KernelArgs& args) {
+  args.expectArity(3, 2);
+  float scale = scalarInput(args, 0, "loss_scale");
+  const Tensor& counts = args.f32(1);
+  if (counts.elements() != 2) args.fail("counts must be f32[2], got " + counts.typeText());
+  float factor = scalarInput(args, 2, "factor");
+  std::int64_t window = args.intAttr("window");
+  float good = counts.f32()[0], skipped = counts.f32()[1];
+  if (std::isnan(factor)) {
+    scale = std::max(1.0f, scale / 2);
+    good = 0;
+    skipped += 1;
+  } else if (++good >= static_cast<float>(window)) {
+    scale *= 2;
+    good = 0;
+  }
+  args.outF32(0, {}).f32()[0] = scale;
+  auto out = args.outF32(1, {2}).f32();
+  out[0] = good;
+  out[1] = skipped;
 }
 
 // m' = momentum · m + (g · scale + weight_decay · w);  w' = w - lr · m'.
@@ -78,6 +135,7 @@ void sgdUpdate(const KernelArgs& args) {
   expectShapeOf(args, w, 1, "the gradient");
   expectShapeOf(args, w, 3, "the momentum");
   float scale = scalarInput(args, 2, "scale");
+  if (skipOverflowedStep(args, scale)) return;
   auto lr = static_cast<float>(args.doubleAttr("lr"));
   auto momentum = static_cast<float>(args.doubleAttr("momentum", 0.0));
   auto decay = static_cast<float>(args.doubleAttr("weight_decay", 0.0));
@@ -108,6 +166,7 @@ void adamUpdate(const KernelArgs& args) {
   expectShapeOf(args, w, 3, "the first moment");
   expectShapeOf(args, w, 4, "the second moment");
   float scale = scalarInput(args, 2, "scale");
+  if (skipOverflowedStep(args, scale)) return;
   if (args.ctx.step < 1) args.fail(fmt::format("step {} (steps count from 1)", args.ctx.step));
   double lr = args.doubleAttr("lr");
   double beta1 = args.doubleAttr("beta1", 0.9);

@@ -42,7 +42,7 @@ class SyntheticData final : public DataSource {
       if (info.type.dtype == ir::DType::I32)
         tensors.emplace(info.name, randomInts(shape, 0, idBound(graph, input), seed));
       else
-        tensors.emplace(info.name, randomNormal(shape, seed));
+        tensors.emplace(info.name, randomNormal(shape, seed).castTo(info.type.dtype));
     }
     return tensors;
   }

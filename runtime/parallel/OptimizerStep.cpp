@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <utility>
 
 #include "runtime/parallel/OpRunner.h"
 
@@ -18,6 +19,23 @@ double secondsSince(Clock::time_point start) {
 
 // Output j of an optimizer update replaces its input 0 (w), 3 or 4 (state).
 std::size_t updatedInput(std::size_t output) { return output == 0 ? 0 : output + 2; }
+
+// An update-phase Cast rounds a new fp32 master weight into the half
+// parameter it replaces, the output of its forward op (passes/Autodiff.h).
+std::optional<ir::ValueId> castTarget(const ir::Graph& graph, ir::OpId id) {
+  const ir::Op& op = graph.op(id);
+  if (op.kind != ir::OpKind::Cast || op.phase != ir::Phase::Update || !op.forwardOp) return std::nullopt;
+  return graph.op(*op.forwardOp).outputs.at(0);
+}
+
+// The state values the outputs of a non-optimizer update op replace, in
+// output order: a master weight's half copy, or the loss scale and its counts.
+std::vector<ir::ValueId> replacedState(const ir::Graph& graph, ir::OpId id) {
+  if (auto param = castTarget(graph, id)) return {*param};
+  const ir::Op& op = graph.op(id);
+  if (op.kind == ir::OpKind::LossScaleUpdate) return {op.inputs.at(0), op.inputs.at(1)};
+  return {};
+}
 
 class UpdateRun {
  public:
@@ -62,6 +80,14 @@ class UpdateRun {
     return squares;
   }
 
+  // This device's share of the loss scale in the all-reduce: the scale at
+  // mesh coordinate (0, 0) of the stage that holds it, else 0.
+  float heldLossScale(const ir::Graph& graph, const ir::Op& clip) const {
+    auto it = s_.state->find(bindingName(graph, clip.inputs.at(1)));
+    if (it == s_.state->end() || s_.mesh.row() != 0 || s_.mesh.column() != 0) return 0.0f;
+    return std::as_const(it->second).f32()[0];
+  }
+
   ir::ValueId clipScaleValue() const {
     return s_.runner->graph().op(s_.partition->clip->clipScale).outputs.at(0);
   }
@@ -69,14 +95,25 @@ class UpdateRun {
   // The global gradient norm over every stage of this replica — the squares
   // this device counts, all-reduced over the replica's devices rank by rank —
   // and the clip scale the updates read.
+  //
+  // Under loss scaling the clip op also reads the loss scale, which only the
+  // devices of the loss's stage hold: it travels in the same all-reduce, added
+  // by one device of the replica (the others add 0, so the sum is exact).
+  // Every device then sees the same norm, and a non-finite one — an overflow —
+  // makes every device skip the step.
   Tensor clipScale(double squares) {
-    Tensor total = Tensor::scalar(static_cast<float>(squares));
+    const ir::Graph& graph = s_.runner->graph();
+    const ir::Op& clip = graph.op(s_.partition->clip->clipScale);
+    bool scaled = clip.inputs.size() == 2;
+    Tensor total = Tensor::fromF32({2}, {static_cast<float>(squares), scaled ? heldLossScale(graph, clip) : 0.0f});
     auto start = Clock::now();
     s_.comm->allReduce(*s_.replicaGroup, {&total});
     times_.commSeconds += secondsSince(start);
-    Tensor norm = Tensor::scalar(std::sqrt(total.item()));
+    Tensor norm = Tensor::scalar(std::sqrt(total.f32()[0]));
+    Tensor lossScale = Tensor::scalar(total.f32()[1]);
     Tensor scale;
     std::vector<const Tensor*> in{&norm};
+    if (scaled) in.push_back(&lossScale);
     std::vector<Tensor*> out{&scale};
     s_.runner->runKernel(s_.partition->clip->clipScale, in, out, s_.step);
     return scale;
@@ -97,6 +134,9 @@ class UpdateRun {
       } else {
         ir::OpId one[] = {id};
         s_.runner->run(one, values, *s_.state, kNoInputs, s_.step);
+        std::vector<ir::ValueId> replaced = replacedState(graph, id);
+        for (std::size_t j = 0; j < replaced.size(); ++j)
+          (*s_.state)[bindingName(graph, replaced[j])] = std::move(values.at(graph.op(id).outputs.at(j)));
       }
     }
     times_.kernelSeconds += secondsSince(start);
@@ -129,6 +169,9 @@ class UpdateRun {
     for (std::size_t j = 0; j < out.size(); ++j)
       if (in.at(updatedInput(j)) != out[j]) throw std::logic_error("an optimizer state value is not in the state");
     s_.runner->runKernel(id, in, out, s_.step);
+    // What later update ops read (a master weight's rounding to its half
+    // parameter): shares the state's elements, and dies with the step's values.
+    for (std::size_t j = 0; j < out.size(); ++j) values.insert_or_assign(op.outputs[j], *out[j]);
     values.erase(op.inputs.at(1));
   }
 
@@ -152,9 +195,23 @@ class UpdateRun {
         } else {
           ir::OpId one[] = {id};
           s_.spmd->run(one, values, *s_.state, kNoInputs, s_.step, s_.mesh, *s_.comm);
+          writeBackSharded(id, values);
         }
       }
     times_.kernelSeconds += secondsSince(start);
+  }
+
+  // An update op whose outputs replace state (a master weight rounded into its
+  // half parameter, the loss scaler): its boxes, in the state's layouts.
+  void writeBackSharded(ir::OpId id, ShardedValues& values) {
+    const ir::Graph& graph = s_.runner->graph();
+    std::vector<ir::ValueId> replaced = replacedState(graph, id);
+    for (std::size_t j = 0; j < replaced.size(); ++j) {
+      ShardedValue& sv = values.at(graph.op(id).outputs.at(j));
+      const ir::ShardingSpec spec = s_.spmd->heldSpec(replaced[j]);
+      (*s_.state)[bindingName(graph, replaced[j])] =
+          sv.spec == spec ? sv.local : reshard(sv.local, s_.spmd->shape(replaced[j]), sv.spec, spec, s_.mesh, *s_.comm);
+    }
   }
 
   // Optimizer op `id` on this member's boxes: the gradient (input 1) in its
@@ -181,6 +238,9 @@ class UpdateRun {
       in[i] = &brought[i];
     }
     s_.runner->runKernel(id, in, out, s_.step);
+    // What later update ops read, in the state's layouts (see updateInPlace).
+    for (std::size_t j = 0; j < out.size(); ++j)
+      values.insert_or_assign(op.outputs[j], ShardedValue{*out[j], s_.spmd->heldSpec(op.inputs.at(updatedInput(j)))});
     values.erase(op.inputs.at(1));
   }
 

@@ -15,7 +15,10 @@ namespace {
 
 std::int64_t valueBytes(const OpRunner& runner, const std::vector<ir::ValueId>& values) {
   std::int64_t bytes = 0;
-  for (ir::ValueId v : values) bytes += shapeElements(runner.shape(v)) * 4;
+  for (ir::ValueId v : values) {
+    const auto size = static_cast<std::int64_t>(ir::dtypeBytes(runner.graph().value(v).type.dtype));
+    bytes += shapeElements(runner.shape(v)) * size;
+  }
   return bytes;
 }
 
@@ -25,12 +28,10 @@ Tensor rows(const Tensor& t, std::int64_t first, std::int64_t count) {
   std::int64_t row = t.elements() / shape.at(0);
   shape[0] = count;
   Tensor out(t.dtype(), shape);
-  std::size_t bytes = static_cast<std::size_t>(row * count) * 4;
-  const void* from = t.dtype() == ir::DType::F32 ? static_cast<const void*>(t.f32().data() + first * row)
-                                                 : static_cast<const void*>(t.i32().data() + first * row);
-  void* to = t.dtype() == ir::DType::F32 ? static_cast<void*>(out.f32().data())
-                                         : static_cast<void*>(out.i32().data());
-  std::memcpy(to, from, bytes);
+  const std::size_t size = ir::dtypeBytes(t.dtype());
+  std::size_t bytes = static_cast<std::size_t>(row * count) * size;
+  const std::int64_t offset = first * row * static_cast<std::int64_t>(size);
+  if (bytes) std::memcpy(out.raw().data(), t.raw().data() + offset, bytes);
   return out;
 }
 
@@ -235,6 +236,12 @@ TensorMap ParallelTrainer::state() const {
   return all;
 }
 
+std::optional<Tensor> ParallelTrainer::replicatedState(const std::string& name) const {
+  for (const TensorMap& held : deviceState_)
+    if (auto it = held.find(name); it != held.end()) return it->second;
+  return std::nullopt;
+}
+
 std::vector<DeviceShard> ParallelTrainer::shards() const {
   std::vector<DeviceShard> shards;
   for (std::size_t d = 0; d < deviceState_.size(); ++d) {
@@ -269,6 +276,21 @@ std::vector<TensorMap> ParallelTrainer::microbatchesOf(const TensorMap& batch, i
   return result;
 }
 
+// Each microbatch's backward differentiates its own mean loss: M = microbatches
+// × replicas times the serial reference's share of the batch. Seeding it with
+// loss_scale / M gives its half-precision gradients the serial reference's
+// magnitudes, so f16 overflows where the reference does (the update unscales
+// by the same loss_scale / M, the sum over microbatches then being the
+// reference's scaled gradient over M). The scale is restored after the step.
+void ParallelTrainer::shareLossScale(bool divide) {
+  const auto shares = static_cast<float>(std::int64_t{plan_.microbatches} * replicas());
+  for (TensorMap& held : deviceState_)
+    if (auto it = held.find("loss_scale"); it != held.end()) {
+      float& value = it->second.f32()[0];
+      value = divide ? value / shares : value * shares;
+    }
+}
+
 ParallelStepResult ParallelTrainer::step(const TensorMap& batch, std::int64_t step) {
   const std::size_t devices = deviceState_.size();
   std::vector<std::vector<TensorMap>> inputs;
@@ -276,6 +298,7 @@ ParallelStepResult ParallelTrainer::step(const TensorMap& batch, std::int64_t st
   std::vector<DeviceResult> results(devices);
   const float scale = 1.0f / static_cast<float>(std::int64_t{plan_.microbatches} * replicas());
   for (const auto& memory : memory_) memory->resetPeak();
+  shareLossScale(true);
   auto start = std::chrono::steady_clock::now();
   try {
     cluster_->run([&](int device) {
@@ -313,6 +336,7 @@ ParallelStepResult ParallelTrainer::step(const TensorMap& batch, std::int64_t st
     const std::string& detail = failure.detail();
     throw ParallelRunError(detail.rfind("device ", 0) == 0 ? detail : failure.what());
   }
+  shareLossScale(false);
   ParallelStepResult result;
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   double sum = 0;

@@ -118,6 +118,10 @@ class ParallelTrainer {
   void setState(const TensorMap& state);
   /// The whole state, assembled from the first replica of every rank.
   TensorMap state() const;
+  /// One replicated state tensor as the first device holding it has it (the
+  /// loss scale, which every holder updates alike), without assembling the
+  /// whole state; none when no device holds `name`.
+  std::optional<Tensor> replicatedState(const std::string& name) const;
   /// What each device holds, for a checkpoint: on a mesh of several devices
   /// each its boxes of the parameters and optimizer state (under the plan's
   /// layout of each parameter), else whole tensors; replicas repeat them.
@@ -140,6 +144,9 @@ class ParallelTrainer {
     ir::ShardingSpec spec;
   };
   std::vector<HeldState> heldState(int device) const;
+  /// Divides the loss scale the devices hold by the step's microbatches ×
+  /// replicas for the step (divide), or multiplies it back.
+  void shareLossScale(bool divide);
   MeshPlace placeOf(int device) const;
   std::vector<TensorMap> microbatchesOf(const TensorMap& batch, int replica) const;
   passes::PipelineDescription describe() const;

@@ -57,11 +57,15 @@ void forEachRun(const Shape& box, const Shape& large, const Shape& offset, F f) 
 template <class T>
 std::span<T> elements(Tensor& t) {
   if constexpr (std::is_same_v<T, std::int32_t>) return t.i32();
+  else if constexpr (std::is_same_v<T, Half>) return t.f16();
+  else if constexpr (std::is_same_v<T, BFloat16>) return t.bf16();
   else return t.f32();
 }
 template <class T>
 std::span<const T> elements(const Tensor& t) {
   if constexpr (std::is_same_v<T, std::int32_t>) return t.i32();
+  else if constexpr (std::is_same_v<T, Half>) return t.f16();
+  else if constexpr (std::is_same_v<T, BFloat16>) return t.bf16();
   else return t.f32();
 }
 
@@ -80,6 +84,8 @@ void copyBox(std::span<const T> from, std::span<T> to, const Shape& box, const S
 template <class F>
 void byElementType(ir::DType dtype, F body) {
   if (dtype == ir::DType::I32) body.template operator()<std::int32_t>();
+  else if (dtype == ir::DType::F16) body.template operator()<Half>();
+  else if (dtype == ir::DType::BF16) body.template operator()<BFloat16>();
   else body.template operator()<float>();
 }
 

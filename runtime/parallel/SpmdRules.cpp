@@ -221,6 +221,7 @@ SpmdLayout spmdLayout(const ir::Op& op, const std::vector<ShardingSpec>& held, c
     case OpKind::Sigmoid:
     case OpKind::Exp:
     case OpKind::Scale:
+    case OpKind::Cast:
       layout = elementwiseLayout(op, held, inputShapes, outputShapes, planned, mesh);
       break;
     case OpKind::ReluGrad:

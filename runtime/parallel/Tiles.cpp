@@ -11,10 +11,8 @@ namespace {
 // Elements [first, first + count) of `from` into `to` from element `at` on.
 void copyElements(const Tensor& from, std::int64_t first, std::int64_t count, Tensor& to, std::int64_t at) {
   if (count <= 0) return;
-  if (from.dtype() == ir::DType::F32)
-    std::copy_n(from.f32().data() + first, count, to.f32().data() + at);
-  else
-    std::copy_n(from.i32().data() + first, count, to.i32().data() + at);
+  const auto size = static_cast<std::int64_t>(ir::dtypeBytes(from.dtype()));
+  std::copy_n(from.raw().data() + first * size, count * size, to.raw().data() + at * size);
 }
 
 std::int64_t runLength(std::int64_t elements, int parts) { return (elements + parts - 1) / parts; }

@@ -52,12 +52,17 @@ std::optional<double> numberAttr(const ir::Op& op, const std::string& name) {
   return std::nullopt;
 }
 
-bool isHostDType(ir::DType dtype) { return dtype == ir::DType::F32 || dtype == ir::DType::I32; }
+bool isHostDType(ir::DType dtype) { return dtype != ir::DType::I64; }
+
+bool isFloat(ir::DType dtype) {
+  return dtype == ir::DType::F32 || dtype == ir::DType::F16 || dtype == ir::DType::BF16;
+}
 
 // The inputs of an update op that its outputs replace: w, m (and v), in output order.
 std::vector<std::size_t> updatedInputs(ir::OpKind kind) {
   if (kind == ir::OpKind::SgdUpdate) return {0, 3};
   if (kind == ir::OpKind::AdamUpdate) return {0, 3, 4};
+  if (kind == ir::OpKind::LossScaleUpdate) return {0, 1};
   return {};
 }
 
@@ -65,17 +70,27 @@ Tensor initialParameter(const ir::Graph& graph, ir::OpId id, const std::string& 
                         std::uint64_t seed) {
   const ir::Op& op = graph.op(id);
   const ir::TensorType& type = graph.value(op.outputs.at(0)).type;
-  if (!type.concrete() || type.dtype != ir::DType::F32)
+  if (!type.concrete() || !isFloat(type.dtype))
     throw ExecutionError(
-        graph, id, "parameter `" + name + "` must be f32 of a fixed shape, not " + type.text());
+        graph, id, "parameter `" + name + "` must be a float of a fixed shape, not " + type.text());
   Shape shape = boundShape(type, 1);
   std::string init = stringAttr(op, "init");
-  if (init.empty() || init == "zeros") return Tensor::zeros(shape);
-  if (init == "ones") return Tensor::full(shape, 1.0f);
+  if (init.empty() || init == "zeros") return Tensor::zeros(shape).castTo(type.dtype);
+  if (init == "ones") return Tensor::full(shape, 1.0f).castTo(type.dtype);
+  if (init == "full") {
+    auto value = numberAttr(op, "value");
+    if (!value) throw ExecutionError(graph, id, "full init of `" + name + "` needs `value`");
+    return Tensor::full(shape, static_cast<float>(*value)).castTo(type.dtype);
+  }
   if (init == "normal") {
     auto stddev = numberAttr(op, "std");
     if (!stddev) throw ExecutionError(graph, id, "normal init of `" + name + "` needs `std`");
-    return randomNormal(shape, mix(seed ^ mix(hashName(name))), static_cast<float>(*stddev));
+    // A master weight draws its half parameter's values (`init_name`), so the
+    // half copy is the master rounded from the first step on.
+    std::string drawn = stringAttr(op, "init_name");
+    if (drawn.empty()) drawn = name;
+    Tensor values = randomNormal(shape, mix(seed ^ mix(hashName(drawn))), static_cast<float>(*stddev));
+    return values.castTo(type.dtype);
   }
   throw ExecutionError(graph, id, "unknown init `" + init + "` for `" + name + "`");
 }
@@ -120,7 +135,7 @@ SerialExecutor::SerialExecutor(const ir::Graph& graph, ExecutorOptions options)
       if (!isHostDType(graph_.value(v).type.dtype))
         throw ExecutionError(
             graph_, id,
-            "the CPU executor computes f32 and i32 only, not " + graph_.value(v).type.text());
+            "the CPU executor holds f32, f16, bf16 and i32 only, not " + graph_.value(v).type.text());
   }
   for (ir::ValueId v = 0; v < graph_.valueCount(); ++v)
     shapes_.push_back(boundShape(graph_.value(v).type, options_.batchSize));
@@ -129,6 +144,13 @@ SerialExecutor::SerialExecutor(const ir::Graph& graph, ExecutorOptions options)
   std::vector<bool> kept(graph_.valueCount(), false);
   for (ir::ValueId v : graph_.outputs) kept.at(v) = true;
   for (ir::OpId id = 0; id < ops.size(); ++id) {
+    // An update-phase Cast rounds a new master weight into the half parameter.
+    if (ops[id].kind == ir::OpKind::Cast && ops[id].phase == ir::Phase::Update && ops[id].forwardOp) {
+      ir::ValueId param = graph_.op(*ops[id].forwardOp).outputs.at(0);
+      writeBacks_.push_back({ops[id].outputs.at(0), bindingName(graph_, param)});
+      kept[ops[id].outputs[0]] = true;
+      continue;
+    }
     auto updated = updatedInputs(ops[id].kind);
     for (std::size_t i = 0; i < updated.size() && i < ops[id].outputs.size(); ++i) {
       if (updated[i] >= ops[id].inputs.size()) break;

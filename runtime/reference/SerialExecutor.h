@@ -47,7 +47,9 @@ std::string bindingName(const ir::Graph& graph, ir::ValueId value);
 
 /// Adds to `state` every parameter of `graph` it does not hold yet, initialised
 /// from the Parameter op's attributes: `init` "normal" (with `std`), "zeros"
-/// (also when `init` is absent, as for optimizer state) or "ones". A normal
+/// (also when `init` is absent, as for optimizer state), "ones" or "full"
+/// (with `value`), in the parameter's float dtype. A normal init with
+/// `init_name` draws the values of that parameter (a master weight's). A normal
 /// parameter draws from std::mt19937_64 seeded by mixing `seed` with a hash of
 /// the parameter's name, so its values depend on the name and the seed only —
 /// not on the order of parameters in the graph.

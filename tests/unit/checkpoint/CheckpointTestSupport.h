@@ -50,19 +50,17 @@ class TempDir {
   fs::path path_;
 };
 
-/// The block of `whole` at `offset` with shape `shape` (f32 or i32, any rank).
+/// The block of `whole` at `offset` with shape `shape` (any dtype, any rank).
 inline Tensor block(const Tensor& whole, const std::vector<std::int64_t>& offset,
                     const Shape& shape) {
   Tensor out(whole.dtype(), shape);
   const auto strides = runtime::rowMajorStrides(whole.shape());
+  const auto size = static_cast<std::int64_t>(ir::dtypeBytes(whole.dtype()));
   std::vector<std::int64_t> index(shape.size(), 0);
   for (std::int64_t i = 0; i < out.elements(); ++i) {
     std::int64_t flat = 0;
     for (std::size_t d = 0; d < shape.size(); ++d) flat += (offset[d] + index[d]) * strides[d];
-    if (whole.dtype() == ir::DType::F32)
-      out.f32()[i] = whole.f32()[flat];
-    else
-      out.i32()[i] = whole.i32()[flat];
+    std::copy_n(whole.raw().begin() + flat * size, size, out.raw().begin() + i * size);
     for (std::size_t d = shape.size(); d-- > 0 && ++index[d] == shape[d];) index[d] = 0;
   }
   return out;

@@ -197,3 +197,18 @@ TEST_CASE("scalars, i32 tensors and empty tensors round trip", "[checkpoint]") {
   CHECK(loaded->info.is_null());
   CHECK(sameTensors(loaded->tensors, state));
 }
+
+TEST_CASE("half-precision tensors read back bit for bit, 2 bytes an element", "[checkpoint][half]") {
+  // A mixed-precision run's state: half parameters beside their fp32 masters.
+  TempDir dir;
+  TensorMap state = sampleState(3);
+  state["block0.fc1.w.master"] = state.at("block0.fc1.w");
+  state["block0.fc1.w"] = state.at("block0.fc1.w.master").castTo(meshflow::ir::DType::BF16);
+  state["block0.fc1.b"] = state.at("block0.fc1.b").castTo(meshflow::ir::DType::F16);
+  writeCheckpoint(dir.path(), 4, kInfo, fourDevices(state));
+  auto loaded = readLatestCheckpoint(dir.path());
+  REQUIRE(loaded);
+  CHECK(loaded->tensors.at("block0.fc1.w").typeText() == "bf16[4, 6]");
+  CHECK(loaded->tensors.at("block0.fc1.b").typeText() == "f16[6]");
+  CHECK(sameTensors(loaded->tensors, state));
+}

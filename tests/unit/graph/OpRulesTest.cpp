@@ -422,7 +422,7 @@ TEST_CASE("declared leaves", "[rules]") {
   CHECK(leafError(OpKind::Parameter, "f32[4]", {{"name", "w"}, {"init", "normal"}}) ==
         "parameter: missing attribute 'std'");
   CHECK(leafError(OpKind::Parameter, "f32[4]", {{"name", "w"}, {"init", "uniform"}}) ==
-        "parameter: attribute 'init' must be \"normal\", \"zeros\" or \"ones\", got \"uniform\"");
+        "parameter: attribute 'init' must be \"normal\", \"zeros\", \"ones\" or \"full\", got \"uniform\"");
   CHECK(leafError(OpKind::Parameter, "f32[4]", {{"name", "w"}, {"init", "ones"}, {"std", 1.0}}) ==
         "no error");
   CHECK(leafError(OpKind::Parameter, "f32[4]", {{"name", "w"}, {"init", "normal"}, {"std", -1.0}}) ==

@@ -25,6 +25,8 @@ inline Tensor poisoned(const Tensor& t) {
   Tensor p = Tensor::uninitialized(t.dtype(), t.shape());
   if (t.dtype() == meshflow::ir::DType::F32)
     std::fill(p.f32().begin(), p.f32().end(), std::numeric_limits<float>::quiet_NaN());
+  else if (t.dtype() != meshflow::ir::DType::I32)  // all ones: NaN in f16 and bf16
+    std::fill(p.raw().begin(), p.raw().end(), std::byte{0xff});
   else
     std::fill(p.i32().begin(), p.i32().end(), 0x5a5a5a5a);
   return p;

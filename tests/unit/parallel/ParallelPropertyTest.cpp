@@ -301,3 +301,119 @@ TEST_CASE("random plans with recomputation equal the serial reference", "[parall
   CHECK(cases == 180);
   CHECK(rebuilt > 0);
 }
+
+namespace {
+
+const char* kHalfModels = R"(
+model half_mlp(depth = 2, width = 8, classes = 5, dtype = bf16) {
+  let x = input("x", dtype[batch, 6])
+  let labels = input("labels", i32[batch])
+  var h = gelu(linear(x, width, name = "in"))
+  for i in 0..depth { h = h + tanh(linear(h, width, name = "fc" + str(i))) }
+  return cross_entropy(linear(layer_norm(h), classes, name = "out"), labels)
+}
+)";
+
+// Half-precision runs agree with the serial reference within the half type's
+// rounding: a plan rounds partial results to it where the serial reference
+// rounds once (a tensor-parallel matmul's partial sums, the all-reduce adding
+// them, microbatch slices of a reduction), a few units in the last place —
+// in smooth models: where a ReLU's input lies within that rounding of 0, the
+// two runs take different branches and the next step's gradients differ by
+// the whole branch, so these models use tanh and GeLU, not ReLU —
+// 2^-8 relative for bf16, 2^-11 for f16 — compounded over a few layers and two
+// steps. The backward's cancellations (layer norm subtracts means, residual
+// branches add) turn that rounding into errors relative to a tensor's largest
+// elements, not to each element, so state is compared at rtol of its largest
+// magnitude. The fp32 master weights move by up to 2·lr a step more where a
+// near-zero gradient's rounding flips Adam's step.
+double largestMagnitude(const runtime::Tensor& t) {
+  runtime::Tensor wide = t.toF32();
+  double largest = 0;
+  for (float v : wide.f32()) largest = std::max(largest, double(std::abs(v)));
+  return largest;
+}
+
+void requireCloseHalfRun(const RunResult& parallel, const RunResult& serial, ir::DType dtype) {
+  const double rtol = dtype == ir::DType::BF16 ? 3e-2 : 5e-3;
+  const double adamStep = 2e-3 * static_cast<double>(serial.losses.size());
+  REQUIRE(parallel.losses.size() == serial.losses.size());
+  for (std::size_t i = 0; i < serial.losses.size(); ++i) {
+    INFO("step " << i + 1);
+    REQUIRE(parallel.losses[i] == Approx(serial.losses[i]).epsilon(rtol));
+  }
+  REQUIRE(parallel.state.size() == serial.state.size());
+  for (const auto& [name, tensor] : serial.state) {
+    const runtime::Tensor& mine = parallel.state.at(name);
+    const double scale = largestMagnitude(tensor);
+    INFO(name << ": max |diff| " << runtime::maxAbsDiff(mine, tensor) << " of values up to " << scale);
+    REQUIRE(mine.dtype() == tensor.dtype());
+    REQUIRE(runtime::maxAbsDiff(mine, tensor) <= adamStep + rtol * scale);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("random half-precision models x random plans equal the serial reference",
+          "[parallel][property][half]") {
+  // bf16 and f16 models (an MLP and a GPT) on random schedules, stage cuts,
+  // replicas, tensor-parallel groups and unequal meshes; f16 with dynamic loss
+  // scaling, whose norm and loss scale travel in the clip's all-reduce.
+  std::mt19937 rng(20261127);
+  int cases = 0, halfParameters = 0;
+  const std::vector<std::string> shapes = {"half_mlp(depth = 2, width = 8, dtype = ",
+                                           "gpt(layers = 2, hidden = 16, heads = 2, seq = 4, vocab = 24, dtype = "};
+  for (ir::DType dtype : {ir::DType::BF16, ir::DType::F16}) {
+    for (const std::string& shape : shapes) {
+      std::string expression = shape + ir::dtypeName(dtype) + ")";
+      ir::Graph forward = traceModel(kHalfModels, expression);
+      for (ir::ValueId p : forward.parameters()) halfParameters += forward.value(p).type.dtype == dtype ? 1 : 0;
+      passes::OptimizerConfig optimizer = passes::OptimizerConfig::adam();
+      if (dtype == ir::DType::F16) optimizer.lossScale = 1024;
+      auto training = passes::buildTrainingGraph(forward, optimizer);
+      for (int trial = 0; trial < 16; ++trial) {
+        RandomPlan r = trial % 8 == 5 ? unequalMeshPlan(forward, rng) : randomPlan(forward, rng, trial % 4 == 3 ? 2 : 1);
+        auto seed = static_cast<std::uint64_t>(trial);
+        INFO(expression << " " << r.text << " seed " << seed);
+        auto serial = runSerial(training, r.batch, 2, seed);
+        auto parallel = runParallel(training, r.plan, optionsFor(r.batch), 2, seed);
+        requireCloseHalfRun(parallel, serial, dtype);
+        ++cases;
+      }
+    }
+  }
+  CHECK(cases == 64);
+  CHECK(halfParameters > 0);
+}
+
+TEST_CASE("f16 plans skip the overflowed steps the serial reference skips", "[parallel][property][half]") {
+  // A loss scale far past f16's range: the first steps overflow and are
+  // skipped, halving the scale until the gradients fit. A pipeline with one
+  // microbatch and one replica computes the reference's half-precision
+  // gradients over the same samples, so it overflows on the same steps and
+  // ends with the same scale and skip count. (With several microbatches or
+  // replicas a weight gradient is summed in f16 over fewer samples, which may
+  // overflow where the whole batch's sum cancels, or not where it does.)
+  std::mt19937 rng(20261128);
+  ir::Graph forward = traceModel(kHalfModels, "half_mlp(depth = 2, width = 8, dtype = f16)");
+  passes::OptimizerConfig optimizer = passes::OptimizerConfig::adam();
+  optimizer.lossScale = 1 << 22;
+  optimizer.lossScaleWindow = 2;
+  auto training = passes::buildTrainingGraph(forward, optimizer);
+  int cases = 0;
+  double skipped = 0;
+  while (cases < 12) {
+    RandomPlan r = randomPlan(forward, rng);
+    if (r.plan.microbatches != 1 || r.plan.replicas() != 1) continue;
+    INFO(r.text);
+    auto serial = runSerial(training, r.batch, 6, 1);
+    auto parallel = runParallel(training, r.plan, optionsFor(r.batch), 6, 1);
+    const auto& counts = serial.state.at("loss_scale.counts");
+    REQUIRE(parallel.state.at("loss_scale.counts").bitEqual(counts));
+    REQUIRE(parallel.state.at("loss_scale").bitEqual(serial.state.at("loss_scale")));
+    requireCloseHalfRun(parallel, serial, ir::DType::F16);
+    skipped += counts.f32()[1];
+    ++cases;
+  }
+  CHECK(skipped >= cases);  // every case skipped at least one step
+}
