@@ -37,18 +37,6 @@ using bench::trace;
 using Clock = std::chrono::steady_clock;
 
 
-ir::Cluster cpuCluster(int devices) {
-  ir::Cluster c;
-  c.nodes = 1;
-  c.devicesPerNode = devices;
-  c.device.name = "cpu-thread";
-  c.device.memoryBytes = 4.0 * (1 << 30);
-  c.device.peakFlops = 50e9;
-  c.device.memoryBandwidth = 10e9;
-  c.intraNode = {10e9, 1e-6};
-  c.interNode = c.intraNode;
-  return c;
-}
 
 long minorFaults() {
   rusage usage{};
@@ -110,7 +98,7 @@ std::vector<Case> grid() {
 // Runs two steps of the planned case; returns each device's (measured, predicted).
 std::vector<std::pair<runtime::MemoryStats, double>> measure(const Case& c, const ir::Graph& forward,
                                                            const passes::TrainingGraph& training) {
-  ir::Plan plan = passes::planTraining(forward, cpuCluster(c.devices), c.request);
+  ir::Plan plan = passes::planTraining(forward, bench::cpuCluster(c.devices), c.request);
   runtime::ParallelOptions options;
   options.batch = c.request.globalBatch;
   runtime::ParallelTrainer trainer(training, runtime::parallelPlanOf(forward, plan), options);
@@ -206,7 +194,7 @@ void reportSerial() {
   request.globalBatch = batch;
   request.stages = 1;
   request.maxTensorParallel = 1;
-  ir::Plan plan = passes::planTraining(forward, cpuCluster(1), request);
+  ir::Plan plan = passes::planTraining(forward, bench::cpuCluster(1), request);
   runtime::ParallelOptions options;
   options.batch = batch;
   runtime::ParallelTrainer trainer(training, runtime::parallelPlanOf(forward, plan), options);

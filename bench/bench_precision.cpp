@@ -24,18 +24,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr int kWarmupSteps = 2;
 
-ir::Cluster cpuCluster(int devices) {
-  ir::Cluster c;
-  c.nodes = 1;
-  c.devicesPerNode = devices;
-  c.device.name = "cpu-thread";
-  c.device.memoryBytes = 4.0 * (1 << 30);
-  c.device.peakFlops = 50e9;
-  c.device.memoryBandwidth = 10e9;
-  c.intraNode = {10e9, 1e-6};
-  c.interNode = c.intraNode;
-  return c;
-}
 
 struct Measured {
   double step = 0;  // median seconds
@@ -51,7 +39,7 @@ Measured measure(const std::string& model, int devices, int steps) {
   request.dataParallel = devices;
   request.microbatches = 1;
   request.maxTensorParallel = 1;
-  ir::Plan plan = passes::planTraining(forward, cpuCluster(devices), request);
+  ir::Plan plan = passes::planTraining(forward, bench::cpuCluster(devices), request);
   runtime::ParallelOptions options;
   options.batch = request.globalBatch;
   runtime::ParallelTrainer trainer(training, runtime::parallelPlanOf(forward, plan), options);
