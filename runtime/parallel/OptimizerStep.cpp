@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "runtime/parallel/FlatShards.h"
 #include "runtime/parallel/OpRunner.h"
 
 namespace meshflow::runtime {
@@ -21,8 +22,9 @@ std::size_t updatedInput(std::size_t output) { return output == 0 ? 0 : output +
 
 class UpdateRun {
  public:
-  UpdateRun(const DeviceStep& s, const std::set<int>& stages, const std::map<ir::ValueId, ir::ShardingSpec>& specs)
-      : s_(s), stages_(stages), specs_(specs) {}
+  UpdateRun(const DeviceStep& s, const std::set<int>& stages, const std::map<ir::ValueId, ir::ShardingSpec>& specs,
+            TensorMap* updatedShards)
+      : s_(s), stages_(stages), specs_(specs), updatedShards_(updatedShards) {}
 
   DeviceTimes run(ValueTable values) {
     for (int vs : stages_)
@@ -32,6 +34,10 @@ class UpdateRun {
           throw std::logic_error(fmt::format("the gradient value {} of stage {} is missing", g, vs));
         for (float& x : it->second.f32()) x *= s_.gradientScale;
       }
+    if (s_.shardOptimizer) {
+      updateFlat(values);
+      return times_;
+    }
     if (s_.spmd) {
       updateSharded(values);
       return times_;
@@ -70,7 +76,9 @@ class UpdateRun {
   // this device counts, all-reduced over the replica's devices rank by rank —
   // and the clip scale the updates read.
   Tensor clipScale(double squares) {
-    Tensor total = Tensor::scalar(static_cast<float>(squares));
+    // Over every replica, replicas other than 0 hold the same whole gradients.
+    const bool counts = !s_.clipOverReplicas || s_.shardOptimizer || s_.replica == 0;
+    Tensor total = Tensor::scalar(counts ? static_cast<float>(squares) : 0.0f);
     auto start = Clock::now();
     s_.comm->allReduce(*s_.replicaGroup, {&total});
     times_.commSeconds += secondsSince(start);
@@ -184,6 +192,64 @@ class UpdateRun {
     values.erase(op.inputs.at(1));
   }
 
+  // The update of a sharded optimizer: every optimizer op runs on this
+  // replica's flat shards — of the parameter (cut from the whole box it
+  // holds), the gradient (reduce-scattered) and the state (held as shards) —
+  // and leaves the parameter's updated shard for the ALL_GATHER. The other
+  // update ops (constants) run whole.
+  void updateFlat(ValueTable& shards) {
+    if (s_.partition->clip) shards[clipScaleValue()] = clipScale(flatSquares(shards));
+    static const TensorMap kNoInputs;
+    const ir::Graph& graph = s_.runner->graph();
+    auto start = Clock::now();
+    for (int vs : stages_)
+      for (ir::OpId id : piece(vs).update) {
+        const ir::OpKind kind = graph.op(id).kind;
+        if (kind == ir::OpKind::SgdUpdate || kind == ir::OpKind::AdamUpdate) {
+          updateShardInPlace(id, shards);
+        } else {
+          ir::OpId one[] = {id};
+          s_.runner->run(one, shards, *s_.state, kNoInputs, s_.step);
+        }
+      }
+    times_.kernelSeconds += secondsSince(start);
+  }
+
+  void updateShardInPlace(ir::OpId id, ValueTable& shards) {
+    static const TensorMap kNoInputs;
+    const ir::Op& op = s_.runner->graph().op(id);
+    const std::string& name = bindingName(s_.runner->graph(), op.inputs.at(0));
+    Tensor parameter;
+    {
+      MemoryScope category(MemoryCategory::kParameters);
+      parameter = flatShardOf(s_.state->at(name), s_.replica, s_.replicas);
+    }
+    std::vector<Tensor*> out = updatedState(op);
+    out.at(0) = &parameter;
+    std::vector<const Tensor*> in;
+    for (ir::ValueId v : op.inputs) in.push_back(&s_.runner->input(id, v, shards, *s_.state, kNoInputs));
+    for (std::size_t j = 0; j < out.size(); ++j) in.at(updatedInput(j)) = out[j];
+    s_.runner->runKernel(id, in, out, s_.step);
+    shards.erase(op.inputs.at(1));
+    if (!updatedShards_) throw std::logic_error("a sharded update with nowhere to put the parameters' shards");
+    updatedShards_->insert_or_assign(name, std::move(parameter));
+  }
+
+  // The squares of this replica's gradient shards (the padding is zero); on a
+  // mesh, a box repeated along a mesh dimension is counted by one member.
+  double flatSquares(const ValueTable& shards) const {
+    double squares = 0;
+    for (int vs : stages_) {
+      const passes::StagePiece& p = piece(vs);
+      for (std::size_t i = 0; i < p.gradients.size(); ++i) {
+        const ir::ShardingSpec held = s_.spmd ? s_.spmd->heldSpec(p.gradientParameters[i])
+                                              : ir::ShardingSpec::replicated(0);
+        if (countsOnce(held)) squares += sumOfSquares(shards.at(p.gradients[i]));
+      }
+    }
+    return squares;
+  }
+
   // The squares of the gradients' elements this device counts: partial sums
   // reduced first (in place: the update then reads them reduced), and a box
   // repeated along a mesh dimension its layout does not split counted by the
@@ -214,14 +280,15 @@ class UpdateRun {
   const DeviceStep& s_;
   const std::set<int>& stages_;
   const std::map<ir::ValueId, ir::ShardingSpec>& specs_;
+  TensorMap* updatedShards_;
   DeviceTimes times_;
 };
 
 }  // namespace
 
 DeviceTimes runUpdate(const DeviceStep& step, const std::set<int>& stages, ValueTable gradients,
-                      const std::map<ir::ValueId, ir::ShardingSpec>& specs) {
-  return UpdateRun(step, stages, specs).run(std::move(gradients));
+                      const std::map<ir::ValueId, ir::ShardingSpec>& specs, TensorMap* updatedShards) {
+  return UpdateRun(step, stages, specs, updatedShards).run(std::move(gradients));
 }
 
 }  // namespace meshflow::runtime
