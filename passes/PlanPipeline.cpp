@@ -90,7 +90,8 @@ StageDescription rankCosts(const ir::Plan& plan, const std::vector<int>& stages)
   }
   rank.recompute = recompute != "none";
   // A sharded stage's gradientBytes is its shard; the backward makes the whole.
-  for (int s : stages) rank.shardOptimizer = rank.shardOptimizer || plan.stages[static_cast<size_t>(s)].costs.shardedOptimizerState;
+  for (int s : stages)
+    rank.shardOptimizer = rank.shardOptimizer || plan.stages[static_cast<size_t>(s)].costs.shardedOptimizerState;
   return rank;
 }
 

@@ -68,7 +68,8 @@ class DeviceRun {
   explicit DeviceRun(const DeviceStep& s)
       : s_(s), code_(s.program->devices.at(static_cast<std::size_t>(s.device))) {
     for (const passes::StagePiece& p : s_.partition->stages)
-      for (std::size_t i = 0; i < p.gradients.size(); ++i) parameterOf_.emplace(p.gradients[i], p.gradientParameters[i]);
+      for (std::size_t i = 0; i < p.gradients.size(); ++i)
+        parameterOf_.emplace(p.gradients[i], p.gradientParameters[i]);
   }
 
   DeviceResult run() {
@@ -200,6 +201,7 @@ class DeviceRun {
     if (group.at(static_cast<std::size_t>(s_.replica)) != s_.device)
       throw std::logic_error("a reduce-scatter group that is not in replica order");
     ValueTable& bucket = buffers_.at(buffer);
+    if (bucket.empty()) return;  // every replica's piece of this stage has the same (no) gradients
     auto start = Clock::now();
     if (s_.spmd) {
       MemoryScope category(MemoryCategory::kGradients);
@@ -238,6 +240,7 @@ class DeviceRun {
     std::vector<const Tensor*> parts;
     for (const auto& [name, part] : updatedShards_) parts.push_back(&part);
     Tensor gathered;
+    MemoryScope communication(MemoryCategory::kCommunication);
     auto start = Clock::now();
     s_.comm->allGather(s_.program->groups.at(static_cast<std::size_t>(in.peer)), packRow(parts), gathered);
     result_.times.commSeconds += secondsSince(start);

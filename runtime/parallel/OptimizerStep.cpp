@@ -226,9 +226,12 @@ class UpdateRun {
     }
     std::vector<Tensor*> out = updatedState(op);
     out.at(0) = &parameter;
-    std::vector<const Tensor*> in;
-    for (ir::ValueId v : op.inputs) in.push_back(&s_.runner->input(id, v, shards, *s_.state, kNoInputs));
+    // The state's inputs are the shards themselves (the runner would check
+    // them against the whole shapes); the gradient and the scale come as usual.
+    std::vector<const Tensor*> in(op.inputs.size(), nullptr);
     for (std::size_t j = 0; j < out.size(); ++j) in.at(updatedInput(j)) = out[j];
+    for (std::size_t i = 0; i < op.inputs.size(); ++i)
+      if (!in[i]) in[i] = &s_.runner->input(id, op.inputs[i], shards, *s_.state, kNoInputs);
     s_.runner->runKernel(id, in, out, s_.step);
     shards.erase(op.inputs.at(1));
     if (!updatedShards_) throw std::logic_error("a sharded update with nowhere to put the parameters' shards");

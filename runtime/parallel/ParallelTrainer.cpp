@@ -248,10 +248,11 @@ void ParallelTrainer::setState(const TensorMap& state) {
         const bool parameter = std::find(piece.gradientParameters.begin(), piece.gradientParameters.end(), v) !=
                                piece.gradientParameters.end();
         MemoryScope scope(memory_[d], parameter ? MemoryCategory::kParameters : MemoryCategory::kOptimizerState);
-        Tensor box = spmd ? takeShard(it->second, spmd->heldSpec(v), placeOf(static_cast<int>(d))) : it->second.clone();
+        Tensor box = spmd ? takeShard(it->second, spmd->heldSpec(v), placeOf(static_cast<int>(d))) : it->second;
         // A sharded optimizer keeps only this replica's flat shard of the box.
         mine[name] = flatState(rankOf_[d], v) ? flatShardOf(box, replicaOf(static_cast<int>(d)), replicas())
-                                              : std::move(box);
+                     : spmd                   ? std::move(box)
+                                              : box.clone();
       }
     }
   }

@@ -109,7 +109,8 @@ std::string parallelPlanText(const ParallelPlan& plan, std::int64_t batch) {
                            ? fmt::format(" ({} virtual)", plan.virtualStages)
                            : "";
   bool sharded = false;
-  for (std::size_t r = 0; r < ranks; ++r) sharded = sharded || (plan.shardsOptimizer(static_cast<int>(r)) && replicas > 1);
+  for (std::size_t r = 0; r < ranks; ++r)
+    sharded = sharded || (plan.shardsOptimizer(static_cast<int>(r)) && replicas > 1);
   return fmt::format("{} stage{}{} × {} replica{}{}{}, {}, {} microbatch{} of {}, {} devices", ranks,
                      ranks == 1 ? "" : "s", chunks, replicas, replicas == 1 ? "" : "s", meshText(plan),
                      sharded ? " (sharded optimizer)" : "", plan.schedule,

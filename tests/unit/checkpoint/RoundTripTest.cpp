@@ -250,7 +250,8 @@ TEST_CASE("flat pieces of a sharded optimizer read back as whole tensors", "[che
   // Each flat run is stored once, by the device that holds it.
   const fs::path file = dir.path() / "step-00000010" / "device-0003.bin";
   auto pieces = ckpt::decodeShard(ckpt::readWholeFile(file), file);
-  auto matrix = std::find_if(pieces.begin(), pieces.end(), [](const ShardPiece& p) { return p.name == "block0.fc1.w"; });
+  auto matrix =
+      std::find_if(pieces.begin(), pieces.end(), [](const ShardPiece& p) { return p.name == "block0.fc1.w"; });
   REQUIRE(matrix != pieces.end());
   REQUIRE(matrix->flat);
   CHECK(matrix->flat->block == Shape{4, 3});
@@ -296,9 +297,13 @@ TEST_CASE("a shard file with a flat piece is version 2: each piece says its kind
 TEST_CASE("flat pieces that leave a gap or lie outside their block are refused", "[checkpoint][zero]") {
   const TensorMap state = sampleState(12);
   auto gap = flatShards(state);
-  auto& held = gap[4].pieces;  // replica 2's runs of the first column half
-  held.erase(std::find_if(held.begin(), held.end(), [](const ShardPiece& p) { return p.name == "block0.fc1.w"; }));
-  CHECK_THAT(refusal(gap), Contains("block0.fc1.w") && Contains("is in no piece"));
+  // Replica 2's run of the first column half one element early: it overlaps
+  // replica 1's (with the same bits) and leaves the block's last element out.
+  ShardPiece& early = pieceNamed(gap[4], "block0.fc1.w");
+  const Tensor box = block(state.at("block0.fc1.w"), {0, 0}, {4, 3});
+  early.flat->begin = 7;
+  std::copy_n(box.f32().begin() + 7, 4, early.tensor.f32().begin());
+  CHECK_THAT(refusal(gap), Contains("tensor 'block0.fc1.w': element [3, 2] is in no piece"));
   auto outside = flatShards(state);
   pieceNamed(outside[5], "block0.fc1.w").flat->begin = 9;  // 4 elements from 9 run past the 12 of the block
   CHECK_THAT(refusal(outside), Contains("lies outside the block of shape [4, 3]"));
