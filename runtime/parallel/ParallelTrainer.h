@@ -122,11 +122,14 @@ class ParallelTrainer {
 
   /// Hands every device the parameters and optimizer state of its stages.
   void setState(const TensorMap& state);
-  /// The whole state, assembled from the first replica of every rank.
+  /// The whole state, assembled from the first replica of every rank (and a
+  /// sharded optimizer's state from every replica's shard).
   TensorMap state() const;
   /// What each device holds, for a checkpoint: on a mesh of several devices
   /// each its boxes of the parameters and optimizer state (under the plan's
-  /// layout of each parameter), else whole tensors; replicas repeat them.
+  /// layout of each parameter), else whole tensors; replicas repeat them,
+  /// except a sharded optimizer's state, of which each replica holds a flat
+  /// run of each box (a flat piece, without the padding).
   std::vector<DeviceShard> shards() const;
 
   /// Runs training step `step` (1-based) on `batch`, the graph inputs of the
