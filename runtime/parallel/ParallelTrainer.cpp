@@ -40,8 +40,9 @@ bool flatPiece(ShardPiece& piece, const Shape& block, int replica, int replicas)
   const std::int64_t count = std::clamp<std::int64_t>(n - replica * c, 0, c);
   if (count == 0) return false;
   if (count < c) {
-    Tensor whole = Tensor::uninitialized(piece.tensor.dtype(), {count});
-    std::copy_n(piece.tensor.f32().begin(), count, whole.f32().begin());
+    const Tensor& shard = piece.tensor;  // read only: the device's tensor stays shared, uncopied
+    Tensor whole = Tensor::uninitialized(shard.dtype(), {count});
+    std::copy_n(shard.f32().begin(), count, whole.f32().begin());
     piece.tensor = std::move(whole);
   }
   piece.flat = FlatRange{block, replica * c};
