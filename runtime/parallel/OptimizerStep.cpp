@@ -215,6 +215,10 @@ class UpdateRun {
     times_.kernelSeconds += secondsSince(start);
   }
 
+  // Optimizer op `id` on this replica's shards: the parameter's shard is cut
+  // from the box the device holds (which the forward reads until the
+  // ALL_GATHER replaces it), the state's shards are updated in place, and the
+  // gradient's shard is spent.
   void updateShardInPlace(ir::OpId id, ValueTable& shards) {
     static const TensorMap kNoInputs;
     const ir::Op& op = s_.runner->graph().op(id);
