@@ -43,6 +43,11 @@ void requirePositiveInt(const Entry& e, bool allowAuto) {
             e.span);
 }
 
+void requireBool(const Entry& e) {
+  if (e.value.kind() == ValueKind::Auto || e.value.isBool()) return;
+  invalid(fmt::format("'{}' must be true, false or auto, not {}", e.name, e.value.repr()), e.span);
+}
+
 void requireChoice(const Entry& e, const std::vector<std::string>& choices) {
   if (e.value.kind() == ValueKind::Auto) return;
   if (e.value.isString() &&
@@ -179,6 +184,7 @@ const std::map<std::string, HintCheck>& scheduleHints() {
       {"pipeline",
        [](const Entry& e) { requireChoice(e, {"gpipe", "1f1b", "interleaved", "zb-h1", "zbv"}); }},
       {"recompute", [](const Entry& e) { requireChoice(e, {"none", "selective", "full"}); }},
+      {"shard_optimizer", [](const Entry& e) { requireBool(e); }},
       {"optimizer",
        [](const Entry& e) {
          if (!isKind(e.value, {"adam", "adamw", "sgd"}))

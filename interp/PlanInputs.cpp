@@ -27,6 +27,12 @@ std::optional<int> intHint(const ScheduleObject& schedule, const std::string& na
   return static_cast<int>(value->asInt());
 }
 
+std::optional<bool> boolHint(const ScheduleObject& schedule, const std::string& name) {
+  auto value = schedule.field(name);
+  if (!value || !value->isBool()) return std::nullopt;  // absent or auto
+  return value->asBool();
+}
+
 std::optional<std::string> stringHint(const ScheduleObject& schedule, const std::string& name) {
   auto value = schedule.field(name);
   if (!value || !value->isString()) return std::nullopt;
@@ -106,6 +112,7 @@ void applySchedule(const ScheduleObject& schedule, passes::PlanRequest& request)
   if (auto v = intHint(schedule, "max_tensor_parallel")) request.maxTensorParallel = v;
   if (auto v = intHint(schedule, "data_parallel")) request.dataParallel = v;
   if (auto v = stringHint(schedule, "recompute")) request.recompute = v;
+  if (auto v = boolHint(schedule, "shard_optimizer")) request.shardOptimizerState = v;
   for (const ScheduleBound& bound : schedule.bounds())
     if (bound.name == "memory_per_device") request.memoryPerDevice = bound.limit.quantityValue();
   if (auto optimizer = schedule.field("optimizer");

@@ -31,7 +31,8 @@ Value stageRecord(const ir::PlanStage& stage, std::size_t index) {
                         {"devices", Value::list(std::move(devices))},
                         {"latency", seconds(stage.latency)},
                         {"memory", bytes(stage.peakMemoryBytes)},
-                        {"recompute", Value::string(stage.costs.recompute)}});
+                        {"recompute", Value::string(stage.costs.recompute)},
+                        {"shard_optimizer", Value::boolean(stage.costs.shardedOptimizerState)}});
 }
 
 Value strings(const std::vector<std::string>& texts) {

@@ -460,8 +460,9 @@ class Lowerer {
            {bucket, part + 1 == parts ? out : kNoBuffer});
       if (part + 1 == parts) afterLastPiece();
       if (bucket == kNoBuffer || dpGroup < 0) continue;
+      // Sharded optimizer state: each replica keeps only its shard of the sum.
       Instruction reduce;
-      reduce.op = Opcode::kAllReduce;
+      reduce.op = stage.shardOptimizer ? Opcode::kReduceScatter : Opcode::kAllReduce;
       reduce.stream = ir::Stream::kGrad;
       reduce.peer = dpGroup;
       reduce.bytes = program_.buffers[bucket].bytes;
@@ -479,6 +480,21 @@ class Lowerer {
     uses.push_back(parameters);
     const BufferId defs[] = {parameters};
     program_.append(self.device, update, uses, defs);
+    if (stage.shardOptimizer && replicas_ > 1) gatherParameters(self, stage, parameters);
+  }
+
+  /// After a sharded update each replica holds only its shard of the updated
+  /// parameters; the next step's forward needs all of them, so they are
+  /// gathered in place over the replicas (on the grad stream, like the
+  /// reduce-scatter it mirrors).
+  void gatherParameters(const Place& self, const StageDescription& stage, BufferId parameters) {
+    Instruction gather;
+    gather.op = Opcode::kAllGather;
+    gather.stream = ir::Stream::kGrad;
+    gather.peer = replicaGroup(self.rank, self.index);
+    gather.bytes = stage.gradientBytes;
+    const BufferId operand[] = {parameters};
+    program_.append(self.device, gather, operand, operand);
   }
 
   const PipelineDescription& d_;

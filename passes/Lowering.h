@@ -37,7 +37,11 @@ class LoweringError : public std::runtime_error {
 /// kinds) is emitted as one RUN piece per gradient bucket, each of equal cost and
 /// each followed, when there is more than one replica, by an ALL_REDUCE of its
 /// bucket over the replicas on the grad stream — the bucket leaves while the
-/// rest of the backward still runs, as PyTorch DDP's bucketing does.
+/// rest of the backward still runs, as PyTorch DDP's bucketing does. A rank that
+/// shards its optimizer state (StageDescription::shardOptimizer) reduce-scatters
+/// each bucket instead, and follows its UPDATE with an in-place ALL_GATHER of its
+/// parameters buffer over the replicas (ZeRO's gradient and optimizer-state
+/// partitioning).
 ///
 /// Throws LoweringError for an inconsistent description (no stages, replicas of
 /// unequal count or size, a device used twice or out of range, negative costs or

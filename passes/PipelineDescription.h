@@ -50,6 +50,15 @@ struct StageDescription {
   bool recompute = false;
   double recomputeSeconds = 0;
   int64_t recomputeBytes = 0;
+
+  /// Sharded optimizer state (ZeRO-like), with more than one replica: each
+  /// gradient bucket is reduce-scattered over the replicas instead of
+  /// all-reduced, the UPDATE updates this replica's shard of the parameters
+  /// and their state, and an ALL_GATHER of the updated parameters over the
+  /// replicas follows it. gradientBytes is then what the backward makes
+  /// before the reduce-scatter (the whole gradients), which is also what the
+  /// parameters that have gradients weigh.
+  bool shardOptimizer = false;
 };
 
 struct PipelineDescription {

@@ -89,6 +89,9 @@ StageDescription rankCosts(const ir::Plan& plan, const std::vector<int>& stages)
                                       stages[0], s, recompute, plan.stages[static_cast<size_t>(s)].costs.recompute));
   }
   rank.recompute = recompute != "none";
+  // A sharded stage's gradientBytes is its shard; the backward makes the whole.
+  for (int s : stages)
+    rank.shardOptimizer = rank.shardOptimizer || plan.stages[static_cast<size_t>(s)].costs.shardedOptimizerState;
   return rank;
 }
 
@@ -126,6 +129,8 @@ PipelineDescription describePipeline(const ir::Plan& plan, std::vector<std::stri
   for (size_t r = 0; r < ranks.size(); ++r) {
     StageDescription rank = rankCosts(plan, ranks[r]);
     rank.meshes = replicaMeshes(*layouts[r], sameReplicas);
+    if (rank.shardOptimizer) rank.gradientBytes *= static_cast<int64_t>(rank.meshes.size());
+    rank.shardOptimizer = rank.shardOptimizer && rank.meshes.size() > 1;
     description.stages.push_back(std::move(rank));
   }
   return description;

@@ -81,9 +81,10 @@ struct PlanRequest {
   std::optional<double> memoryPerDevice;  ///< Bytes; default: the device's memory.
   std::optional<std::string> recompute;   ///< "none", "selective" or "full".
   int optimizerCopies = 2;  ///< Optimizer state per parameter (Adam 2, SGD+momentum 1, SGD 0).
-  /// ZeRO-like sharded gradients and optimizer state: always, never, or (empty)
-  /// where the planner finds it pays. Not a schedule hint yet; benchmarks use it
-  /// to evaluate published plans that did not shard them.
+  /// ZeRO-like sharded gradients and optimizer state (the `shard_optimizer`
+  /// hint): always, never, or (empty) where the planner finds it pays. Only
+  /// stages with data-parallel replicas shard (a single replica has nothing
+  /// to shard over); benchmarks also use it to evaluate published plans.
   std::optional<bool> shardOptimizerState;
   std::vector<LayerPin> layerPins;
   std::vector<OpShardingPin> opPins;

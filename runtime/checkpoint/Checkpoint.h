@@ -19,14 +19,17 @@
 // A shard file is little-endian:
 //
 //   magic     8 bytes  "MFCKPT\r\n"
-//   version   u32      1
+//   version   u32      1, or 2 when a piece is flat
 //   pieces    u32      the number of pieces
 //   per piece:
 //     name    u32 length, then that many bytes of UTF-8
 //     dtype   u8       1 = f32, 2 = i32, 3 = f16, 4 = bf16 (2-byte elements)
 //     rank    u32
 //     global shape, offset, local shape: rank i64 each
+//     (version 2 only) kind u8: 0 = a block, 1 = flat, then for flat: begin i64,
+//                      count i64 (the local shape is then the block's)
 //     payload          the local block's elements, row-major, 4 bytes each
+//                      (a flat piece's count elements)
 //   trailer   u64      FNV-1a 64 of every byte before it
 //
 // so a truncated or bit-flipped file fails its checksum before it is parsed.
@@ -66,14 +69,27 @@ class CheckpointError : public std::runtime_error {
   std::string detail_;
 };
 
+/// Where a flat piece's elements lie: a run of the row-major elements of the
+/// block of shape `block` (at the piece's offset), from element `begin` on.
+struct FlatRange {
+  Shape block;
+  std::int64_t begin = 0;
+};
+
 /// One tensor piece a device holds: `tensor` is the block of the whole tensor `name`
 /// (shape `globalShape`) starting at `offset` (one entry per dimension). A whole
 /// tensor has offset all zeros and tensor.shape() == globalShape.
+///
+/// A flat piece (`flat` set) is a run of a block's elements instead — a sharded
+/// optimizer's shard of a flattened block (docs/runtime.md), which no block can
+/// express: `tensor` is 1-D and holds elements [flat->begin, flat->begin +
+/// tensor.elements()) of the block.
 struct ShardPiece {
   std::string name;
   Shape globalShape;
   std::vector<std::int64_t> offset;
   Tensor tensor;
+  std::optional<FlatRange> flat = std::nullopt;
 };
 
 /// The pieces one device holds.

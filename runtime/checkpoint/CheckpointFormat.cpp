@@ -29,6 +29,10 @@ std::uint8_t dtypeCode(ir::DType dtype) {
   }
 }
 
+// Piece kinds of version 2.
+constexpr std::uint8_t kBlockPiece = 0;
+constexpr std::uint8_t kFlatPiece = 1;
+
 // Appends little-endian integers whatever the host's byte order.
 class ByteWriter {
  public:
@@ -107,7 +111,14 @@ class ByteReader {
 };
 
 std::size_t encodedSize(const ShardPiece& piece) {
-  return 4 + piece.name.size() + 1 + 4 + 3 * 8 * piece.globalShape.size() + piece.tensor.bytes();
+  return 4 + piece.name.size() + 1 + 4 + 3 * 8 * piece.globalShape.size() + 1 + 16 + piece.tensor.bytes();
+}
+
+// Version 2 adds each piece's kind; files without flat pieces stay version 1,
+// which every meshflow reads.
+std::uint32_t versionFor(const std::vector<const ShardPiece*>& pieces) {
+  const bool flat = std::any_of(pieces.begin(), pieces.end(), [](const ShardPiece* p) { return p->flat.has_value(); });
+  return flat ? kShardFormatVersion : 1;
 }
 
 void writePayload(ByteWriter& out, const Tensor& tensor) {
@@ -122,13 +133,20 @@ void writePayload(ByteWriter& out, const Tensor& tensor) {
   }
 }
 
-void writePiece(ByteWriter& out, const ShardPiece& piece) {
+void writePiece(ByteWriter& out, const ShardPiece& piece, std::uint32_t version) {
   out.text(piece.name);
   out.u8(dtypeCode(piece.tensor.dtype()));
   out.u32(static_cast<std::uint32_t>(piece.globalShape.size()));
   out.dims(piece.globalShape);
   out.dims(piece.offset);
-  out.dims(piece.tensor.shape());
+  out.dims(piece.flat ? piece.flat->block : piece.tensor.shape());
+  if (version >= 2) {
+    out.u8(piece.flat ? kFlatPiece : kBlockPiece);
+    if (piece.flat) {
+      out.i64(piece.flat->begin);
+      out.i64(piece.tensor.elements());
+    }
+  }
   writePayload(out, piece.tensor);
 }
 
@@ -191,7 +209,7 @@ Tensor readPayload(ByteReader& in, ir::DType dtype, Shape shape) {
   return tensor;
 }
 
-ShardPiece readPiece(ByteReader& in) {
+ShardPiece readPiece(ByteReader& in, std::uint32_t version) {
   ShardPiece piece;
   piece.name = in.text("tensor name");
   in.setTensor(piece.name);
@@ -199,7 +217,15 @@ ShardPiece readPiece(ByteReader& in) {
   const std::uint32_t rank = in.u32("rank");
   piece.globalShape = in.dims(rank, "global shape");
   piece.offset = in.dims(rank, "offset");
-  piece.tensor = readPayload(in, dtype, in.dims(rank, "local shape"));
+  Shape local = in.dims(rank, "local shape");
+  const std::uint8_t kind = version >= 2 ? in.u8("piece kind") : kBlockPiece;
+  if (kind == kFlatPiece) {
+    piece.flat = FlatRange{std::move(local), in.i64("flat begin")};
+    local = {in.i64("flat count")};
+  } else if (kind != kBlockPiece) {
+    in.fail(fmt::format("unknown piece kind {}", kind));
+  }
+  piece.tensor = readPayload(in, dtype, std::move(local));
   in.setTensor({});
   return piece;
 }
@@ -243,10 +269,11 @@ Bytes encodeShard(const std::vector<const ShardPiece*>& pieces) {
   std::size_t size = kHeaderBytes + kTrailerBytes;
   for (const ShardPiece* piece : pieces) size += encodedSize(*piece);
   ByteWriter out(size);
+  const std::uint32_t version = versionFor(pieces);
   out.raw(kMagic);
-  out.u32(kShardFormatVersion);
+  out.u32(version);
   out.u32(static_cast<std::uint32_t>(pieces.size()));
-  for (const ShardPiece* piece : pieces) writePiece(out, *piece);
+  for (const ShardPiece* piece : pieces) writePiece(out, *piece, version);
   Bytes bytes = out.take();
   const std::uint64_t checksum = fnv1a64(bytes);
   for (int i = 0; i < 8; ++i) bytes.push_back(static_cast<std::uint8_t>(checksum >> (8 * i)));
@@ -259,12 +286,12 @@ std::vector<ShardPiece> decodeShard(std::span<const std::uint8_t> bytes,
   ByteReader in(bytes.first(bytes.size() - kTrailerBytes), file);
   in.take(kMagic.size(), "magic");
   const std::uint32_t version = in.u32("version");
-  if (version != kShardFormatVersion)
-    in.fail(fmt::format("shard format version {}; this meshflow reads version {}", version,
+  if (version < 1 || version > kShardFormatVersion)
+    in.fail(fmt::format("shard format version {}; this meshflow reads versions 1 to {}", version,
                         kShardFormatVersion));
   const std::uint32_t count = in.u32("piece count");
   std::vector<ShardPiece> pieces;
-  for (std::uint32_t i = 0; i < count; ++i) pieces.push_back(readPiece(in));
+  for (std::uint32_t i = 0; i < count; ++i) pieces.push_back(readPiece(in, version));
   if (in.remaining() != 0)
     in.fail(fmt::format("{} bytes after the last of {} pieces", in.remaining(), count));
   return pieces;

@@ -15,7 +15,9 @@ namespace meshflow::runtime::checkpoint {
 
 using Bytes = std::vector<std::uint8_t>;
 
-constexpr std::uint32_t kShardFormatVersion = 1;
+/// The newest shard format: version 2 adds flat pieces. The writer writes
+/// version 1 when no piece is flat; the reader reads both.
+constexpr std::uint32_t kShardFormatVersion = 2;
 
 std::uint64_t fnv1a64(std::span<const std::uint8_t> bytes);
 std::uint64_t fnv1a64(std::string_view text);

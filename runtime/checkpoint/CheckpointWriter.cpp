@@ -52,13 +52,14 @@ void validateArguments(std::int64_t step, const nlohmann::json& info,
 // A replicated piece (same name, offset and bits) is stored by the first device
 // holding it. Copies that differ are all kept, for checkAssembly to report.
 std::vector<StoredShard> dropReplicas(const std::vector<DeviceShard>& shards) {
-  using Key = std::tuple<std::string, std::vector<std::int64_t>, Shape>;
+  // A flat piece's key also has its run's start (-1 for a block).
+  using Key = std::tuple<std::string, std::vector<std::int64_t>, Shape, std::int64_t>;
   std::map<Key, std::vector<const ShardPiece*>> copies;
   std::vector<StoredShard> stored;
   for (const DeviceShard& shard : shards) {
     StoredShard& out = stored.emplace_back(StoredShard{shard.device, {}});
     for (const ShardPiece& piece : shard.pieces) {
-      auto& same = copies[Key{piece.name, piece.offset, piece.tensor.shape()}];
+      auto& same = copies[Key{piece.name, piece.offset, piece.tensor.shape(), piece.flat ? piece.flat->begin : -1}];
       auto equal = [&](const ShardPiece* other) { return other->tensor.bitEqual(piece.tensor); };
       if (std::any_of(same.begin(), same.end(), equal)) continue;
       same.push_back(&piece);

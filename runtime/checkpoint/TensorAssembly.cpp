@@ -10,6 +10,11 @@
 namespace meshflow::runtime::checkpoint {
 namespace {
 
+// The block a piece covers (a flat piece covers a run of it).
+const Shape& blockShape(const ShardPiece& piece) {
+  return piece.flat ? piece.flat->block : piece.tensor.shape();
+}
+
 void checkPlacement(const SourcedPiece& sourced, ir::DType dtype, const Shape& globalShape) {
   const ShardPiece& piece = *sourced.piece;
   const Tensor& block = piece.tensor;
@@ -21,13 +26,18 @@ void checkPlacement(const SourcedPiece& sourced, ir::DType dtype, const Shape& g
   if (piece.globalShape != globalShape)
     fail(fmt::format("the piece gives the tensor shape {}, not {}", shapeText(piece.globalShape),
                      shapeText(globalShape)));
-  if (piece.offset.size() != globalShape.size() || block.rank() != globalShape.size())
+  const Shape& box = blockShape(piece);
+  if (piece.offset.size() != globalShape.size() || box.size() != globalShape.size())
     fail(fmt::format("offset {} and block shape {} do not have the tensor's rank {}",
-                     shapeText(piece.offset), shapeText(block.shape()), globalShape.size()));
+                     shapeText(piece.offset), shapeText(box), globalShape.size()));
   for (std::size_t d = 0; d < globalShape.size(); ++d)
-    if (piece.offset[d] < 0 || piece.offset[d] > globalShape[d] - block.shape()[d])
+    if (box[d] < 0 || piece.offset[d] < 0 || piece.offset[d] > globalShape[d] - box[d])
       fail(fmt::format("a block of shape {} at offset {} lies outside the shape {}",
-                       shapeText(block.shape()), shapeText(piece.offset), shapeText(globalShape)));
+                       shapeText(box), shapeText(piece.offset), shapeText(globalShape)));
+  if (piece.flat && (block.rank() != 1 || piece.flat->begin < 0 ||
+                     piece.flat->begin > shapeElements(box) - block.elements()))
+    fail(fmt::format("a flat run of {} elements from element {} lies outside the block of shape {}",
+                     block.elements(), piece.flat->begin, shapeText(box)));
 }
 
 // Whether `available` elements can cover `shape`, computed without overflowing on a
@@ -75,10 +85,17 @@ std::vector<std::int64_t> unflatten(std::int64_t flat, const Shape& shape) {
 }
 
 bool contains(const ShardPiece& piece, const std::vector<std::int64_t>& index) {
-  for (std::size_t d = 0; d < index.size(); ++d)
-    if (index[d] < piece.offset[d] || index[d] >= piece.offset[d] + piece.tensor.shape()[d])
-      return false;
-  return true;
+  const Shape& box = blockShape(piece);
+  std::vector<std::int64_t> inBlock(index.size());
+  for (std::size_t d = 0; d < index.size(); ++d) {
+    if (index[d] < piece.offset[d] || index[d] >= piece.offset[d] + box[d]) return false;
+    inBlock[d] = index[d] - piece.offset[d];
+  }
+  if (!piece.flat) return true;
+  const auto strides = rowMajorStrides(box);
+  std::int64_t flat = 0;
+  for (std::size_t d = 0; d < index.size(); ++d) flat += inBlock[d] * strides[d];
+  return flat >= piece.flat->begin && flat < piece.flat->begin + piece.tensor.elements();
 }
 
 // Copies one block into `whole`, marking what it covers. An element another block
@@ -88,7 +105,11 @@ std::optional<std::int64_t> place(std::span<T> whole, std::vector<bool>& covered
                                   const Shape& globalShape, const ShardPiece& piece,
                                   std::span<const T> block) {
   const auto strides = rowMajorStrides(globalShape);
-  std::vector<std::int64_t> index(globalShape.size(), 0);
+  const Shape& box = blockShape(piece);
+  // A flat piece starts inside its block; a block at its first element.
+  std::vector<std::int64_t> index =
+      piece.flat && !block.empty() ? unflatten(piece.flat->begin, box)
+                                   : std::vector<std::int64_t>(globalShape.size(), 0);
   for (const T& value : block) {
     std::int64_t flat = 0;
     for (std::size_t d = 0; d < index.size(); ++d)
@@ -99,7 +120,7 @@ std::optional<std::int64_t> place(std::span<T> whole, std::vector<bool>& covered
     } else if (std::memcmp(&whole[flat], &value, sizeof(T)) != 0) {
       return flat;
     }
-    advance(index, piece.tensor.shape());
+    advance(index, box);
   }
   return std::nullopt;
 }

@@ -1,5 +1,6 @@
 #include "runtime/parallel/DeviceExecutor.h"
 
+#include "runtime/parallel/FlatShards.h"
 #include "runtime/parallel/Messages.h"
 #include "runtime/parallel/OptimizerStep.h"
 #include "runtime/parallel/Tiles.h"
@@ -65,7 +66,11 @@ void addInto(Tensor& sum, const Tensor& x) {
 class DeviceRun {
  public:
   explicit DeviceRun(const DeviceStep& s)
-      : s_(s), code_(s.program->devices.at(static_cast<std::size_t>(s.device))) {}
+      : s_(s), code_(s.program->devices.at(static_cast<std::size_t>(s.device))) {
+    for (const passes::StagePiece& p : s_.partition->stages)
+      for (std::size_t i = 0; i < p.gradients.size(); ++i)
+        parameterOf_.emplace(p.gradients[i], p.gradientParameters[i]);
+  }
 
   DeviceResult run() {
     auto start = Clock::now();
@@ -178,7 +183,14 @@ class DeviceRun {
         result_.times.commSeconds += secondsSince(start);
         return;
       }
+      case ir::Opcode::kReduceScatter:
+        reduceScatterBucket(in, uses[0]);
+        return;
       case ir::Opcode::kAllGather: {
+        if (role(uses[0]) == BufferRole::kParameters) {
+          gatherParameters(in);
+          return;
+        }
         auto start = Clock::now();
         buffers_[defs[0]] = gatherTiles(std::move(buffers_[uses[0]]),
                                         s_.program->groups.at(static_cast<std::size_t>(in.peer)), *s_.comm,
@@ -196,6 +208,69 @@ class DeviceRun {
         throw std::runtime_error(
             fmt::format("the cpu runtime cannot run {} instructions yet", ir::opcodeName(in.op)));
     }
+  }
+
+  // A sharded optimizer's gradient synchronisation: the bucket's gradients are
+  // summed over the replicas, and this replica keeps its flat shard of each
+  // (FlatShards.h), all in one collective. On a mesh each gradient is first
+  // brought into its parameter's layout: the shard is of the box the
+  // parameter is held in, which the update reads.
+  void reduceScatterBucket(const Instruction& in, BufferId buffer) {
+    const std::vector<int>& group = s_.program->groups.at(static_cast<std::size_t>(in.peer));
+    if (group.at(static_cast<std::size_t>(s_.replica)) != s_.device)
+      throw std::logic_error("a reduce-scatter group that is not in replica order");
+    ValueTable& bucket = buffers_.at(buffer);
+    if (bucket.empty()) return;  // every replica's piece of this stage has the same (no) gradients
+    auto start = Clock::now();
+    if (s_.spmd) {
+      MemoryScope category(MemoryCategory::kGradients);
+      for (auto& [g, t] : bucket) t = inParameterLayout(g, std::move(t));
+    }
+    std::vector<const Tensor*> tensors;
+    std::vector<std::int64_t> elements;
+    for (const auto& [g, t] : bucket) {
+      tensors.push_back(&t);
+      elements.push_back(t.elements());
+    }
+    Tensor row;
+    s_.comm->reduceScatter(group, packParts(tensors, s_.replicas), row);
+    MemoryScope category(MemoryCategory::kGradients);
+    std::vector<Tensor> parts = unpackRow(row, elements, s_.replicas);
+    std::size_t k = 0;
+    for (auto& [g, t] : bucket) t = std::move(parts[k++]);
+    result_.times.commSeconds += secondsSince(start);
+  }
+
+  // Gradient `g`'s boxes resharded within the mesh to its parameter's held
+  // layout (a partial sum is reduced here, once per step).
+  Tensor inParameterLayout(ir::ValueId g, Tensor boxes) {
+    auto it = gradientSpecs_.find(g);
+    const ir::ShardingSpec from = it != gradientSpecs_.end() ? it->second : ir::ShardingSpec::replicated(boxes.rank());
+    const ir::ShardingSpec to = s_.spmd->heldSpec(parameterOf_.at(g));
+    if (from == to) return boxes;
+    gradientSpecs_.insert_or_assign(g, to);
+    return reshard(boxes, s_.spmd->shape(g), from, to, s_.mesh, *s_.comm);
+  }
+
+  // After a sharded update: every replica's updated shards of the parameters,
+  // gathered in one collective and made whole (boxes on a mesh) in the state.
+  void gatherParameters(const Instruction& in) {
+    if (updatedShards_.empty()) return;  // every replica has the same (no) parameters
+    std::vector<const Tensor*> parts;
+    for (const auto& [name, part] : updatedShards_) parts.push_back(&part);
+    Tensor gathered;
+    MemoryScope communication(MemoryCategory::kCommunication);
+    auto start = Clock::now();
+    s_.comm->allGather(s_.program->groups.at(static_cast<std::size_t>(in.peer)), packRow(parts), gathered);
+    result_.times.commSeconds += secondsSince(start);
+    MemoryScope category(MemoryCategory::kParameters);
+    std::int64_t offset = 0;
+    for (const auto& [name, part] : updatedShards_) {
+      Tensor& held = s_.state->at(name);
+      held = unpackWhole(gathered, offset, held.shape(), s_.replicas);
+      offset += part.elements();
+    }
+    updatedShards_.clear();
   }
 
   // Runs a compute instruction once it is this device's turn on the host's
@@ -424,7 +499,7 @@ class DeviceRun {
       for (std::size_t i = 0; i < sums.size(); ++i)
         if (sums[i].allocated()) values.insert_or_assign(p.gradients[i], std::exchange(sums[i], Tensor()));
     }
-    DeviceTimes spent = runUpdate(s_, stages_, std::move(values), gradientSpecs_);
+    DeviceTimes spent = runUpdate(s_, stages_, std::move(values), gradientSpecs_, &updatedShards_);
     result_.times.kernelSeconds += spent.kernelSeconds;
     result_.times.commSeconds += spent.commSeconds;
   }
@@ -439,6 +514,8 @@ class DeviceRun {
   ValueTable pendingOut_;
   std::int64_t sample_ = 0;  // the first sample of the microbatch being run
   std::map<BufferId, std::unique_ptr<PendingAllReduce>> pending_;  // all-reduces under way, by bucket
+  std::map<ir::ValueId, ir::ValueId> parameterOf_;  // weight gradient → its parameter
+  TensorMap updatedShards_;  // a sharded update's parameter shards, by name, until the ALL_GATHER
   std::set<int> stages_;
   DeviceResult result_;
 };

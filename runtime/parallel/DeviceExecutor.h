@@ -1,6 +1,6 @@
 // The executor of one virtual device: runs that device's instruction stream of
-// an ir::Program — RUN, SEND, RECV, ALL_REDUCE, ALL_GATHER, FREE, UPDATE — against real
-// tensors (docs/runtime.md, "The executor").
+// an ir::Program — RUN, SEND, RECV, ALL_REDUCE, REDUCE_SCATTER, ALL_GATHER, FREE,
+// UPDATE — against real tensors (docs/runtime.md, "The executor").
 //
 // A RUN executes the local kernels of its stage's forward, backward (B, or I and
 // W) for one microbatch; buffers hold bundles of tensors keyed by value id (an
@@ -102,8 +102,20 @@ struct DeviceStep {
   float gradientScale = 1;
   /// Every device of this device's data-parallel replica, on every rank.
   /// Gradient clipping all-reduces the squared gradient norm over it (each
-  /// mesh's first member contributes its stages' share).
+  /// mesh's first member contributes its stages' share). With
+  /// `clipOverReplicas` it is every device of every replica instead: some
+  /// rank shards its optimizer state, so each replica holds only a shard of
+  /// those gradients; whole gradients are then counted by replica 0 alone.
   const std::vector<int>* replicaGroup = nullptr;
+  bool clipOverReplicas = false;
+  /// Sharded optimizer state (ZeRO-like) on this device's rank: each gradient
+  /// bucket is reduce-scattered into this replica's flat shard
+  /// (FlatShards.h), the UPDATE updates that shard of the parameters and their
+  /// state (`state` holds the state's shards only), and the ALL_GATHER of the
+  /// parameters buffer makes the parameters whole again.
+  bool shardOptimizer = false;
+  int replica = 0;   ///< This device's data-parallel replica.
+  int replicas = 1;  ///< Data-parallel replicas of the run.
   std::optional<InjectedFault> fault;
 };
 

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <utility>
 
+#include "runtime/parallel/FlatShards.h"
 #include "runtime/parallel/OpRunner.h"
 
 namespace meshflow::runtime {
@@ -39,8 +40,9 @@ std::vector<ir::ValueId> replacedState(const ir::Graph& graph, ir::OpId id) {
 
 class UpdateRun {
  public:
-  UpdateRun(const DeviceStep& s, const std::set<int>& stages, const std::map<ir::ValueId, ir::ShardingSpec>& specs)
-      : s_(s), stages_(stages), specs_(specs) {}
+  UpdateRun(const DeviceStep& s, const std::set<int>& stages, const std::map<ir::ValueId, ir::ShardingSpec>& specs,
+            TensorMap* updatedShards)
+      : s_(s), stages_(stages), specs_(specs), updatedShards_(updatedShards) {}
 
   DeviceTimes run(ValueTable values) {
     for (int vs : stages_)
@@ -50,6 +52,10 @@ class UpdateRun {
           throw std::logic_error(fmt::format("the gradient value {} of stage {} is missing", g, vs));
         for (float& x : it->second.f32()) x *= s_.gradientScale;
       }
+    if (s_.shardOptimizer) {
+      updateFlat(values);
+      return times_;
+    }
     if (s_.spmd) {
       updateSharded(values);
       return times_;
@@ -105,7 +111,12 @@ class UpdateRun {
     const ir::Graph& graph = s_.runner->graph();
     const ir::Op& clip = graph.op(s_.partition->clip->clipScale);
     bool scaled = clip.inputs.size() == 2;
-    Tensor total = Tensor::fromF32({2}, {static_cast<float>(squares), scaled ? heldLossScale(graph, clip) : 0.0f});
+    // Over every replica (a sharded optimizer), replicas other than 0 hold the
+    // same whole gradients, and the same loss scale.
+    const bool counts = !s_.clipOverReplicas || s_.shardOptimizer || s_.replica == 0;
+    const bool scaleHere = scaled && (!s_.clipOverReplicas || s_.replica == 0);
+    Tensor total = Tensor::fromF32({2}, {counts ? static_cast<float>(squares) : 0.0f,
+                                         scaleHere ? heldLossScale(graph, clip) : 0.0f});
     auto start = Clock::now();
     s_.comm->allReduce(*s_.replicaGroup, {&total});
     times_.commSeconds += secondsSince(start);
@@ -244,6 +255,71 @@ class UpdateRun {
     values.erase(op.inputs.at(1));
   }
 
+  // The update of a sharded optimizer: every optimizer op runs on this
+  // replica's flat shards — of the parameter (cut from the whole box it
+  // holds), the gradient (reduce-scattered) and the state (held as shards) —
+  // and leaves the parameter's updated shard for the ALL_GATHER. The other
+  // update ops (constants) run whole.
+  void updateFlat(ValueTable& shards) {
+    if (s_.partition->clip) shards[clipScaleValue()] = clipScale(flatSquares(shards));
+    static const TensorMap kNoInputs;
+    const ir::Graph& graph = s_.runner->graph();
+    auto start = Clock::now();
+    for (int vs : stages_)
+      for (ir::OpId id : piece(vs).update) {
+        const ir::OpKind kind = graph.op(id).kind;
+        if (kind == ir::OpKind::SgdUpdate || kind == ir::OpKind::AdamUpdate) {
+          updateShardInPlace(id, shards);
+        } else {
+          ir::OpId one[] = {id};
+          s_.runner->run(one, shards, *s_.state, kNoInputs, s_.step);
+        }
+      }
+    times_.kernelSeconds += secondsSince(start);
+  }
+
+  // Optimizer op `id` on this replica's shards: the parameter's shard is cut
+  // from the box the device holds (which the forward reads until the
+  // ALL_GATHER replaces it), the state's shards are updated in place, and the
+  // gradient's shard is spent.
+  void updateShardInPlace(ir::OpId id, ValueTable& shards) {
+    static const TensorMap kNoInputs;
+    const ir::Op& op = s_.runner->graph().op(id);
+    const std::string& name = bindingName(s_.runner->graph(), op.inputs.at(0));
+    Tensor parameter;
+    {
+      MemoryScope category(MemoryCategory::kParameters);
+      parameter = flatShardOf(s_.state->at(name), s_.replica, s_.replicas);
+    }
+    std::vector<Tensor*> out = updatedState(op);
+    out.at(0) = &parameter;
+    // The state's inputs are the shards themselves (the runner would check
+    // them against the whole shapes); the gradient and the scale come as usual.
+    std::vector<const Tensor*> in(op.inputs.size(), nullptr);
+    for (std::size_t j = 0; j < out.size(); ++j) in.at(updatedInput(j)) = out[j];
+    for (std::size_t i = 0; i < op.inputs.size(); ++i)
+      if (!in[i]) in[i] = &s_.runner->input(id, op.inputs[i], shards, *s_.state, kNoInputs);
+    s_.runner->runKernel(id, in, out, s_.step);
+    shards.erase(op.inputs.at(1));
+    if (!updatedShards_) throw std::logic_error("a sharded update with nowhere to put the parameters' shards");
+    updatedShards_->insert_or_assign(name, std::move(parameter));
+  }
+
+  // The squares of this replica's gradient shards (the padding is zero); on a
+  // mesh, a box repeated along a mesh dimension is counted by one member.
+  double flatSquares(const ValueTable& shards) const {
+    double squares = 0;
+    for (int vs : stages_) {
+      const passes::StagePiece& p = piece(vs);
+      for (std::size_t i = 0; i < p.gradients.size(); ++i) {
+        const ir::ShardingSpec held = s_.spmd ? s_.spmd->heldSpec(p.gradientParameters[i])
+                                              : ir::ShardingSpec::replicated(0);
+        if (countsOnce(held)) squares += sumOfSquares(shards.at(p.gradients[i]));
+      }
+    }
+    return squares;
+  }
+
   // The squares of the gradients' elements this device counts: partial sums
   // reduced first (in place: the update then reads them reduced), and a box
   // repeated along a mesh dimension its layout does not split counted by the
@@ -274,14 +350,15 @@ class UpdateRun {
   const DeviceStep& s_;
   const std::set<int>& stages_;
   const std::map<ir::ValueId, ir::ShardingSpec>& specs_;
+  TensorMap* updatedShards_;
   DeviceTimes times_;
 };
 
 }  // namespace
 
 DeviceTimes runUpdate(const DeviceStep& step, const std::set<int>& stages, ValueTable gradients,
-                      const std::map<ir::ValueId, ir::ShardingSpec>& specs) {
-  return UpdateRun(step, stages, specs).run(std::move(gradients));
+                      const std::map<ir::ValueId, ir::ShardingSpec>& specs, TensorMap* updatedShards) {
+  return UpdateRun(step, stages, specs, updatedShards).run(std::move(gradients));
 }
 
 }  // namespace meshflow::runtime

@@ -15,7 +15,13 @@ namespace meshflow::runtime {
 /// are scaled by step.gradientScale, clipped by the replica's global norm when
 /// the training graph clips, and handed to the optimizer ops — whole, or SPMD
 /// on the device's boxes on a mesh of several devices. Returns the time spent.
+///
+/// With step.shardOptimizer the gradients are this replica's flat shards
+/// (FlatShards.h, of the boxes the parameters are held in) and the state holds
+/// only the optimizer state's shards: the optimizer ops run on the shards, the
+/// state's shards are updated in place and the parameters' updated shards go
+/// to `updatedShards` by name, for the ALL_GATHER that follows.
 DeviceTimes runUpdate(const DeviceStep& step, const std::set<int>& stages, ValueTable gradients,
-                      const std::map<ir::ValueId, ir::ShardingSpec>& specs);
+                      const std::map<ir::ValueId, ir::ShardingSpec>& specs, TensorMap* updatedShards = nullptr);
 
 }  // namespace meshflow::runtime

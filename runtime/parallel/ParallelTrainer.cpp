@@ -9,6 +9,7 @@
 #include "passes/Lowering.h"
 #include "passes/schedules/Schedules.h"
 #include "runtime/cpu/LocalCluster.h"
+#include "runtime/parallel/FlatShards.h"
 
 namespace meshflow::runtime {
 namespace {
@@ -20,6 +21,35 @@ std::int64_t valueBytes(const OpRunner& runner, const std::vector<ir::ValueId>& 
     bytes += shapeElements(runner.shape(v)) * size;
   }
   return bytes;
+}
+
+/// The optimizer-state leaves of `graph`: inputs 3 and 4 of its optimizer
+/// ops (an update's m and v), sorted.
+std::vector<ir::ValueId> optimizerStateOf(const ir::Graph& graph) {
+  std::vector<ir::ValueId> state;
+  for (const ir::Op& op : graph.ops())
+    if (op.kind == ir::OpKind::SgdUpdate || op.kind == ir::OpKind::AdamUpdate)
+      for (std::size_t i = 3; i < op.inputs.size(); ++i) state.push_back(op.inputs[i]);
+  std::sort(state.begin(), state.end());
+  return state;
+}
+
+/// Turns `piece`, whose tensor is replica `replica`'s flat shard (padded) of
+/// the block of shape `block`, into a flat checkpoint piece without the
+/// padding; false when the shard holds none of the block's elements.
+bool flatPiece(ShardPiece& piece, const Shape& block, int replica, int replicas) {
+  const std::int64_t n = shapeElements(block);
+  const std::int64_t c = flatShardSize(n, replicas);
+  const std::int64_t count = std::clamp<std::int64_t>(n - replica * c, 0, c);
+  if (count == 0) return false;
+  if (count < c) {
+    const Tensor& shard = piece.tensor;  // read only: the device's tensor stays shared, uncopied
+    Tensor whole = Tensor::uninitialized(shard.dtype(), {count});
+    std::copy_n(shard.f32().begin(), count, whole.f32().begin());
+    piece.tensor = std::move(whole);
+  }
+  piece.flat = FlatRange{block, replica * c};
+  return true;
 }
 
 /// Rows [first, first + count) of `t` along dimension 0.
@@ -54,10 +84,27 @@ bool ParallelPlan::sameMeshes() const {
   return true;
 }
 
+bool ParallelPlan::shardsOptimizer(int rank) const {
+  return rank >= 0 && static_cast<std::size_t>(rank) < shardOptimizer.size() &&
+         shardOptimizer[static_cast<std::size_t>(rank)];
+}
+
 passes::Recompute ParallelPlan::recomputeOf(int vs) const {
   return vs >= 0 && static_cast<std::size_t>(vs) < recompute.size() ? recompute[static_cast<std::size_t>(vs)]
                                                                      : passes::Recompute::kNone;
 }
+
+namespace {
+
+// A mixed-precision training graph: its half parameters have fp32 master
+// leaves (passes/Autodiff.cpp), initialised from the parameter's `init_name`.
+bool hasMasterWeights(const ir::Graph& graph) {
+  for (const ir::Op& op : graph.ops())
+    if (op.kind == ir::OpKind::Parameter && op.attrs.count("init_name")) return true;
+  return false;
+}
+
+}  // namespace
 
 ParallelTrainer::ParallelTrainer(const passes::TrainingGraph& training, ParallelPlan plan,
                                  ParallelOptions options)
@@ -93,6 +140,11 @@ ParallelTrainer::ParallelTrainer(const passes::TrainingGraph& training, Parallel
                                            training_.graph.value(input).name, d));
   }
 
+  for (int r = 0; r < ranks; ++r)
+    if (plan_.shardsOptimizer(r) && replicas > 1 && hasMasterWeights(training_.graph))
+      throw ParallelRunError(
+          "the sharded optimizer does not run mixed-precision (f16/bf16) models yet; plan with "
+          "shard_optimizer = false");
   partition_ = passes::partitionStages(training_, plan_.stageOfForwardOp, plan_.virtualStages);
   for (int vs = 0; vs < plan_.virtualStages; ++vs)
     recomputation_.push_back(passes::planRecomputation(training_.graph, partition_.stages[static_cast<std::size_t>(vs)],
@@ -129,6 +181,9 @@ ParallelTrainer::ParallelTrainer(const passes::TrainingGraph& training, Parallel
       replicaDevices_[k / static_cast<std::size_t>(n)].push_back(rank[k]);
     }
   }
+  for (const auto& replica : replicaDevices_) allDevices_.insert(allDevices_.end(), replica.begin(), replica.end());
+  for (int r = 0; r < ranks; ++r) anySharded_ = anySharded_ || (plan_.shardsOptimizer(r) && replicas > 1);
+  optimizerState_ = optimizerStateOf(training_.graph);
   deviceState_.resize(static_cast<std::size_t>(devices));
   for (int d = 0; d < devices; ++d) memory_.push_back(std::make_shared<DeviceMemory>(d, options_.deviceMemory));
   cluster_ = std::make_unique<cpu::LocalCluster>(cpu::LocalClusterOptions{devices, options_.timeout, options_.hostCores});
@@ -167,9 +222,20 @@ passes::PipelineDescription ParallelTrainer::describe() const {
     stage.gradientBytes = std::max<std::int64_t>(gradients, 1024);
     for (int vs : stagesOfRank_[static_cast<std::size_t>(r)])
       stage.recompute = stage.recompute || plan_.recomputeOf(vs) != passes::Recompute::kNone;
+    stage.shardOptimizer = plan_.shardsOptimizer(r) && replicas() > 1;
     d.stages.push_back(stage);
   }
   return d;
+}
+
+bool ParallelTrainer::flatState(int rank, ir::ValueId v) const {
+  return plan_.shardsOptimizer(rank) && replicas() > 1 &&
+         std::binary_search(optimizerState_.begin(), optimizerState_.end(), v);
+}
+
+int ParallelTrainer::replicaOf(int device) const {
+  const auto d = static_cast<std::size_t>(device);
+  return slotOf_.at(d) / plan_.meshSize(rankOf_.at(d));
 }
 
 MeshPlace ParallelTrainer::placeOf(int device) const {
@@ -201,7 +267,11 @@ void ParallelTrainer::setState(const TensorMap& state) {
         const bool parameter = std::find(piece.gradientParameters.begin(), piece.gradientParameters.end(), v) !=
                                piece.gradientParameters.end();
         MemoryScope scope(memory_[d], parameter ? MemoryCategory::kParameters : MemoryCategory::kOptimizerState);
-        mine[name] = spmd ? takeShard(it->second, spmd->heldSpec(v), placeOf(static_cast<int>(d))) : it->second.clone();
+        Tensor box = spmd ? takeShard(it->second, spmd->heldSpec(v), placeOf(static_cast<int>(d))) : it->second;
+        // A sharded optimizer keeps only this replica's flat shard of the box.
+        mine[name] = flatState(rankOf_[d], v) ? flatShardOf(box, replicaOf(static_cast<int>(d)), replicas())
+                     : spmd                   ? std::move(box)
+                                              : box.clone();
       }
     }
   }
@@ -214,7 +284,8 @@ std::vector<ParallelTrainer::HeldState> ParallelTrainer::heldState(int device) c
   for (int vs : stagesOfRank_[static_cast<std::size_t>(rank)])
     for (ir::ValueId v : partition_.stages[static_cast<std::size_t>(vs)].state)
       held.push_back({bindingName(training_.graph, v), runner_->shape(v),
-                      spmd ? spmd->heldSpec(v) : ir::ShardingSpec::replicated(runner_->shape(v).size())});
+                      spmd ? spmd->heldSpec(v) : ir::ShardingSpec::replicated(runner_->shape(v).size()),
+                      flatState(rank, v)});
   return held;
 }
 
@@ -228,8 +299,7 @@ TensorMap ParallelTrainer::state() const {
       const Tensor& first = deviceState_.at(static_cast<std::size_t>(rank[0])).at(s.name);
       Tensor whole(first.dtype(), s.shape);
       for (int k = 0; k < n; ++k)
-        putShard(whole, deviceState_.at(static_cast<std::size_t>(rank[static_cast<std::size_t>(k)])).at(s.name),
-                 s.spec, placeOf(rank[static_cast<std::size_t>(k)]));
+        putShard(whole, wholeBox(s, r, k), s.spec, placeOf(rank[static_cast<std::size_t>(k)]));
       all.insert_or_assign(s.name, std::move(whole));
     }
   }
@@ -242,15 +312,33 @@ std::optional<Tensor> ParallelTrainer::replicatedState(const std::string& name) 
   return std::nullopt;
 }
 
+// Member `member`'s box of `s` on rank r: as replica 0's member holds it, or
+// for a flat-sharded tensor joined from every replica's shard.
+Tensor ParallelTrainer::wholeBox(const HeldState& s, int rank, int member) const {
+  const auto& devices = plan_.rankDevices[static_cast<std::size_t>(rank)];
+  const int n = plan_.meshSize(rank);
+  auto held = [&](int replica) -> const Tensor& {
+    return deviceState_.at(static_cast<std::size_t>(devices.at(static_cast<std::size_t>(replica * n + member))))
+        .at(s.name);
+  };
+  if (!s.flat) return held(0);
+  Tensor box(held(0).dtype(), localShape(s.spec, s.shape, placeOf(devices[static_cast<std::size_t>(member)])));
+  for (int i = 0; i < replicas(); ++i) putFlatShard(box, held(i), i, replicas());
+  return box;
+}
+
 std::vector<DeviceShard> ParallelTrainer::shards() const {
   std::vector<DeviceShard> shards;
   for (std::size_t d = 0; d < deviceState_.size(); ++d) {
     if (deviceState_[d].empty()) continue;
     DeviceShard shard{static_cast<int>(d), {}};
     MeshPlace place = placeOf(static_cast<int>(d));
-    for (const HeldState& s : heldState(static_cast<int>(d)))
-      shard.pieces.push_back(
-          {s.name, s.shape, shardOffset(s.spec, s.shape, place), deviceState_[d].at(s.name)});
+    for (const HeldState& s : heldState(static_cast<int>(d))) {
+      ShardPiece piece{s.name, s.shape, shardOffset(s.spec, s.shape, place), deviceState_[d].at(s.name), {}};
+      if (s.flat && !flatPiece(piece, localShape(s.spec, s.shape, place), replicaOf(static_cast<int>(d)), replicas()))
+        continue;
+      shard.pieces.push_back(std::move(piece));
+    }
     shards.push_back(std::move(shard));
   }
   return shards;
@@ -327,7 +415,11 @@ ParallelStepResult ParallelTrainer::step(const TensorMap& batch, std::int64_t st
       s.microbatchSize = microbatchSize_;
       s.firstSample = std::int64_t{slot / n} * plan_.microbatches * microbatchSize_;
       s.gradientScale = scale;
-      s.replicaGroup = &replicaDevices_[static_cast<std::size_t>(slot / n)];
+      s.replicaGroup = anySharded_ ? &allDevices_ : &replicaDevices_[static_cast<std::size_t>(slot / n)];
+      s.clipOverReplicas = anySharded_;
+      s.shardOptimizer = plan_.shardsOptimizer(rank) && replicas() > 1;
+      s.replica = slot / n;
+      s.replicas = replicas();
       s.fault = options_.fault;
       results[d] = executeDevice(s);
     });

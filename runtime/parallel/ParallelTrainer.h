@@ -63,6 +63,10 @@ struct ParallelPlan {
   /// Activation recomputation per virtual stage (passes/Recomputation.h);
   /// empty, or a shorter list: none for the stages it leaves out.
   std::vector<passes::Recompute> recompute;
+  /// Sharded optimizer state (ZeRO-like) per pipeline rank; empty, or a
+  /// shorter list: unsharded for the ranks it leaves out. A rank shards only
+  /// with more than one data-parallel replica (docs/runtime.md).
+  std::vector<bool> shardOptimizer;
 
   /// Rank r's mesh ({1, 1} when rankMeshes is empty).
   std::array<std::int64_t, 2> meshOf(int rank) const;
@@ -74,6 +78,8 @@ struct ParallelPlan {
   bool sameMeshes() const;
   /// How virtual stage `vs` recomputes.
   passes::Recompute recomputeOf(int vs) const;
+  /// Rank r's replicas each update only their shard of its optimizer state.
+  bool shardsOptimizer(int rank) const;
 };
 
 struct ParallelOptions {
@@ -116,7 +122,8 @@ class ParallelTrainer {
 
   /// Hands every device the parameters and optimizer state of its stages.
   void setState(const TensorMap& state);
-  /// The whole state, assembled from the first replica of every rank.
+  /// The whole state, assembled from the first replica of every rank (and a
+  /// sharded optimizer's state from every replica's shard).
   TensorMap state() const;
   /// One replicated state tensor as the first device holding it has it (the
   /// loss scale, which every holder updates alike), without assembling the
@@ -124,7 +131,9 @@ class ParallelTrainer {
   std::optional<Tensor> replicatedState(const std::string& name) const;
   /// What each device holds, for a checkpoint: on a mesh of several devices
   /// each its boxes of the parameters and optimizer state (under the plan's
-  /// layout of each parameter), else whole tensors; replicas repeat them.
+  /// layout of each parameter), else whole tensors; replicas repeat them,
+  /// except a sharded optimizer's state, of which each replica holds a flat
+  /// run of each box (a flat piece, without the padding).
   std::vector<DeviceShard> shards() const;
 
   /// Runs training step `step` (1-based) on `batch`, the graph inputs of the
@@ -138,10 +147,13 @@ class ParallelTrainer {
 
  private:
   // One tensor of the state a device holds: its name, whole shape and layout.
+  // With `flat`, the device holds replica `replica`'s flat shard of its box
+  // (FlatShards.h) instead of the box.
   struct HeldState {
     std::string name;
     Shape shape;
     ir::ShardingSpec spec;
+    bool flat = false;
   };
   std::vector<HeldState> heldState(int device) const;
   /// Divides the loss scale the devices hold by the step's microbatches ×
@@ -150,6 +162,9 @@ class ParallelTrainer {
   MeshPlace placeOf(int device) const;
   std::vector<TensorMap> microbatchesOf(const TensorMap& batch, int replica) const;
   passes::PipelineDescription describe() const;
+  bool flatState(int rank, ir::ValueId v) const;
+  int replicaOf(int device) const;
+  Tensor wholeBox(const HeldState& s, int rank, int member) const;
 
   passes::TrainingGraph training_;
   ParallelPlan plan_;
@@ -172,6 +187,13 @@ class ParallelTrainer {
   std::vector<MeshMember> members_;
   // Per replica: its devices on every rank, rank-major.
   std::vector<std::vector<int>> replicaDevices_;
+  // Every device of every replica, replica-major: the clipping norm's group
+  // when some rank shards its optimizer state (each replica then counts
+  // only its shard of those gradients).
+  std::vector<int> allDevices_;
+  bool anySharded_ = false;
+  // The optimizer-state leaves (inputs 3 and 4 of the optimizer ops), sorted.
+  std::vector<ir::ValueId> optimizerState_;
 };
 
 }  // namespace meshflow::runtime

@@ -76,6 +76,7 @@ ParallelPlan parallelPlanOf(const ir::Graph& forward, const ir::Plan& plan) {
   p.microbatches = description.microbatches;
   p.groupSize = description.groupSize;
   p.costs = description.stages;
+  for (const passes::StageDescription& rank : description.stages) p.shardOptimizer.push_back(rank.shardOptimizer);
   for (const ir::PlanStage& stage : plan.stages) {
     auto mode = passes::parseRecompute(stage.costs.recompute);
     if (!mode) throw ParallelRunError(fmt::format("the plan's recompute \"{}\" is not none, selective or full",
@@ -107,8 +108,12 @@ std::string parallelPlanText(const ParallelPlan& plan, std::int64_t batch) {
   std::string chunks = static_cast<std::size_t>(plan.virtualStages) > ranks
                            ? fmt::format(" ({} virtual)", plan.virtualStages)
                            : "";
-  return fmt::format("{} stage{}{} × {} replica{}{}, {}, {} microbatch{} of {}, {} devices", ranks,
-                     ranks == 1 ? "" : "s", chunks, replicas, replicas == 1 ? "" : "s", meshText(plan), plan.schedule,
+  bool sharded = false;
+  for (std::size_t r = 0; r < ranks; ++r)
+    sharded = sharded || (plan.shardsOptimizer(static_cast<int>(r)) && replicas > 1);
+  return fmt::format("{} stage{}{} × {} replica{}{}{}, {}, {} microbatch{} of {}, {} devices", ranks,
+                     ranks == 1 ? "" : "s", chunks, replicas, replicas == 1 ? "" : "s", meshText(plan),
+                     sharded ? " (sharded optimizer)" : "", plan.schedule,
                      plan.microbatches, plan.microbatches == 1 ? "" : "es",
                      batch / std::max<std::int64_t>(1, plan.microbatches * static_cast<std::int64_t>(replicas)),
                      devices);

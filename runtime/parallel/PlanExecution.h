@@ -29,7 +29,8 @@ ParallelPlan parallelPlanOf(const ir::Graph& forward, const ir::Plan& plan);
 /// spec does not parse.
 std::map<ir::OpId, PlannedSpecs> plannedStrategies(const ir::Graph& forward, const ir::Plan& plan, bool onColumns);
 
-/// "2 stages × 2 replicas, 1f1b, 4 microbatches of 2, 4 devices".
+/// "2 stages × 2 replicas, 1f1b, 4 microbatches of 2, 4 devices" ("× 2
+/// replicas (sharded optimizer), ..." when a rank shards its optimizer state).
 std::string parallelPlanText(const ParallelPlan& plan, std::int64_t batch);
 
 }  // namespace meshflow::runtime

@@ -212,3 +212,114 @@ TEST_CASE("half-precision tensors read back bit for bit, 2 bytes an element", "[
   CHECK(loaded->tensors.at("block0.fc1.b").typeText() == "f16[6]");
   CHECK(sameTensors(loaded->tensors, state));
 }
+
+namespace {
+
+// Replica `replica` of `replicas`'s flat piece of the block of `whole` at
+// `offset` with shape `shape`: a run of ceil(n / replicas) of its row-major
+// elements (shorter at the end, none past it), as a sharded optimizer holds it.
+ShardPiece flatPiece(const std::string& name, const Tensor& whole, std::vector<std::int64_t> offset, Shape shape,
+                     int replica, int replicas) {
+  const Tensor box = block(whole, offset, shape);
+  const std::int64_t n = box.elements();
+  const std::int64_t c = (n + replicas - 1) / replicas;
+  const std::int64_t begin = std::min(n, replica * c);
+  const std::int64_t count = std::min(n, begin + c) - begin;
+  Tensor run(box.dtype(), {count});
+  std::copy_n(box.f32().begin() + begin, count, run.f32().begin());
+  ShardPiece piece{name, whole.shape(), std::move(offset), std::move(run)};
+  piece.flat = meshflow::runtime::FlatRange{std::move(shape), begin};
+  return piece;
+}
+
+ShardPiece& pieceNamed(DeviceShard& shard, const std::string& name) {
+  return *std::find_if(shard.pieces.begin(), shard.pieces.end(), [&](const ShardPiece& p) { return p.name == name; });
+}
+
+// `state`'s matrices held as 3 replicas' flat runs of two column halves (a
+// sharded optimizer on (1, 2) tensor-parallel meshes), the rest whole.
+std::vector<DeviceShard> flatShards(const TensorMap& state) {
+  std::vector<DeviceShard> shards;
+  for (int device = 0; device < 6; ++device) {
+    DeviceShard& shard = shards.emplace_back(DeviceShard{device, {}});
+    const int replica = device / 2, member = device % 2;
+    for (const auto& [name, tensor] : state) {
+      if (tensor.shape() == Shape{4, 6})
+        shard.pieces.push_back(flatPiece(name, tensor, {0, 3 * member}, {4, 3}, replica, 3));
+      else
+        shard.pieces.push_back(wholePiece(name, tensor));
+    }
+  }
+  return shards;
+}
+
+}  // namespace
+
+TEST_CASE("flat pieces of a sharded optimizer read back as whole tensors", "[checkpoint][zero]") {
+  TempDir dir;
+  const TensorMap state = sampleState(11);
+  writeCheckpoint(dir.path(), 10, kInfo, flatShards(state));
+  auto loaded = readLatestCheckpoint(dir.path());
+  REQUIRE(loaded);
+  CHECK(sameTensors(loaded->tensors, state));
+  // Each flat run is stored once, by the device that holds it.
+  const fs::path file = dir.path() / "step-00000010" / "device-0003.bin";
+  auto pieces = ckpt::decodeShard(ckpt::readWholeFile(file), file);
+  auto matrix =
+      std::find_if(pieces.begin(), pieces.end(), [](const ShardPiece& p) { return p.name == "block0.fc1.w"; });
+  REQUIRE(matrix != pieces.end());
+  REQUIRE(matrix->flat);
+  CHECK(matrix->flat->block == Shape{4, 3});
+  CHECK(matrix->flat->begin == 4);
+  CHECK(matrix->offset == std::vector<std::int64_t>{0, 3});
+  CHECK(matrix->tensor.bitEqual(pieceNamed(flatShards(state)[3], "block0.fc1.w").tensor));
+}
+
+TEST_CASE("a shard file with a flat piece is version 2: each piece says its kind", "[checkpoint][zero]") {
+  ShardPiece flat{"x", {2}, {0}, Tensor::fromF32({1}, {1.0f})};
+  flat.flat = meshflow::runtime::FlatRange{{2}, 1};
+  const ShardPiece whole = wholePiece("y", Tensor::fromF32({1}, {1.0f}));
+  const ckpt::Bytes bytes = ckpt::encodeShard({&flat, &whole});
+  // clang-format off
+  const ckpt::Bytes expected = {
+      'M', 'F', 'C', 'K', 'P', 'T', '\r', '\n',  // magic
+      2, 0, 0, 0, 2, 0, 0, 0,                    // version 2, two pieces
+      1, 0, 0, 0, 'x', 1, 1, 0, 0, 0,            // name, f32, rank 1
+      2, 0, 0, 0, 0, 0, 0, 0,                    // global shape [2]
+      0, 0, 0, 0, 0, 0, 0, 0,                    // offset [0]
+      2, 0, 0, 0, 0, 0, 0, 0,                    // the block's shape [2]
+      1,                                         // flat
+      1, 0, 0, 0, 0, 0, 0, 0,                    // from element 1
+      1, 0, 0, 0, 0, 0, 0, 0,                    // one element
+      0x00, 0x00, 0x80, 0x3f,                    // 1.0f
+      1, 0, 0, 0, 'y', 1, 1, 0, 0, 0,            // name, f32, rank 1
+      1, 0, 0, 0, 0, 0, 0, 0,                    // global shape [1]
+      0, 0, 0, 0, 0, 0, 0, 0,                    // offset [0]
+      1, 0, 0, 0, 0, 0, 0, 0,                    // local shape [1]
+      0,                                         // a block
+      0x00, 0x00, 0x80, 0x3f};                   // 1.0f
+  // clang-format on
+  REQUIRE(bytes.size() == expected.size() + 8);
+  CHECK(std::equal(expected.begin(), expected.end(), bytes.begin()));
+  auto back = ckpt::decodeShard(bytes, "x.bin");
+  REQUIRE(back.size() == 2);
+  REQUIRE(back[0].flat);
+  CHECK(back[0].flat->begin == 1);
+  CHECK(back[0].flat->block == Shape{2});
+  CHECK(!back[1].flat);
+}
+
+TEST_CASE("flat pieces that leave a gap or lie outside their block are refused", "[checkpoint][zero]") {
+  const TensorMap state = sampleState(12);
+  auto gap = flatShards(state);
+  // Replica 2's run of the first column half one element early: it overlaps
+  // replica 1's (with the same bits) and leaves the block's last element out.
+  ShardPiece& early = pieceNamed(gap[4], "block0.fc1.w");
+  const Tensor box = block(state.at("block0.fc1.w"), {0, 0}, {4, 3});
+  early.flat->begin = 7;
+  std::copy_n(box.f32().begin() + 7, 4, early.tensor.f32().begin());
+  CHECK_THAT(refusal(gap), Contains("tensor 'block0.fc1.w': element [3, 2] is in no piece"));
+  auto outside = flatShards(state);
+  pieceNamed(outside[5], "block0.fc1.w").flat->begin = 9;  // 4 elements from 9 run past the 12 of the block
+  CHECK_THAT(refusal(outside), Contains("lies outside the block of shape [4, 3]"));
+}

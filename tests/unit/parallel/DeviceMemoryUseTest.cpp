@@ -103,3 +103,30 @@ TEST_CASE("a device past its memory stops the step naming the device, the instru
     CHECK(message.find("holding parameters ") != std::string::npos);
   }
 }
+
+TEST_CASE("a sharded optimizer holds 1 / replicas of the optimizer state on each device",
+          "[parallel][memory][zero]") {
+  // Three replicas of one stage: unsharded, every device holds Adam's two
+  // moments of every parameter; sharded, each holds its flat shard of them —
+  // a third, up to the padding of each tensor to a multiple of 3 elements.
+  ir::Graph forward = traceModel("", kGpt);
+  auto training = passes::buildTrainingGraph(forward, passes::OptimizerConfig::adam());
+  runtime::ParallelPlan plan = oneDevice(forward);
+  plan.rankDevices = {{0, 1, 2}};
+  auto whole = oneStep(training, plan, optionsFor(6));
+  plan.shardOptimizer = {true};
+  auto sharded = oneStep(training, plan, optionsFor(6));
+  runtime::TensorMap state;
+  runtime::initializeParameters(training.graph, 1, state);
+  std::int64_t shards = 0;  // bytes of one device's shards of the moments
+  for (const auto& [name, t] : state)
+    if (name.find(".adam_") != std::string::npos) shards += (t.elements() + 2) / 3 * 4;
+  const std::int64_t moments = bytesOf(state, ".adam_m", true) + bytesOf(state, ".adam_v", true);
+  for (std::size_t d = 0; d < 3; ++d) {
+    INFO("device " << d);
+    CHECK(category(whole.memory[d], runtime::MemoryCategory::kOptimizerState) == moments);
+    CHECK(category(sharded.memory[d], runtime::MemoryCategory::kOptimizerState) == shards);
+    CHECK(shards * 3 < moments + 3 * 2 * 4 * static_cast<std::int64_t>(state.size()));
+    CHECK(shards * 3 >= moments);
+  }
+}

@@ -88,3 +88,43 @@ TEST_CASE("a plan for another model is refused by name", "[parallel][plan]") {
   CHECK_THROWS_WITH(runtime::parallelPlanOf(forward, plan),
                     Catch::StartsWith("the plan does not fit the model: its op"));
 }
+
+TEST_CASE("shard_optimizer reaches the runtime on stages with replicas", "[parallel][plan][zero]") {
+  // shardOptimizerState = true (the hint) makes every stage sharded in the
+  // plan; the runtime shards the ranks that have data-parallel replicas and
+  // says so, and what it computes still equals the serial reference. With
+  // one replica ((1, 2) meshes) the flag changes nothing at run time.
+  ir::Graph forward = traceModel("", kGpt);
+  passes::PlanRequest request;
+  request.globalBatch = 8;
+  request.stages = 2;
+  request.microbatches = 2;
+  request.maxTensorParallel = 1;
+  request.dataParallel = 2;
+  request.shardOptimizerState = true;
+  ir::Plan plan = passes::planTraining(forward, cpuCluster(), request);
+  REQUIRE(plan.stages.size() == 2);
+  for (const ir::PlanStage& stage : plan.stages) CHECK(stage.costs.shardedOptimizerState);
+  runtime::ParallelPlan parallel = runtime::parallelPlanOf(forward, plan);
+  CHECK(parallel.replicas() == 2);
+  CHECK(parallel.shardOptimizer == std::vector<bool>{true, true});
+  CHECK(runtime::parallelPlanText(parallel, 8) ==
+        "2 stages × 2 replicas (sharded optimizer), " + parallel.schedule + ", 2 microbatches of 2, 4 devices");
+  auto training = passes::buildTrainingGraph(forward, passes::OptimizerConfig::adam());
+  runtime::ParallelTrainer trainer(training, parallel, optionsFor(8));
+  int scatters = 0;
+  for (const ir::DeviceCode& code : trainer.program().devices)
+    for (const ir::Instruction& in : code.code) scatters += in.op == ir::Opcode::kReduceScatter ? 1 : 0;
+  CHECK(scatters > 0);
+  requireSameRun(runParallel(training, parallel, optionsFor(8), 2, 5), runSerial(training, 8, 2, 5));
+
+  request.shardOptimizerState = false;
+  runtime::ParallelPlan whole = runtime::parallelPlanOf(forward, passes::planTraining(forward, cpuCluster(), request));
+  CHECK(whole.shardOptimizer == std::vector<bool>{false, false});
+
+  request.shardOptimizerState = true;
+  request.dataParallel = 1;
+  request.maxTensorParallel = 2;
+  runtime::ParallelPlan single = runtime::parallelPlanOf(forward, passes::planTraining(forward, cpuCluster(), request));
+  CHECK(single.shardOptimizer == std::vector<bool>{false, false});
+}

@@ -154,3 +154,104 @@ TEST_CASE("tensor-parallel devices hold boxes of the state, checkpoint them and 
     CHECK(runtime::allClose(other.resumed.at(name), tensor, 1e-3, 1e-4));
   }
 }
+
+namespace {
+
+// twoByTwo with each rank's optimizer state sharded over its 2 replicas.
+runtime::ParallelPlan shardedTwoByTwo(const ir::Graph& forward) {
+  runtime::ParallelPlan plan = twoByTwo(forward);
+  plan.shardOptimizer = {true, true};
+  return plan;
+}
+
+// One stage over 4 replicas, sharded: another replica count.
+runtime::ParallelPlan shardedFourReplicas(const ir::Graph& forward) {
+  runtime::ParallelPlan plan;
+  plan.virtualStages = 1;
+  plan.stageOfForwardOp = evenStages(forward, 1);
+  plan.rankDevices = {{0, 1, 2, 3}};
+  plan.microbatches = 2;
+  plan.shardOptimizer = {true};
+  return plan;
+}
+
+}  // namespace
+
+TEST_CASE("a sharded optimizer checkpoints each replica's shard and resumes on any plan",
+          "[parallel][checkpoint][zero]") {
+  ir::Graph forward = traceModel(kModel, "small()");
+  const runtime::ParallelPlan sharded = shardedTwoByTwo(forward);
+  auto training = passes::buildTrainingGraph(forward, passes::OptimizerConfig::adam());
+  runtime::TensorMap initial;
+  runtime::initializeParameters(training.graph, 8, initial);
+  runtime::ParallelTrainer trainer(training, sharded, optionsFor(8));
+  trainer.setState(initial);
+  // Every device holds half of each optimizer-state tensor, as a flat piece;
+  // the parameters whole. state() joins the halves.
+  std::int64_t flat = 0, flatWhole = 0;
+  for (const runtime::DeviceShard& shard : trainer.shards())
+    for (const runtime::ShardPiece& piece : shard.pieces) {
+      const bool moment = piece.name.find(".adam_") != std::string::npos;
+      CHECK(piece.flat.has_value() == moment);
+      if (!moment) continue;
+      flat += piece.tensor.elements();
+      flatWhole += runtime::shapeElements(piece.globalShape);
+    }
+  CHECK(flatWhole > 0);
+  CHECK(flat == flatWhole / 2);
+  const runtime::TensorMap assembled = trainer.state();
+  for (const auto& [name, tensor] : initial) {
+    INFO(name);
+    CHECK(assembled.at(name).bitEqual(tensor));
+  }
+
+  Comparison same = stopAndResume(forward, 8, 2, 4, sharded, &sharded);
+  CHECK(same.resumedLosses[0] == same.straightLosses[2]);
+  CHECK(same.resumedLosses[1] == same.straightLosses[3]);
+  for (const auto& [name, tensor] : same.straight) {
+    INFO(name);
+    CHECK(same.resumed.at(name).bitEqual(tensor));
+  }
+  // Onto 4 replicas (sharded 4 ways) and onto the unsharded plan.
+  for (const runtime::ParallelPlan& other : {shardedFourReplicas(forward), twoByTwo(forward)}) {
+    Comparison c = stopAndResume(forward, 8, 2, 4, other, &sharded);
+    CHECK(c.resumedLosses[0] == Approx(c.straightLosses[2]).epsilon(1e-4));
+    CHECK(c.resumedLosses[1] == Approx(c.straightLosses[3]).epsilon(1e-4));
+    for (const auto& [name, tensor] : c.straight) {
+      INFO(name);
+      CHECK(runtime::allClose(c.resumed.at(name), tensor, 1e-3, 1e-4));
+    }
+  }
+  // And an unsharded checkpoint resumes sharded.
+  Comparison back = stopAndResume(forward, 8, 2, 4, sharded);
+  CHECK(back.resumedLosses[0] == back.straightLosses[2]);
+  for (const auto& [name, tensor] : back.straight) {
+    INFO(name);
+    CHECK(back.resumed.at(name).bitEqual(tensor));
+  }
+}
+
+TEST_CASE("sharded optimizer state on tensor-parallel meshes checkpoints and resumes", "[parallel][checkpoint][zero]") {
+  // 2 replicas of (1, 2) tensor-parallel meshes: each member's boxes of the
+  // state are flat-sharded over its replica group.
+  ir::Graph forward = traceModel(kModel, "small()");
+  runtime::ParallelPlan plan = tensorParallel(forward);
+  plan.virtualStages = 1;
+  plan.stageOfForwardOp = evenStages(forward, 1);
+  plan.rankDevices = {{0, 1, 2, 3}};
+  plan.rankMeshes = {{1, 2}};
+  plan.shardOptimizer = {true};
+  Comparison same = stopAndResume(forward, 9, 2, 4, plan, &plan);
+  CHECK(same.resumedLosses[0] == same.straightLosses[2]);
+  CHECK(same.resumedLosses[1] == same.straightLosses[3]);
+  for (const auto& [name, tensor] : same.straight) {
+    INFO(name);
+    CHECK(same.resumed.at(name).bitEqual(tensor));
+  }
+  Comparison other = stopAndResume(forward, 9, 2, 4, twoByTwo(forward), &plan);
+  CHECK(other.resumedLosses[0] == Approx(other.straightLosses[2]).epsilon(1e-4));
+  for (const auto& [name, tensor] : other.straight) {
+    INFO(name);
+    CHECK(runtime::allClose(other.resumed.at(name), tensor, 1e-3, 1e-4));
+  }
+}

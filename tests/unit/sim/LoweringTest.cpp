@@ -11,6 +11,7 @@
 #include "ir/Program.h"
 #include "passes/Lowering.h"
 #include "passes/schedules/Schedules.h"
+#include "runtime/sim/Simulator.h"
 #include "tests/unit/sim/SimTestSupport.h"
 
 using meshflow::ir::ActionKind;
@@ -268,6 +269,60 @@ TEST_CASE("gradients leave in buckets, each all-reduced across the replicas",
   CHECK(lastBackward[1].rfind("ALL_REDUCE", 0) == 0);
   CHECK(lastBackward[2].rfind("RUN B stage=0 chunk=0 mb=2 part=1/3", 0) == 0);
   CHECK(lastBackward[5].rfind("ALL_REDUCE", 0) == 0);
+}
+
+TEST_CASE("a sharded optimizer reduce-scatters its buckets and all-gathers its parameters",
+          "[sim][lowering][zero]") {
+  // Two replicas of a 2-rank 1F1B pipeline, 300 gradient bytes in buckets of
+  // 128: each of the three buckets is reduce-scattered (not all-reduced) over
+  // the replicas, and the UPDATE is followed by an in-place ALL_GATHER of the
+  // parameters buffer over the same group. The simulator prices both.
+  PipelineDescription plain = withBytes(pipeline("1f1b", 2, 3, 1, 1, 2, 0, 2), 128);
+  PipelineDescription sharded = plain;
+  for (auto& stage : sharded.stages) stage.shardOptimizer = true;
+  Program program = lowerPipeline(sharded);
+  CHECK_NOTHROW(meshflow::ir::checkProgram(program));
+  checkMessagesPairUp(program);
+  checkFreesFollowLastUse(program);
+  for (int device = 0; device < 4; ++device) {
+    INFO("device " << device);
+    const auto& code = program.devices[static_cast<size_t>(device)];
+    CHECK(countOps(program, device, Opcode::kAllReduce) == 0);
+    CHECK(countOps(program, device, Opcode::kReduceScatter) == 3);
+    CHECK(countOps(program, device, Opcode::kAllGather) == 1);
+    REQUIRE(code.code.size() >= 2);
+    const Instruction& update = code.code[code.code.size() - 2];
+    const Instruction& gather = code.code.back();
+    CHECK(update.op == Opcode::kUpdate);
+    CHECK(gather.op == Opcode::kAllGather);
+    CHECK(gather.stream == meshflow::ir::Stream::kGrad);
+    CHECK(gather.bytes == 300);
+    REQUIRE(gather.useCount == 1);
+    CHECK(code.uses(gather)[0] == code.defs(update)[0]);
+    CHECK(code.defs(gather)[0] == code.defs(update)[0]);
+    CHECK(program.buffers[code.uses(gather)[0]].role == meshflow::ir::BufferRole::kParameters);
+    for (const Instruction& in : code.code)
+      if (in.op == Opcode::kReduceScatter) {
+        CHECK(in.bytes == 100);
+        CHECK(program.groups[static_cast<size_t>(in.peer)] == program.groups[static_cast<size_t>(gather.peer)]);
+      }
+  }
+  CHECK(program.groups[static_cast<size_t>(program.devices[0].code.back().peer)] == std::vector<int>{0, 2});
+  // A reduce-scatter moves half an all-reduce's bytes; the all-gather moves
+  // the parameters once: 3 × 50 + 150 against 3 × 100 bytes per device.
+  meshflow::runtime::sim::SimulatorOptions options;
+  options.intraNode = {0, 100};
+  options.interNode = {0, 100};
+  auto withShards = meshflow::runtime::sim::simulate(program, options);
+  auto without = meshflow::runtime::sim::simulate(lowerPipeline(plain), options);
+  CHECK(withShards.makespan > 0);
+  CHECK(withShards.intraNodeBytes + withShards.interNodeBytes ==
+        Approx(without.intraNodeBytes + without.interNodeBytes));
+  // One replica has nothing to shard over: the flag changes nothing.
+  PipelineDescription single = withBytes(pipeline("1f1b", 2, 3, 1, 1, 2, 0, 1), 128);
+  PipelineDescription singleSharded = single;
+  for (auto& stage : singleSharded.stages) stage.shardOptimizer = true;
+  CHECK(lowerPipeline(singleSharded) == lowerPipeline(single));
 }
 
 TEST_CASE("inconsistent descriptions are rejected with the rule they break",
