@@ -61,7 +61,7 @@ class UpdateRun {
       return times_;
     }
     if (s_.partition->clip) values[clipScaleValue()] = clipScale(gradientSquares(values));
-    for (int vs : stages_) applyUpdate(piece(vs), values);
+    applyUpdate(values);
     return times_;
   }
 
@@ -130,27 +130,37 @@ class UpdateRun {
     return scale;
   }
 
-  // The update ops of `p`. The optimizer ops write the parameters and their
+  // Runs the update ops of this device's stages in order, timed: each
+  // optimizer op through `optimizer`, every other op (constants, a master
+  // weight's rounding, the loss scaler) through `other`.
+  template <class Optimizer, class Other>
+  void runUpdateOps(Optimizer optimizer, Other other) {
+    const ir::Graph& graph = s_.runner->graph();
+    auto start = Clock::now();
+    for (int vs : stages_)
+      for (ir::OpId id : piece(vs).update) {
+        const ir::OpKind kind = graph.op(id).kind;
+        if (kind == ir::OpKind::SgdUpdate || kind == ir::OpKind::AdamUpdate) optimizer(id);
+        else other(id);
+      }
+    times_.kernelSeconds += secondsSince(start);
+  }
+
+  // The update on one device. The optimizer ops write the parameters and their
   // state in place — their kernels read and write each element at one index —
   // so a step allocates no second copy of them (3 × the parameters' bytes at
   // the peak of every step).
-  void applyUpdate(const passes::StagePiece& p, ValueTable& values) {
+  void applyUpdate(ValueTable& values) {
     static const TensorMap kNoInputs;
-    auto start = Clock::now();
     const ir::Graph& graph = s_.runner->graph();
-    for (ir::OpId id : p.update) {
-      ir::OpKind kind = graph.op(id).kind;
-      if (kind == ir::OpKind::SgdUpdate || kind == ir::OpKind::AdamUpdate) {
-        updateInPlace(id, values);
-      } else {
-        ir::OpId one[] = {id};
-        s_.runner->run(one, values, *s_.state, kNoInputs, s_.step);
-        std::vector<ir::ValueId> replaced = replacedState(graph, id);
-        for (std::size_t j = 0; j < replaced.size(); ++j)
-          (*s_.state)[bindingName(graph, replaced[j])] = std::move(values.at(graph.op(id).outputs.at(j)));
-      }
-    }
-    times_.kernelSeconds += secondsSince(start);
+    runUpdateOps([&](ir::OpId id) { updateInPlace(id, values); },
+                 [&](ir::OpId id) {
+                   ir::OpId one[] = {id};
+                   s_.runner->run(one, values, *s_.state, kNoInputs, s_.step);
+                   std::vector<ir::ValueId> replaced = replacedState(graph, id);
+                   for (std::size_t j = 0; j < replaced.size(); ++j)
+                     (*s_.state)[bindingName(graph, replaced[j])] = std::move(values.at(graph.op(id).outputs.at(j)));
+                 });
   }
 
   // The state tensors optimizer op `id` writes (its outputs replace inputs 0,
@@ -196,20 +206,12 @@ class UpdateRun {
     if (s_.partition->clip)
       values[clipScaleValue()] = ShardedValue{clipScale(shardedSquares(values)), ir::ShardingSpec::replicated(0)};
     static const TensorMap kNoInputs;
-    const ir::Graph& graph = s_.runner->graph();
-    auto start = Clock::now();
-    for (int vs : stages_)
-      for (ir::OpId id : piece(vs).update) {
-        const ir::OpKind kind = graph.op(id).kind;
-        if (kind == ir::OpKind::SgdUpdate || kind == ir::OpKind::AdamUpdate) {
-          updateBoxesInPlace(id, values);
-        } else {
-          ir::OpId one[] = {id};
-          s_.spmd->run(one, values, *s_.state, kNoInputs, s_.step, s_.mesh, *s_.comm);
-          writeBackSharded(id, values);
-        }
-      }
-    times_.kernelSeconds += secondsSince(start);
+    runUpdateOps([&](ir::OpId id) { updateBoxesInPlace(id, values); },
+                 [&](ir::OpId id) {
+                   ir::OpId one[] = {id};
+                   s_.spmd->run(one, values, *s_.state, kNoInputs, s_.step, s_.mesh, *s_.comm);
+                   writeBackSharded(id, values);
+                 });
   }
 
   // An update op whose outputs replace state (a master weight rounded into its
@@ -263,19 +265,11 @@ class UpdateRun {
   void updateFlat(ValueTable& shards) {
     if (s_.partition->clip) shards[clipScaleValue()] = clipScale(flatSquares(shards));
     static const TensorMap kNoInputs;
-    const ir::Graph& graph = s_.runner->graph();
-    auto start = Clock::now();
-    for (int vs : stages_)
-      for (ir::OpId id : piece(vs).update) {
-        const ir::OpKind kind = graph.op(id).kind;
-        if (kind == ir::OpKind::SgdUpdate || kind == ir::OpKind::AdamUpdate) {
-          updateShardInPlace(id, shards);
-        } else {
-          ir::OpId one[] = {id};
-          s_.runner->run(one, shards, *s_.state, kNoInputs, s_.step);
-        }
-      }
-    times_.kernelSeconds += secondsSince(start);
+    runUpdateOps([&](ir::OpId id) { updateShardInPlace(id, shards); },
+                 [&](ir::OpId id) {
+                   ir::OpId one[] = {id};
+                   s_.runner->run(one, shards, *s_.state, kNoInputs, s_.step);
+                 });
   }
 
   // Optimizer op `id` on this replica's shards: the parameter's shard is cut
