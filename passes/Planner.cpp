@@ -153,19 +153,7 @@ std::vector<int> microbatchCandidates(const PlanRequest& r) {
   return divisors;
 }
 
-// Whether the model holds half-precision parameters (a mixed-precision model).
-bool hasHalfParameters(const ir::Graph& forward) {
-  for (const ir::Op& op : forward.ops())
-    if (op.kind == ir::OpKind::Parameter) {
-      const ir::DType dtype = forward.value(op.outputs.at(0)).type.dtype;
-      if (dtype == ir::DType::F16 || dtype == ir::DType::BF16) return true;
-    }
-  return false;
-}
-
-// The stage variants the search tries. The runtime's sharded optimizer does
-// not run mixed-precision models yet, so for them it is tried only when asked.
-std::vector<StageVariant> variants(const PlanRequest& r, bool halfParameters) {
+std::vector<StageVariant> variants(const PlanRequest& r) {
   std::vector<Recompute> modes = {Recompute::kNone, Recompute::kFull};
   if (r.recompute)
     modes = {*r.recompute == "full"        ? Recompute::kFull
@@ -173,7 +161,6 @@ std::vector<StageVariant> variants(const PlanRequest& r, bool halfParameters) {
                                            : Recompute::kNone};
   std::vector<StageVariant> out;
   std::vector<bool> zero = {false, true};
-  if (halfParameters) zero = {false};
   if (r.shardOptimizerState) zero = {*r.shardOptimizerState};
   for (bool lean : {false, true})
     for (bool z : zero)
@@ -302,7 +289,7 @@ class Search {
       in.table = &*table_;
       in.configs = &configs_;
       in.cluster = &cluster_;
-      in.variants = variants(request_, hasHalfParameters(forward_));
+      in.variants = variants(request_);
       in.microbatch = request_.globalBatch / microbatches;
       in.microbatches = microbatches;
       in.memoryBudget = budget_;

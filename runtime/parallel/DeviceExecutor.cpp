@@ -271,6 +271,7 @@ class DeviceRun {
       offset += part.elements();
     }
     updatedShards_.clear();
+    roundMasters(s_, stages_);
   }
 
   // Runs a compute instruction once it is this device's turn on the host's

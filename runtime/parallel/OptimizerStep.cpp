@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <utility>
@@ -265,10 +266,15 @@ class UpdateRun {
   void updateFlat(ValueTable& shards) {
     if (s_.partition->clip) shards[clipScaleValue()] = clipScale(flatSquares(shards));
     static const TensorMap kNoInputs;
+    const ir::Graph& graph = s_.runner->graph();
     runUpdateOps([&](ir::OpId id) { updateShardInPlace(id, shards); },
                  [&](ir::OpId id) {
+                   if (castTarget(graph, id)) return;  // roundMasters, once the masters are whole
                    ir::OpId one[] = {id};
                    s_.runner->run(one, shards, *s_.state, kNoInputs, s_.step);
+                   std::vector<ir::ValueId> replaced = replacedState(graph, id);
+                   for (std::size_t j = 0; j < replaced.size(); ++j)
+                     (*s_.state)[bindingName(graph, replaced[j])] = std::move(shards.at(graph.op(id).outputs.at(j)));
                  });
   }
 
@@ -349,6 +355,28 @@ class UpdateRun {
 };
 
 }  // namespace
+
+void roundMasters(const DeviceStep& step, const std::set<int>& stages) {
+  const ir::Graph& graph = step.runner->graph();
+  for (int vs : stages)
+    for (ir::OpId id : step.partition->stages.at(static_cast<std::size_t>(vs)).update) {
+      auto param = castTarget(graph, id);
+      if (!param) continue;
+      // The cast reads the optimizer's new master: output j of the update op
+      // that replaces its input updatedInput(j), the master leaf.
+      const ir::ValueId updated = graph.op(id).inputs.at(0);
+      const ir::Op& optimizer = graph.op(graph.value(updated).producer);
+      const auto j = static_cast<std::size_t>(
+          std::find(optimizer.outputs.begin(), optimizer.outputs.end(), updated) - optimizer.outputs.begin());
+      const Tensor& master = step.state->at(bindingName(graph, optimizer.inputs.at(updatedInput(j))));
+      Tensor rounded;
+      std::vector<const Tensor*> in{&master};
+      std::vector<Tensor*> out{&rounded};
+      MemoryScope category(MemoryCategory::kParameters);
+      step.runner->runKernel(id, in, out, step.step);
+      (*step.state)[bindingName(graph, *param)] = std::move(rounded);
+    }
+}
 
 DeviceTimes runUpdate(const DeviceStep& step, const std::set<int>& stages, ValueTable gradients,
                       const std::map<ir::ValueId, ir::ShardingSpec>& specs, TensorMap* updatedShards) {

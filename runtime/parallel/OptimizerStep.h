@@ -21,7 +21,16 @@ namespace meshflow::runtime {
 /// only the optimizer state's shards: the optimizer ops run on the shards, the
 /// state's shards are updated in place and the parameters' updated shards go
 /// to `updatedShards` by name, for the ALL_GATHER that follows.
+///
+/// A mixed-precision model's half parameters are rounded from their fp32
+/// masters after the update; with step.shardOptimizer only once the masters
+/// are whole again, by roundMasters after the ALL_GATHER.
 DeviceTimes runUpdate(const DeviceStep& step, const std::set<int>& stages, ValueTable gradients,
                       const std::map<ir::ValueId, ir::ShardingSpec>& specs, TensorMap* updatedShards = nullptr);
+
+/// Rounds each whole fp32 master weight of `stages` into its half parameter
+/// (the update's casts), as a sharded update leaves them to do after the
+/// ALL_GATHER.
+void roundMasters(const DeviceStep& step, const std::set<int>& stages);
 
 }  // namespace meshflow::runtime

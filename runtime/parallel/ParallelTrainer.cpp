@@ -94,18 +94,6 @@ passes::Recompute ParallelPlan::recomputeOf(int vs) const {
                                                                      : passes::Recompute::kNone;
 }
 
-namespace {
-
-// A mixed-precision training graph: its half parameters have fp32 master
-// leaves (passes/Autodiff.cpp), initialised from the parameter's `init_name`.
-bool hasMasterWeights(const ir::Graph& graph) {
-  for (const ir::Op& op : graph.ops())
-    if (op.kind == ir::OpKind::Parameter && op.attrs.count("init_name")) return true;
-  return false;
-}
-
-}  // namespace
-
 ParallelTrainer::ParallelTrainer(const passes::TrainingGraph& training, ParallelPlan plan,
                                  ParallelOptions options)
     : training_(training), plan_(std::move(plan)), options_(options) {
@@ -140,11 +128,6 @@ ParallelTrainer::ParallelTrainer(const passes::TrainingGraph& training, Parallel
                                            training_.graph.value(input).name, d));
   }
 
-  for (int r = 0; r < ranks; ++r)
-    if (plan_.shardsOptimizer(r) && replicas > 1 && hasMasterWeights(training_.graph))
-      throw ParallelRunError(
-          "the sharded optimizer does not run mixed-precision (f16/bf16) models yet; plan with "
-          "shard_optimizer = false");
   partition_ = passes::partitionStages(training_, plan_.stageOfForwardOp, plan_.virtualStages);
   for (int vs = 0; vs < plan_.virtualStages; ++vs)
     recomputation_.push_back(passes::planRecomputation(training_.graph, partition_.stages[static_cast<std::size_t>(vs)],
