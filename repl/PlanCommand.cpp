@@ -31,7 +31,8 @@ const char* kHelp =
     "  --set HINT=VALUE      set a schedule hint, as in a schedule block (repeatable):\n"
     "                        microbatches=8, pipeline=1f1b, stages=2, virtual_stages=2,\n"
     "                        max_tensor_parallel=4, data_parallel=2, recompute=full,\n"
-    "                        optimizer=\"sgd(momentum = 0.9)\", memory_per_device=70GB\n"
+    "                        shard_optimizer=true, optimizer=\"sgd(momentum = 0.9)\",\n"
+    "                        memory_per_device=70GB\n"
     "                        (a bound: at most 70GB); it overrides --schedule's hint\n"
     "  --json                print the plan as JSON instead of its table\n";
 
