@@ -66,6 +66,12 @@ Tensor::Storage::Storage(std::size_t n) : bytes(n), memory(MemoryScope::current(
   }
 }
 
+std::shared_ptr<Tensor::Storage> Tensor::Storage::copy() const {
+  auto own = std::make_shared<Storage>(bytes);
+  if (bytes) std::memcpy(own->data, data, bytes);
+  return own;
+}
+
 Tensor::Storage::~Storage() {
   if (!data) return;
   if (memory) memory->release({data, capacity}, bytes, category);
@@ -156,17 +162,12 @@ void Tensor::unshare() {
   // The writer's copy is the writer's: it comes from this thread's memory,
   // and holds what the shared elements held (a parameter stays a parameter).
   MemoryScope scope(MemoryScope::current(), storage_->category);
-  auto own = std::make_shared<Storage>(storage_->bytes);
-  if (own->bytes) std::memcpy(own->data, storage_->data, own->bytes);
-  storage_ = std::move(own);
+  storage_ = storage_->copy();
 }
 
 Tensor Tensor::clone() const {
   Tensor t = *this;
-  if (storage_) {
-    t.storage_ = std::make_shared<Storage>(storage_->bytes);
-    if (storage_->bytes) std::memcpy(t.storage_->data, storage_->data, storage_->bytes);
-  }
+  if (storage_) t.storage_ = storage_->copy();
   return t;
 }
 
@@ -183,9 +184,7 @@ void Tensor::moveInto(const std::shared_ptr<DeviceMemory>& memory, MemoryCategor
   // was not sized for a device's cache. Both are copied.
   if (storage_.use_count() > 1 || !storage_->memory) {
     MemoryScope scope(memory, category);
-    auto own = std::make_shared<Storage>(storage_->bytes);
-    if (own->bytes) std::memcpy(own->data, storage_->data, own->bytes);
-    storage_ = std::move(own);
+    storage_ = storage_->copy();
     return;
   }
   memory->adopt(storage_->bytes, category);

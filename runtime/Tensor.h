@@ -137,6 +137,8 @@ class Tensor {
     ~Storage();
     Storage(const Storage&) = delete;
     Storage& operator=(const Storage&) = delete;
+    /// Another block with these bytes, from the current MemoryScope's memory.
+    std::shared_ptr<Storage> copy() const;
   };
   std::shared_ptr<Storage> storage_;
   std::size_t count() const { return storage_ ? storage_->bytes / ir::dtypeBytes(dtype_) : 0; }

@@ -66,11 +66,7 @@ void addInto(Tensor& sum, const Tensor& x) {
 class DeviceRun {
  public:
   explicit DeviceRun(const DeviceStep& s)
-      : s_(s), code_(s.program->devices.at(static_cast<std::size_t>(s.device))) {
-    for (const passes::StagePiece& p : s_.partition->stages)
-      for (std::size_t i = 0; i < p.gradients.size(); ++i)
-        parameterOf_.emplace(p.gradients[i], p.gradientParameters[i]);
-  }
+      : s_(s), code_(s.program->devices.at(static_cast<std::size_t>(s.device))) {}
 
   DeviceResult run() {
     auto start = Clock::now();
@@ -246,10 +242,20 @@ class DeviceRun {
   Tensor inParameterLayout(ir::ValueId g, Tensor boxes) {
     auto it = gradientSpecs_.find(g);
     const ir::ShardingSpec from = it != gradientSpecs_.end() ? it->second : ir::ShardingSpec::replicated(boxes.rank());
-    const ir::ShardingSpec to = s_.spmd->heldSpec(parameterOf_.at(g));
+    const ir::ShardingSpec to = s_.spmd->heldSpec(parameterOf(g));
     if (from == to) return boxes;
     gradientSpecs_.insert_or_assign(g, to);
     return reshard(boxes, s_.spmd->shape(g), from, to, s_.mesh, *s_.comm);
+  }
+
+  // The parameter whose gradient `g` is, among the stages this device ran.
+  ir::ValueId parameterOf(ir::ValueId g) const {
+    for (int vs : stages_) {
+      const passes::StagePiece& p = piece(vs);
+      auto it = std::find(p.gradients.begin(), p.gradients.end(), g);
+      if (it != p.gradients.end()) return p.gradientParameters[static_cast<std::size_t>(it - p.gradients.begin())];
+    }
+    throw std::logic_error(fmt::format("the gradient value {} belongs to no stage of this device", g));
   }
 
   // After a sharded update: every replica's updated shards of the parameters,
@@ -414,8 +420,7 @@ class DeviceRun {
   void recompute(const Instruction& in, std::span<const BufferId> uses, std::span<const BufferId> defs) {
     ValueTable values;
     for (BufferId u : uses) mergeInto(values, std::move(buffers_[u]));
-    const std::vector<ir::OpId>& rerun = s_.recomputation->at(static_cast<std::size_t>(in.stage)).rerun;
-    runStageOps(rerun, values, inputsOf(in), in.stage, in.action);
+    runStageOps(recomputationOf(in.stage).rerun, values, inputsOf(in), in.stage, in.action);
     buffers_[defs[0]] = take(values, piece(in.stage).stash);
   }
 
@@ -515,7 +520,6 @@ class DeviceRun {
   ValueTable pendingOut_;
   std::int64_t sample_ = 0;  // the first sample of the microbatch being run
   std::map<BufferId, std::unique_ptr<PendingAllReduce>> pending_;  // all-reduces under way, by bucket
-  std::map<ir::ValueId, ir::ValueId> parameterOf_;  // weight gradient → its parameter
   TensorMap updatedShards_;  // a sharded update's parameter shards, by name, until the ALL_GATHER
   std::set<int> stages_;
   DeviceResult result_;

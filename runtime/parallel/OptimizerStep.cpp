@@ -152,16 +152,19 @@ class UpdateRun {
   // so a step allocates no second copy of them (3 × the parameters' bytes at
   // the peak of every step).
   void applyUpdate(ValueTable& values) {
+    runUpdateOps([&](ir::OpId id) { updateInPlace(id, values); }, [&](ir::OpId id) { runWhole(id, values); });
+  }
+
+  // A non-optimizer update op on whole tensors; what its outputs replace
+  // (a half parameter, the loss scaler's state) goes to the state.
+  void runWhole(ir::OpId id, ValueTable& values) {
     static const TensorMap kNoInputs;
     const ir::Graph& graph = s_.runner->graph();
-    runUpdateOps([&](ir::OpId id) { updateInPlace(id, values); },
-                 [&](ir::OpId id) {
-                   ir::OpId one[] = {id};
-                   s_.runner->run(one, values, *s_.state, kNoInputs, s_.step);
-                   std::vector<ir::ValueId> replaced = replacedState(graph, id);
-                   for (std::size_t j = 0; j < replaced.size(); ++j)
-                     (*s_.state)[bindingName(graph, replaced[j])] = std::move(values.at(graph.op(id).outputs.at(j)));
-                 });
+    ir::OpId one[] = {id};
+    s_.runner->run(one, values, *s_.state, kNoInputs, s_.step);
+    std::vector<ir::ValueId> replaced = replacedState(graph, id);
+    for (std::size_t j = 0; j < replaced.size(); ++j)
+      (*s_.state)[bindingName(graph, replaced[j])] = std::move(values.at(graph.op(id).outputs.at(j)));
   }
 
   // The state tensors optimizer op `id` writes (its outputs replace inputs 0,
@@ -265,16 +268,10 @@ class UpdateRun {
   // update ops (constants) run whole.
   void updateFlat(ValueTable& shards) {
     if (s_.partition->clip) shards[clipScaleValue()] = clipScale(flatSquares(shards));
-    static const TensorMap kNoInputs;
     const ir::Graph& graph = s_.runner->graph();
     runUpdateOps([&](ir::OpId id) { updateShardInPlace(id, shards); },
                  [&](ir::OpId id) {
-                   if (castTarget(graph, id)) return;  // roundMasters, once the masters are whole
-                   ir::OpId one[] = {id};
-                   s_.runner->run(one, shards, *s_.state, kNoInputs, s_.step);
-                   std::vector<ir::ValueId> replaced = replacedState(graph, id);
-                   for (std::size_t j = 0; j < replaced.size(); ++j)
-                     (*s_.state)[bindingName(graph, replaced[j])] = std::move(shards.at(graph.op(id).outputs.at(j)));
+                   if (!castTarget(graph, id)) runWhole(id, shards);  // casts: roundMasters, once the masters are whole
                  });
   }
 

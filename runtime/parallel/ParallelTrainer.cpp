@@ -353,12 +353,28 @@ std::vector<TensorMap> ParallelTrainer::microbatchesOf(const TensorMap& batch, i
 // magnitudes, so f16 overflows where the reference does (the update unscales
 // by the same loss_scale / M, the sum over microbatches then being the
 // reference's scaled gradient over M). The scale is restored after the step.
-void ParallelTrainer::shareLossScale(bool divide) {
+// Multiplying the divided scale back by M would not give the scale's bits
+// for every M (65536 / 41 * 41 is not 65536 in f32), and the scale would
+// drift from step to step; the scaler only halves or doubles it, so the ratio
+// of the divided scale after and before the step is exact.
+std::vector<float> ParallelTrainer::shareLossScale() {
   const auto shares = static_cast<float>(std::int64_t{plan_.microbatches} * replicas());
-  for (TensorMap& held : deviceState_)
-    if (auto it = held.find("loss_scale"); it != held.end()) {
+  std::vector<float> before(deviceState_.size(), 0.0f);
+  for (std::size_t d = 0; d < deviceState_.size(); ++d)
+    if (auto it = deviceState_[d].find("loss_scale"); it != deviceState_[d].end()) {
       float& value = it->second.f32()[0];
-      value = divide ? value / shares : value * shares;
+      before[d] = value;
+      value /= shares;
+    }
+  return before;
+}
+
+void ParallelTrainer::restoreLossScale(const std::vector<float>& before) {
+  const auto shares = static_cast<float>(std::int64_t{plan_.microbatches} * replicas());
+  for (std::size_t d = 0; d < deviceState_.size(); ++d)
+    if (auto it = deviceState_[d].find("loss_scale"); it != deviceState_[d].end()) {
+      float& value = it->second.f32()[0];
+      value = before[d] * (value / (before[d] / shares));
     }
 }
 
@@ -369,7 +385,7 @@ ParallelStepResult ParallelTrainer::step(const TensorMap& batch, std::int64_t st
   std::vector<DeviceResult> results(devices);
   const float scale = 1.0f / static_cast<float>(std::int64_t{plan_.microbatches} * replicas());
   for (const auto& memory : memory_) memory->resetPeak();
-  shareLossScale(true);
+  const std::vector<float> lossScales = shareLossScale();
   auto start = std::chrono::steady_clock::now();
   try {
     cluster_->run([&](int device) {
@@ -407,11 +423,12 @@ ParallelStepResult ParallelTrainer::step(const TensorMap& batch, std::int64_t st
       results[d] = executeDevice(s);
     });
   } catch (const cpu::DeviceFailure& failure) {
+    restoreLossScale(lossScales);
     // The executor's messages already name the device, step and instruction.
     const std::string& detail = failure.detail();
     throw ParallelRunError(detail.rfind("device ", 0) == 0 ? detail : failure.what());
   }
-  shareLossScale(false);
+  restoreLossScale(lossScales);
   ParallelStepResult result;
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   double sum = 0;

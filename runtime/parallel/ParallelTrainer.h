@@ -156,9 +156,12 @@ class ParallelTrainer {
     bool flat = false;
   };
   std::vector<HeldState> heldState(int device) const;
-  /// Divides the loss scale the devices hold by the step's microbatches ×
-  /// replicas for the step (divide), or multiplies it back.
-  void shareLossScale(bool divide);
+  /// Divides the loss scale each device holds by the step's microbatches ×
+  /// replicas for the step; returns what each held before, by device.
+  std::vector<float> shareLossScale();
+  /// After the step: each device's loss scale is what it held before, times
+  /// what the step's scaler did to the divided one (½, 1 or 2: exact).
+  void restoreLossScale(const std::vector<float>& before);
   MeshPlace placeOf(int device) const;
   std::vector<TensorMap> microbatchesOf(const TensorMap& batch, int replica) const;
   passes::PipelineDescription describe() const;
