@@ -36,8 +36,6 @@ using bench::trace;
 
 using Clock = std::chrono::steady_clock;
 
-
-
 long minorFaults() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
@@ -57,10 +55,11 @@ struct Case {
 
 std::string caseText(const Case& c) {
   const auto& r = c.request;
-  return fmt::format("{:<3} dev {:<11} st {} dp {} mb {} {:<9}", c.devices,
-                     std::string(ir::scheduleKindName(r.schedule.value_or(ir::ScheduleKind::kOneFOneB))),
-                     r.stages.value_or(1), r.dataParallel.value_or(1), r.microbatches.value_or(1),
-                     r.recompute.value_or("none"));
+  return fmt::format(
+      "{:<3} dev {:<11} st {} dp {} mb {} {:<9}", c.devices,
+      std::string(ir::scheduleKindName(r.schedule.value_or(ir::ScheduleKind::kOneFOneB))),
+      r.stages.value_or(1), r.dataParallel.value_or(1), r.microbatches.value_or(1),
+      r.recompute.value_or("none"));
 }
 
 std::vector<Case> grid() {
@@ -72,12 +71,10 @@ std::vector<Case> grid() {
     int devices, stages, dp, microbatches;
     ir::ScheduleKind schedule;
   };
-  const std::vector<Shape> shapes = {{1, 1, 1, 1, ir::ScheduleKind::kOneFOneB},
-                                     {2, 1, 2, 1, ir::ScheduleKind::kOneFOneB},
-                                     {2, 2, 1, 4, ir::ScheduleKind::kOneFOneB},
-                                     {2, 2, 1, 4, ir::ScheduleKind::kGPipe},
-                                     {2, 2, 1, 4, ir::ScheduleKind::kZeroBubbleH1},
-                                     {4, 2, 2, 4, ir::ScheduleKind::kOneFOneB}};
+  const std::vector<Shape> shapes = {
+      {1, 1, 1, 1, ir::ScheduleKind::kOneFOneB},     {2, 1, 2, 1, ir::ScheduleKind::kOneFOneB},
+      {2, 2, 1, 4, ir::ScheduleKind::kOneFOneB},     {2, 2, 1, 4, ir::ScheduleKind::kGPipe},
+      {2, 2, 1, 4, ir::ScheduleKind::kZeroBubbleH1}, {4, 2, 2, 4, ir::ScheduleKind::kOneFOneB}};
   for (const std::string& model : models)
     for (const Shape& s : shapes)
       for (const char* recompute : {"none", "selective", "full"}) {
@@ -96,8 +93,8 @@ std::vector<Case> grid() {
 }
 
 // Runs two steps of the planned case; returns each device's (measured, predicted).
-std::vector<std::pair<runtime::MemoryStats, double>> measure(const Case& c, const ir::Graph& forward,
-                                                           const passes::TrainingGraph& training) {
+std::vector<std::pair<runtime::MemoryStats, double>> measure(
+    const Case& c, const ir::Graph& forward, const passes::TrainingGraph& training) {
   ir::Plan plan = passes::planTraining(forward, bench::cpuCluster(c.devices), c.request);
   runtime::ParallelOptions options;
   options.batch = c.request.globalBatch;
@@ -107,13 +104,16 @@ std::vector<std::pair<runtime::MemoryStats, double>> measure(const Case& c, cons
   trainer.setState(state);
   auto data = runtime::syntheticData(1);
   runtime::ParallelStepResult result;
-  for (int step = 1; step <= 2; ++step) result = trainer.step(data->batch(training.graph, options.batch, step - 1), step);
+  for (int step = 1; step <= 2; ++step)
+    result = trainer.step(data->batch(training.graph, options.batch, step - 1), step);
   std::vector<std::pair<runtime::MemoryStats, double>> out;
   for (const ir::PlanStage& stage : plan.stages)
     for (int d : stage.devices)
       if (out.size() <= static_cast<std::size_t>(d)) out.resize(static_cast<std::size_t>(d) + 1);
   for (const ir::PlanStage& stage : plan.stages)
-    for (int d : stage.devices) out[static_cast<std::size_t>(d)] = {result.memory.at(static_cast<std::size_t>(d)), stage.peakMemoryBytes};
+    for (int d : stage.devices)
+      out[static_cast<std::size_t>(d)] = {result.memory.at(static_cast<std::size_t>(d)),
+                                          stage.peakMemoryBytes};
   return out;
 }
 
@@ -121,8 +121,9 @@ std::string mib(double bytes) { return fmt::format("{:.2f}", bytes / (1 << 20));
 
 void reportGrid() {
   fmt::print("== 1. measured peak per device / the plan's prediction ==\n");
-  fmt::print("  {:<44} {:>4} {:>9} {:>9} {:>6}   measured peak by category (MiB): par grad opt act comm\n", "case",
-             "dev", "measured", "planned", "ratio");
+  fmt::print(
+      "  {:<44} {:>4} {:>9} {:>9} {:>6}   measured peak by category (MiB): par grad opt act comm\n",
+      "case", "dev", "measured", "planned", "ratio");
   std::vector<double> ratios;
   int within = 0;
   std::string last;
@@ -148,21 +149,25 @@ void reportGrid() {
       ratios.push_back(ratio);
       within += std::abs(ratio - 1) <= 0.10 ? 1 : 0;
       const auto& b = s.peakBreakdown;
-      fmt::print("  {:<44} {:>4} {:>9} {:>9} {:>6.2f}   {} {} {} {} {}\n", d == 0 ? caseText(c) : "", d,
-                 mib(double(s.peak)), mib(predicted), ratio, mib(double(b[0])), mib(double(b[1])), mib(double(b[2])),
-                 mib(double(b[3])), mib(double(b[4])));
+      fmt::print("  {:<44} {:>4} {:>9} {:>9} {:>6.2f}   {} {} {} {} {}\n",
+                 d == 0 ? caseText(c) : "", d, mib(double(s.peak)), mib(predicted), ratio,
+                 mib(double(b[0])), mib(double(b[1])), mib(double(b[2])), mib(double(b[3])),
+                 mib(double(b[4])));
     }
   }
   std::sort(ratios.begin(), ratios.end());
-  fmt::print("  {} devices: ratio median {:.2f}, range {:.2f}-{:.2f}; within 10%: {} ({:.0f}%)\n\n", ratios.size(),
-             median(ratios), ratios.front(), ratios.back(), within, 100.0 * within / double(ratios.size()));
+  fmt::print("  {} devices: ratio median {:.2f}, range {:.2f}-{:.2f}; within 10%: {} ({:.0f}%)\n\n",
+             ratios.size(), median(ratios), ratios.front(), ratios.back(), within,
+             100.0 * within / double(ratios.size()));
 }
 
 void reportSerial() {
   const std::string model = "gpt(layers = 4, hidden = 512, heads = 8, seq = 64, vocab = 512)";
   const std::int64_t batch = 8;
   const int steps = 5;
-  fmt::print("== 2. one device: the parallel runtime against the serial executor ==\n  {} batch {}\n", model, batch);
+  fmt::print(
+      "== 2. one device: the parallel runtime against the serial executor ==\n  {} batch {}\n",
+      model, batch);
   ir::Graph forward = trace(model);
   auto training = passes::buildTrainingGraph(forward, passes::OptimizerConfig::adam());
   auto data = runtime::syntheticData(1);
@@ -186,9 +191,11 @@ void reportSerial() {
     faults += minorFaults() - before;
     serialPeak = std::max(serialPeak, serial.lastStats().peakIntermediateBytes);
   }
-  fmt::print("  serial:   {:>8} MiB at the peak (state {} + intermediates {}), {:>6} page faults/step, {:.1f} ms/step\n",
-             mib(double(stateBytes + serialPeak)), mib(double(stateBytes)), mib(double(serialPeak)), faults / steps,
-             1e3 * median(serialTimes));
+  fmt::print(
+      "  serial:   {:>8} MiB at the peak (state {} + intermediates {}), {:>6} page faults/step, "
+      "{:.1f} ms/step\n",
+      mib(double(stateBytes + serialPeak)), mib(double(stateBytes)), mib(double(serialPeak)),
+      faults / steps, 1e3 * median(serialTimes));
 
   passes::PlanRequest request;
   request.globalBatch = batch;
@@ -215,10 +222,12 @@ void reportSerial() {
     reused += result.memory[0].reused;
     allocations += result.memory[0].allocations;
   }
-  fmt::print("  parallel: {:>8} MiB at the peak (planned {}), {:>6} page faults/step, {:.1f} ms/step, {:.0f}% of "
-             "allocations from the cache\n",
-             mib(double(peak)), mib(plan.stages[0].peakMemoryBytes), faults / steps, 1e3 * median(times),
-             100.0 * double(reused) / double(std::max<std::int64_t>(1, allocations)));
+  fmt::print(
+      "  parallel: {:>8} MiB at the peak (planned {}), {:>6} page faults/step, {:.1f} ms/step, "
+      "{:.0f}% of "
+      "allocations from the cache\n",
+      mib(double(peak)), mib(plan.stages[0].peakMemoryBytes), faults / steps, 1e3 * median(times),
+      100.0 * double(reused) / double(std::max<std::int64_t>(1, allocations)));
 }
 
 }  // namespace

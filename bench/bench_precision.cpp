@@ -24,9 +24,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr int kWarmupSteps = 2;
 
-
 struct Measured {
-  double step = 0;  // median seconds
+  double step = 0;              // median seconds
   runtime::MemoryStats memory;  // device 0's largest peak
 };
 
@@ -75,21 +74,25 @@ int main(int argc, char** argv) {
   };
   const Model models[] = {{"tiny", "layers = 2, hidden = 64, heads = 4, seq = 64, vocab = 96"},
                           {"wide", "layers = 4, hidden = 512, heads = 8, seq = 64, vocab = 512"}};
-  fmt::print("median step and device 0's peak memory (MiB: total = params + grads + opt + act + comm), batch 16,"
-             " Adam, {} steps after {} warm-up\n",
-             steps, kWarmupSteps);
-  fmt::print("{:<6} {:<11} {:<5} {:>9} {:>8}   {:>7} = {} + {} + {} + {} + {}\n", "model", "plan", "dtype", "step ms",
-             "vs f32", "peak", "par", "grad", "opt", "act", "comm");
+  fmt::print(
+      "median step and device 0's peak memory (MiB: total = params + grads + opt + act + comm), "
+      "batch 16,"
+      " Adam, {} steps after {} warm-up\n",
+      steps, kWarmupSteps);
+  fmt::print("{:<6} {:<11} {:<5} {:>9} {:>8}   {:>7} = {} + {} + {} + {} + {}\n", "model", "plan",
+             "dtype", "step ms", "vs f32", "peak", "par", "grad", "opt", "act", "comm");
   for (const Model& model : models)
     for (int devices : {1, 2}) {
       double f32Step = 0;
       for (const char* dtype : {"f32", "bf16", "f16"}) {
-        Measured m = measure(fmt::format("gpt({}, dtype = {})", model.shape, dtype), devices, steps);
+        Measured m =
+            measure(fmt::format("gpt({}, dtype = {})", model.shape, dtype), devices, steps);
         if (std::string(dtype) == "f32") f32Step = m.step;
         const auto& b = m.memory.peakBreakdown;
-        fmt::print("{:<6} {:<11} {:<5} {:>9.1f} {:>8.2f}   {:>7} = {} + {} + {} + {} + {}\n", model.label,
-                   devices == 1 ? "1 device" : "2 replicas", dtype, 1e3 * m.step, m.step / f32Step,
-                   mib(m.memory.peak), mib(b[0]), mib(b[1]), mib(b[2]), mib(b[3]), mib(b[4]));
+        fmt::print("{:<6} {:<11} {:<5} {:>9.1f} {:>8.2f}   {:>7} = {} + {} + {} + {} + {}\n",
+                   model.label, devices == 1 ? "1 device" : "2 replicas", dtype, 1e3 * m.step,
+                   m.step / f32Step, mib(m.memory.peak), mib(b[0]), mib(b[1]), mib(b[2]), mib(b[3]),
+                   mib(b[4]));
       }
     }
   return 0;

@@ -166,7 +166,10 @@ std::vector<double> predictedMemory(const ir::Plan& plan, int devices) {
   std::vector<double> bytes(static_cast<std::size_t>(devices), 0);
   for (const ir::PlanStage& stage : plan.stages)
     for (int d : stage.devices)
-      if (d >= 0 && d < devices) bytes[static_cast<std::size_t>(d)] = std::max(bytes[static_cast<std::size_t>(d)], stage.peakMemoryBytes);
+      if (d >= 0 && d < devices) {
+        double& held = bytes[static_cast<std::size_t>(d)];
+        held = std::max(held, stage.peakMemoryBytes);
+      }
   return bytes;
 }
 

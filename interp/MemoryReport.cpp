@@ -19,19 +19,23 @@ std::string breakdownText(const runtime::MemoryBreakdown& breakdown) {
 
 }  // namespace
 
-std::optional<std::string> MemoryReport::add(std::int64_t step, const std::vector<runtime::MemoryStats>& devices) {
+std::optional<std::string> MemoryReport::add(std::int64_t step,
+                                             const std::vector<runtime::MemoryStats>& devices) {
   if (peaks_.size() < devices.size()) peaks_.resize(devices.size());
   std::optional<std::string> warning;
   for (std::size_t d = 0; d < devices.size(); ++d) {
     if (devices[d].peak > peaks_[d].peak) peaks_[d] = devices[d];
     const double predicted = d < predicted_.size() ? predicted_[d] : 0;
     const double peak = double(devices[d].peak);
-    if (warned_ || predicted <= 0 || peak <= kWarnAbove * predicted || peak - predicted <= kWarnFloorBytes) continue;
+    if (warned_ || predicted <= 0 || peak <= kWarnAbove * predicted ||
+        peak - predicted <= kWarnFloorBytes)
+      continue;
     warned_ = true;
-    warning = fmt::format("warning: device {} held {} at its peak in step {}, {:.0f}% more than the plan's {} ({})\n",
-                          d, runtime::bytesText(double(devices[d].peak)), step,
-                          (double(devices[d].peak) / predicted - 1) * 100, runtime::bytesText(predicted),
-                          breakdownText(devices[d].peakBreakdown));
+    warning = fmt::format(
+        "warning: device {} held {} at its peak in step {}, {:.0f}% more than the plan's {} ({})\n",
+        d, runtime::bytesText(double(devices[d].peak)), step,
+        (double(devices[d].peak) / predicted - 1) * 100, runtime::bytesText(predicted),
+        breakdownText(devices[d].peakBreakdown));
   }
   return warning;
 }
@@ -39,7 +43,8 @@ std::optional<std::string> MemoryReport::add(std::int64_t step, const std::vecto
 int MemoryReport::busiest() const {
   int best = -1;
   for (std::size_t d = 0; d < peaks_.size(); ++d)
-    if (best < 0 || peaks_[d].peak > peaks_[static_cast<std::size_t>(best)].peak) best = static_cast<int>(d);
+    if (best < 0 || peaks_[d].peak > peaks_[static_cast<std::size_t>(best)].peak)
+      best = static_cast<int>(d);
   return best;
 }
 
@@ -53,7 +58,8 @@ std::string MemoryReport::progressText() const {
   return text;
 }
 
-void MemoryReport::addFields(Evaluator& ev, std::vector<std::pair<std::string, Value>>& fields) const {
+void MemoryReport::addFields(Evaluator& ev,
+                             std::vector<std::pair<std::string, Value>>& fields) const {
   if (peaks_.empty()) return;
   double predicted = 0;
   for (double p : predicted_) predicted = std::max(predicted, p);
@@ -71,7 +77,8 @@ void MemoryReport::addFields(Evaluator& ev, std::vector<std::pair<std::string, V
     }
     devices.push_back(ev.makeRecord(std::move(record)));
   }
-  fields.emplace_back("peak_memory", bytesValue(double(peaks_[static_cast<std::size_t>(busiest())].peak)));
+  fields.emplace_back("peak_memory",
+                      bytesValue(double(peaks_[static_cast<std::size_t>(busiest())].peak)));
   fields.emplace_back("predicted_memory", bytesValue(predicted));
   fields.emplace_back("device_memory", ev.makeList(std::move(devices)));
 }

@@ -22,7 +22,8 @@ class MemoryReport {
 
   /// Takes one step's measurements; returns a warning line (newline-ended) the
   /// first time a device exceeds its prediction by more than 10%.
-  std::optional<std::string> add(std::int64_t step, const std::vector<runtime::MemoryStats>& devices);
+  std::optional<std::string> add(std::int64_t step,
+                                 const std::vector<runtime::MemoryStats>& devices);
   /// " · peak 1.20 MiB/device (planned 1.10 MiB)"; empty before any measurement.
   std::string progressText() const;
   /// The record fields: peak_memory, predicted_memory and device_memory (a

@@ -7,9 +7,12 @@ namespace meshflow::passes {
 
 const char* recomputeName(Recompute r) {
   switch (r) {
-    case Recompute::kNone: return "none";
-    case Recompute::kSelective: return "selective";
-    case Recompute::kFull: return "full";
+    case Recompute::kNone:
+      return "none";
+    case Recompute::kSelective:
+      return "selective";
+    case Recompute::kFull:
+      return "full";
   }
   return "none";
 }
@@ -22,7 +25,8 @@ std::optional<Recompute> parseRecompute(std::string_view name) {
 
 bool isAttentionScore(const ir::Graph& g, const ir::Op& op) {
   using K = ir::OpKind;
-  if (op.kind != K::Softmax && op.kind != K::CausalMask && op.kind != K::Scale && op.kind != K::Dropout)
+  if (op.kind != K::Softmax && op.kind != K::CausalMask && op.kind != K::Scale &&
+      op.kind != K::Dropout)
     return false;
   const auto& shape = g.value(op.outputs[0]).type.shape;
   return shape.size() == 4 && shape[2] == shape[3];
@@ -48,7 +52,8 @@ StageRecomputation planRecomputation(const ir::Graph& g, const StagePiece& piece
   auto madeHere = [&](ir::ValueId v) { return here.count(g.value(v).producer) > 0; };
   std::set<ir::ValueId> dropped, kept;
   for (ir::ValueId v : piece.stash) {
-    const bool drop = madeHere(v) && (mode == Recompute::kFull || isAttentionScore(g, g.op(g.value(v).producer)));
+    const bool drop =
+        madeHere(v) && (mode == Recompute::kFull || isAttentionScore(g, g.op(g.value(v).producer)));
     (drop ? dropped : kept).insert(v);
   }
   // The ops that rebuild the dropped values, back to what is kept or bound.
@@ -61,8 +66,10 @@ StageRecomputation planRecomputation(const ir::Graph& g, const StagePiece& piece
     if (!rerun.insert(id).second) continue;
     for (ir::ValueId v : g.op(id).inputs) {
       if (isBound(g, v) || kept.count(v)) continue;
-      if (madeHere(v)) work.push_back(g.value(v).producer);
-      else kept.insert(v);  // carried in from an earlier stage
+      if (madeHere(v))
+        work.push_back(g.value(v).producer);
+      else
+        kept.insert(v);  // carried in from an earlier stage
     }
   }
   out.kept.assign(kept.begin(), kept.end());

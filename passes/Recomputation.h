@@ -42,6 +42,7 @@ struct StageRecomputation {
 
 /// How stage `piece` of a training graph recomputes under `mode`; with
 /// kNone, `kept` is the stash and nothing is rerun.
-StageRecomputation planRecomputation(const ir::Graph& training, const StagePiece& piece, Recompute mode);
+StageRecomputation planRecomputation(const ir::Graph& training, const StagePiece& piece,
+                                     Recompute mode);
 
 }  // namespace meshflow::passes

@@ -54,7 +54,8 @@ Shape boundShape(const ir::TensorType& type, std::int64_t batchSize) {
 
 constexpr std::align_val_t kHeapAlignment{64};
 
-Tensor::Storage::Storage(std::size_t n) : bytes(n), memory(MemoryScope::current()), category(MemoryScope::currentCategory()) {
+Tensor::Storage::Storage(std::size_t n)
+    : bytes(n), memory(MemoryScope::current()), category(MemoryScope::currentCategory()) {
   if (bytes == 0) return;
   if (memory) {
     DeviceMemory::Block block = memory->allocate(bytes, category);

@@ -26,11 +26,16 @@ thread_local MemoryCategory tCategory = MemoryCategory::kActivations;
 
 const char* memoryCategoryName(MemoryCategory category) {
   switch (category) {
-    case MemoryCategory::kParameters: return "parameters";
-    case MemoryCategory::kGradients: return "gradients";
-    case MemoryCategory::kOptimizerState: return "optimizer state";
-    case MemoryCategory::kActivations: return "activations";
-    case MemoryCategory::kCommunication: return "communication";
+    case MemoryCategory::kParameters:
+      return "parameters";
+    case MemoryCategory::kGradients:
+      return "gradients";
+    case MemoryCategory::kOptimizerState:
+      return "optimizer state";
+    case MemoryCategory::kActivations:
+      return "activations";
+    case MemoryCategory::kCommunication:
+      return "communication";
   }
   return "?";
 }
@@ -55,12 +60,13 @@ void DeviceMemory::chargeLocked(std::size_t bytes, MemoryCategory category) {
     std::string held;
     for (std::size_t c = 0; c < kMemoryCategories; ++c)
       if (held_[c] > 0)
-        held += fmt::format("{}{} {}", held.empty() ? "" : ", ", memoryCategoryName(static_cast<MemoryCategory>(c)),
+        held += fmt::format("{}{} {}", held.empty() ? "" : ", ",
+                            memoryCategoryName(static_cast<MemoryCategory>(c)),
                             bytesText(double(held_[c])));
-    throw DeviceMemoryError(fmt::format("out of memory on device {}: {} more for {} would hold {} of its {} ({})",
-                                        device_, bytesText(double(n)), memoryCategoryName(category),
-                                        bytesText(double(allocated_ + n)), bytesText(double(limit_)),
-                                        held.empty() ? "nothing held yet" : "holding " + held));
+    throw DeviceMemoryError(fmt::format(
+        "out of memory on device {}: {} more for {} would hold {} of its {} ({})", device_,
+        bytesText(double(n)), memoryCategoryName(category), bytesText(double(allocated_ + n)),
+        bytesText(double(limit_)), held.empty() ? "nothing held yet" : "holding " + held));
   }
   allocated_ += n;
   held_[static_cast<std::size_t>(category)] += n;
@@ -147,7 +153,8 @@ MemoryScope::MemoryScope(std::shared_ptr<DeviceMemory> memory, MemoryCategory ca
   tCategory = category;
 }
 
-MemoryScope::MemoryScope(MemoryCategory category) : previous_(tCurrent), previousCategory_(tCategory) {
+MemoryScope::MemoryScope(MemoryCategory category)
+    : previous_(tCurrent), previousCategory_(tCategory) {
   tCategory = category;
 }
 

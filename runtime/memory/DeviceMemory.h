@@ -26,7 +26,13 @@
 
 namespace meshflow::runtime {
 
-enum class MemoryCategory : std::uint8_t { kParameters, kGradients, kOptimizerState, kActivations, kCommunication };
+enum class MemoryCategory : std::uint8_t {
+  kParameters,
+  kGradients,
+  kOptimizerState,
+  kActivations,
+  kCommunication
+};
 constexpr std::size_t kMemoryCategories = 5;
 
 /// "parameters", "gradients", "optimizer state", "activations", "communication".
@@ -36,12 +42,12 @@ const char* memoryCategoryName(MemoryCategory category);
 using MemoryBreakdown = std::array<std::int64_t, kMemoryCategories>;
 
 struct MemoryStats {
-  std::int64_t allocated = 0;  ///< Bytes tensors hold now.
-  std::int64_t peak = 0;       ///< The most they held since the last resetPeak().
+  std::int64_t allocated = 0;       ///< Bytes tensors hold now.
+  std::int64_t peak = 0;            ///< The most they held since the last resetPeak().
   MemoryBreakdown peakBreakdown{};  ///< By category, at that peak.
-  std::int64_t cached = 0;     ///< Freed bytes kept for reuse.
-  std::int64_t allocations = 0;  ///< Blocks handed out since the last resetPeak() ...
-  std::int64_t reused = 0;       ///< ... of which from the cache.
+  std::int64_t cached = 0;          ///< Freed bytes kept for reuse.
+  std::int64_t allocations = 0;     ///< Blocks handed out since the last resetPeak() ...
+  std::int64_t reused = 0;          ///< ... of which from the cache.
 };
 
 /// An allocation beyond the device's limit. what() names the device, the bytes

@@ -7,7 +7,8 @@
 namespace meshflow::runtime {
 namespace {
 
-std::vector<ir::ValueId> sortedUnion(const std::vector<ir::ValueId>& a, const std::vector<ir::ValueId>& b) {
+std::vector<ir::ValueId> sortedUnion(const std::vector<ir::ValueId>& a,
+                                     const std::vector<ir::ValueId>& b) {
   std::vector<ir::ValueId> out;
   std::set_union(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(out));
   return out;
@@ -21,7 +22,8 @@ std::vector<ir::ValueId> sorted(std::vector<ir::ValueId> values) {
 }  // namespace
 
 std::vector<ir::ValueId> handedOn(const passes::StagePartition& partition,
-                                  const passes::StageRecomputation& recomputation, int vs, ir::ActionKind action) {
+                                  const passes::StageRecomputation& recomputation, int vs,
+                                  ir::ActionKind action) {
   const passes::StagePiece& p = partition.stages.at(static_cast<std::size_t>(vs));
   const std::vector<ir::ValueId> gradients = sorted(p.gradients);
   switch (action) {
@@ -34,14 +36,16 @@ std::vector<ir::ValueId> handedOn(const passes::StagePartition& partition,
     case ir::ActionKind::kBackward:
       return sortedUnion(p.backwardCarry, gradients);
     case ir::ActionKind::kInputGrad:
-      return sortedUnion(sortedUnion(p.backwardCarry, gradients), sortedUnion(p.stash, p.inputGradOutputs));
+      return sortedUnion(sortedUnion(p.backwardCarry, gradients),
+                         sortedUnion(p.stash, p.inputGradOutputs));
     case ir::ActionKind::kWeightGrad:
       return gradients;
   }
   return {};
 }
 
-ReleasePlan planReleases(const ir::Graph& graph, std::span<const ir::OpId> ops, const std::vector<ir::ValueId>& keep) {
+ReleasePlan planReleases(const ir::Graph& graph, std::span<const ir::OpId> ops,
+                         const std::vector<ir::ValueId>& keep) {
   std::map<ir::ValueId, std::size_t> last;  // value → the last position that reads or makes it
   for (std::size_t i = 0; i < ops.size(); ++i) {
     const ir::Op& op = graph.op(ops[i]);
@@ -55,8 +59,9 @@ ReleasePlan planReleases(const ir::Graph& graph, std::span<const ir::OpId> ops, 
   return plan;
 }
 
-std::vector<StageReleases> planStageReleases(const ir::Graph& graph, const passes::StagePartition& partition,
-                                             const std::vector<passes::StageRecomputation>& recomputation) {
+std::vector<StageReleases> planStageReleases(
+    const ir::Graph& graph, const passes::StagePartition& partition,
+    const std::vector<passes::StageRecomputation>& recomputation) {
   std::vector<StageReleases> out;
   for (std::size_t vs = 0; vs < partition.stages.size(); ++vs) {
     const passes::StagePiece& p = partition.stages[vs];

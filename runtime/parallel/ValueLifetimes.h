@@ -22,7 +22,8 @@ namespace meshflow::runtime {
 ///   I  those, the stash and what W reads of I's results;
 ///   W  the weight gradients.
 std::vector<ir::ValueId> handedOn(const passes::StagePartition& partition,
-                                  const passes::StageRecomputation& recomputation, int vs, ir::ActionKind action);
+                                  const passes::StageRecomputation& recomputation, int vs,
+                                  ir::ActionKind action);
 
 /// For each op of a RUN (by position in `ops`): the values to drop after it —
 /// its inputs that no later op of the RUN reads and its outputs that none
@@ -30,11 +31,13 @@ std::vector<ir::ValueId> handedOn(const passes::StagePartition& partition,
 struct ReleasePlan {
   std::vector<std::vector<ir::ValueId>> after;
 };
-ReleasePlan planReleases(const ir::Graph& graph, std::span<const ir::OpId> ops, const std::vector<ir::ValueId>& keep);
+ReleasePlan planReleases(const ir::Graph& graph, std::span<const ir::OpId> ops,
+                         const std::vector<ir::ValueId>& keep);
 
 /// A virtual stage's release plans, one per RUN kind (by ActionKind: F, B, I, W, R).
 using StageReleases = std::array<ReleasePlan, 5>;
-std::vector<StageReleases> planStageReleases(const ir::Graph& graph, const passes::StagePartition& partition,
-                                             const std::vector<passes::StageRecomputation>& recomputation);
+std::vector<StageReleases> planStageReleases(
+    const ir::Graph& graph, const passes::StagePartition& partition,
+    const std::vector<passes::StageRecomputation>& recomputation);
 
 }  // namespace meshflow::runtime

@@ -17,7 +17,8 @@ runtime::ParallelPlan oneDevice(const ir::Graph& forward) {
   return plan;
 }
 
-runtime::ParallelStepResult oneStep(const passes::TrainingGraph& training, const runtime::ParallelPlan& plan,
+runtime::ParallelStepResult oneStep(const passes::TrainingGraph& training,
+                                    const runtime::ParallelPlan& plan,
                                     runtime::ParallelOptions options) {
   runtime::ParallelTrainer trainer(training, plan, options);
   runtime::TensorMap state;
@@ -30,7 +31,8 @@ runtime::ParallelStepResult oneStep(const passes::TrainingGraph& training, const
 std::int64_t bytesOf(const runtime::TensorMap& state, const std::string& suffix, bool with) {
   std::int64_t total = 0;
   for (const auto& [name, t] : state) {
-    const bool has = name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+    const bool has = name.size() > suffix.size() &&
+                     name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
     if (has == with) total += static_cast<std::int64_t>(t.bytes());
   }
   return total;
@@ -44,14 +46,16 @@ const char* kGpt = "gpt(layers = 2, hidden = 32, heads = 2, seq = 16, vocab = 24
 
 }  // namespace
 
-TEST_CASE("a device's peak holds its parameters, optimizer state and gradients exactly", "[parallel][memory]") {
+TEST_CASE("a device's peak holds its parameters, optimizer state and gradients exactly",
+          "[parallel][memory]") {
   ir::Graph forward = traceModel("", kGpt);
   auto training = passes::buildTrainingGraph(forward, passes::OptimizerConfig::adam());
   auto result = oneStep(training, oneDevice(forward), optionsFor(4));
   REQUIRE(result.memory.size() == 1);
   runtime::TensorMap state;
   runtime::initializeParameters(training.graph, 1, state);
-  const std::int64_t parameters = bytesOf(state, ".adam_m", false) - bytesOf(state, ".adam_v", true);
+  const std::int64_t parameters =
+      bytesOf(state, ".adam_m", false) - bytesOf(state, ".adam_v", true);
   const runtime::MemoryStats& s = result.memory[0];
   CHECK(category(s, runtime::MemoryCategory::kParameters) == parameters);
   CHECK(category(s, runtime::MemoryCategory::kOptimizerState) == 2 * parameters);
@@ -64,7 +68,8 @@ TEST_CASE("a device's peak holds its parameters, optimizer state and gradients e
   CHECK(s.reused > 0);  // a step reuses the blocks of values freed before it
 }
 
-TEST_CASE("full recomputation lowers the activations a pipeline holds", "[parallel][memory][recompute]") {
+TEST_CASE("full recomputation lowers the activations a pipeline holds",
+          "[parallel][memory][recompute]") {
   ir::Graph forward = traceModel("", kGpt);
   auto training = passes::buildTrainingGraph(forward, passes::OptimizerConfig::adam());
   runtime::ParallelPlan plan;
@@ -84,8 +89,9 @@ TEST_CASE("full recomputation lowers the activations a pipeline holds", "[parall
   }
 }
 
-TEST_CASE("a device past its memory stops the step naming the device, the instruction and the bytes",
-          "[parallel][memory]") {
+TEST_CASE(
+    "a device past its memory stops the step naming the device, the instruction and the bytes",
+    "[parallel][memory]") {
   ir::Graph forward = traceModel("", kGpt);
   auto training = passes::buildTrainingGraph(forward, passes::OptimizerConfig::adam());
   runtime::ParallelOptions options = optionsFor(4);

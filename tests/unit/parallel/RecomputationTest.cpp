@@ -1,9 +1,8 @@
 // What a recomputing stage keeps and reruns (passes/Recomputation.h), on a
 // small GPT cut into two stages.
-#include "ParallelModels.h"
-
 #include <set>
 
+#include "ParallelModels.h"
 #include "passes/Recomputation.h"
 
 using namespace meshflow;
@@ -25,7 +24,8 @@ bool isSquareScores(const ir::Graph& g, ir::ValueId v) {
 }  // namespace
 
 TEST_CASE("recomputation keeps less and reruns what it dropped", "[parallel][recompute]") {
-  ir::Graph forward = traceModel("", "gpt(layers = 2, hidden = 16, heads = 2, seq = 8, vocab = 24)");
+  ir::Graph forward =
+      traceModel("", "gpt(layers = 2, hidden = 16, heads = 2, seq = 8, vocab = 24)");
   auto training = passes::buildTrainingGraph(forward, passes::OptimizerConfig::adam());
   auto partition = passes::partitionStages(training, evenStages(forward, 2), 2);
   const ir::Graph& g = training.graph;
@@ -61,6 +61,7 @@ TEST_CASE("recomputation keeps less and reruns what it dropped", "[parallel][rec
 }
 
 TEST_CASE("recompute modes parse and print", "[parallel][recompute]") {
-  for (const char* name : {"none", "selective", "full"}) CHECK(passes::recomputeName(*passes::parseRecompute(name)) == std::string(name));
+  for (const char* name : {"none", "selective", "full"})
+    CHECK(passes::recomputeName(*passes::parseRecompute(name)) == std::string(name));
   CHECK_FALSE(passes::parseRecompute("sometimes").has_value());
 }

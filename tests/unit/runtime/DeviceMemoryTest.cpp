@@ -1,7 +1,6 @@
 // A device's accounting, caching allocator (runtime/memory/DeviceMemory.h) and
 // the tensors that draw from it.
 #include <catch2/catch.hpp>
-
 #include <thread>
 
 #include "runtime/Tensor.h"
@@ -73,16 +72,18 @@ TEST_CASE("an allocation past the device's limit names the device, the bytes and
   Tensor w = Tensor::zeros({768});  // 3 KiB
   MemoryScope activations(MemoryCategory::kActivations);
   CHECK_THROWS_AS(Tensor::zeros({512}), DeviceMemoryError);
-  CHECK_THROWS_WITH(Tensor::zeros({512}),
-                    "out of memory on device 2: 2.00 KiB more for activations would hold 5.00 KiB of its "
-                    "4.00 KiB (holding parameters 3.00 KiB)");
+  CHECK_THROWS_WITH(
+      Tensor::zeros({512}),
+      "out of memory on device 2: 2.00 KiB more for activations would hold 5.00 KiB of its "
+      "4.00 KiB (holding parameters 3.00 KiB)");
   CHECK(memory->stats().allocated == 3072);  // nothing was charged by the failures
   Tensor fits = Tensor::zeros({256});
   CHECK(memory->stats().allocated == 4096);
 }
 
-TEST_CASE("a received tensor moves to the receiver's memory, copied when the sender still shares it",
-          "[runtime][memory]") {
+TEST_CASE(
+    "a received tensor moves to the receiver's memory, copied when the sender still shares it",
+    "[runtime][memory]") {
   auto sender = std::make_shared<DeviceMemory>(0, 0);
   auto receiver = std::make_shared<DeviceMemory>(1, 0);
   Tensor moved, shared, keep;
@@ -106,8 +107,9 @@ TEST_CASE("a received tensor moves to the receiver's memory, copied when the sen
   CHECK(receiver->stats().cached >= 400);  // the sender's block now serves the receiver
 }
 
-TEST_CASE("a tensor may outlive every other owner of its memory, and threads free each other's blocks",
-          "[runtime][memory]") {
+TEST_CASE(
+    "a tensor may outlive every other owner of its memory, and threads free each other's blocks",
+    "[runtime][memory]") {
   Tensor survivor;
   std::weak_ptr<DeviceMemory> watch;
   {
