@@ -20,6 +20,7 @@
 #include "interp/TrainingLoop.h"
 #include "passes/PlanPipeline.h"
 #include "passes/Planner.h"
+#include "runtime/distributed/ProcessGroup.h"
 #include "runtime/parallel/PlanExecution.h"
 
 namespace meshflow::interp {
@@ -59,7 +60,7 @@ Value text(Evaluator& ev, BoundArgs& a) {
   contents << in.rdbuf();
   ev.ensureRoom(contents.str().size() * 5);
   try {
-    return makeData(ev, runtime::textData(path, contents.str()));
+    return makeData(ev, runtime::textData(path, contents.str(), std::filesystem::absolute(allowed).string()));
   } catch (const runtime::DataError& error) {
     argumentError(a, 0, DiagnosticKind::DataError, error.what());
   }
@@ -188,8 +189,9 @@ void refuseIfTooBig(const BoundArgs& a, const ir::Plan& plan, double limit) {
   }
 }
 
-std::unique_ptr<StepRunner> makeRunner(const BoundArgs& a, const ir::Graph& forward,
-                                       const passes::TrainingGraph& training, std::int64_t batch) {
+std::unique_ptr<StepRunner> makeRunner(Evaluator& ev, const BoundArgs& a, const ir::Graph& forward,
+                                       const passes::TrainingGraph& training, std::int64_t batch,
+                                       const runtime::DataSource& data) {
   const ClusterObject* clusterObject = clusterArg(a);
   const auto* planObject = handleArg<PlanObject>(a, kPlan);
   std::optional<ir::Cluster> cluster;
@@ -213,6 +215,16 @@ std::unique_ptr<StepRunner> makeRunner(const BoundArgs& a, const ir::Graph& forw
     std::string text = runtime::parallelPlanText(parallel, batch);
     if (host.hostCores < devices) text += fmt::format(" taking turns on {} host cores", host.hostCores);
     options.deviceMemory = static_cast<std::int64_t>(cluster->device.memoryBytes);
+    // Under `meshflow run --backend mpi` each device is a process of the job.
+    if (runtime::ProcessGroup* processes = ev.state().config.processes.get()) {
+      options.timeout = processes->timeout();
+      options.hostCores = 0;
+      std::string described = fmt::format("{} as {} {} processes", runtime::parallelPlanText(parallel, batch),
+                                          processes->size(), processes->backend());
+      return processRunner(*processes, {training, std::move(parallel), options, data.recipe()},
+                           passes::simulatorOptions(*cluster), std::move(described),
+                           predictedMemory(plan, static_cast<int>(devices)));
+    }
     return parallelRunner(training, std::move(parallel), options, passes::simulatorOptions(host), text,
                           predictedMemory(plan, static_cast<int>(devices)));
   } catch (const std::runtime_error& error) {
@@ -229,6 +241,10 @@ void traceArg(Evaluator& ev, const BoundArgs& a, const StepRunner& runner, Train
   if (!runner.parallel())
     argumentError(a, kTrace, DiagnosticKind::InvalidValue,
                   "trace needs a plan on the parallel runtime: the serial reference runs on no devices");
+  if (ev.state().config.processes)
+    argumentError(a, kTrace, DiagnosticKind::InvalidValue,
+                  fmt::format("trace is recorded by the cpu backend only, not yet by the {} backend",
+                              ev.state().config.processes->backend()));
   try {
     loop.trace = checkWrite(ev.state().config, path);
   } catch (ScriptError& denied) {
@@ -317,7 +333,7 @@ Value train(Evaluator& ev, BoundArgs& a) {
            a.callSpan);
   }
   requireMemory(ev, training.graph, batch, a.callSpan);
-  std::unique_ptr<StepRunner> runner = makeRunner(a, traced.tracer->graph, training, batch);
+  std::unique_ptr<StepRunner> runner = makeRunner(ev, a, traced.tracer->graph, training, batch, *data);
   std::unique_ptr<StepRunner> reference;
   // The serial reference has nothing to be verified against.
   if (boolArg(a, kVerify, "verify") && runner->parallel()) reference = serialRunner(training, batch);

@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "runtime/Communicator.h"
@@ -50,11 +51,12 @@ class MpiProcess {
 
   /// Control messages: bytes from the controller to a worker and back, in
   /// order per (sender, receiver), never mixed with the communicator's.
-  /// sendControl does not block. recvControl waits without a timeout (the
-  /// controller may run a script for long between commands) but ends with
+  /// sendControl does not block. recvControl waits without a timeout when
+  /// none is given (the controller may run a script for long between
+  /// commands), else at most `timeout` (CommError Timeout); it ends with
   /// CommError(Aborted) when any rank aborts.
   void sendControl(int peer, std::string bytes);
-  std::string recvControl(int peer);
+  std::string recvControl(int peer, std::optional<std::chrono::milliseconds> timeout = std::nullopt);
 
   /// Tells every other rank that this one failed: their waits end with
   /// CommError(Aborted) "rank R failed: REASON". Never blocks.

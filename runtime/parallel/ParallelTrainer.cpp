@@ -95,8 +95,8 @@ passes::Recompute ParallelPlan::recomputeOf(int vs) const {
 }
 
 ParallelTrainer::ParallelTrainer(const passes::TrainingGraph& training, ParallelPlan plan,
-                                 ParallelOptions options)
-    : training_(training), plan_(std::move(plan)), options_(options) {
+                                 ParallelOptions options, std::unique_ptr<DeviceHost> host)
+    : training_(training), plan_(std::move(plan)), options_(options), host_(std::move(host)) {
   const int ranks = static_cast<int>(plan_.rankDevices.size());
   if (ranks < 1 || plan_.virtualStages % ranks != 0)
     throw ParallelRunError(fmt::format("{} virtual stages cannot be spread over {} pipeline ranks",
@@ -169,7 +169,8 @@ ParallelTrainer::ParallelTrainer(const passes::TrainingGraph& training, Parallel
   optimizerState_ = optimizerStateOf(training_.graph);
   deviceState_.resize(static_cast<std::size_t>(devices));
   for (int d = 0; d < devices; ++d) memory_.push_back(std::make_shared<DeviceMemory>(d, options_.deviceMemory));
-  cluster_ = std::make_unique<cpu::LocalCluster>(cpu::LocalClusterOptions{devices, options_.timeout, options_.hostCores});
+  if (!host_)
+    host_ = std::make_unique<cpu::LocalCluster>(cpu::LocalClusterOptions{devices, options_.timeout, options_.hostCores});
 }
 
 ParallelTrainer::~ParallelTrainer() = default;
@@ -239,7 +240,7 @@ void ParallelTrainer::setState(const TensorMap& state) {
   for (std::size_t d = 0; d < deviceState_.size(); ++d) {
     TensorMap& mine = deviceState_[d];
     mine.clear();
-    if (rankOf_[d] < 0) continue;
+    if (rankOf_[d] < 0 || !host_->runsHere(static_cast<int>(d))) continue;
     const SpmdRunner* spmd = spmd_[static_cast<std::size_t>(rankOf_[d])].get();
     for (int vs : stagesOfRank_[static_cast<std::size_t>(rankOf_[d])]) {
       const passes::StagePiece& piece = partition_.stages[static_cast<std::size_t>(vs)];
@@ -308,6 +309,21 @@ Tensor ParallelTrainer::wholeBox(const HeldState& s, int rank, int member) const
   Tensor box(held(0).dtype(), localShape(s.spec, s.shape, placeOf(devices[static_cast<std::size_t>(member)])));
   for (int i = 0; i < replicas(); ++i) putFlatShard(box, held(i), i, replicas());
   return box;
+}
+
+const TensorMap& ParallelTrainer::deviceState(int device) const {
+  return deviceState_.at(static_cast<std::size_t>(device));
+}
+
+void ParallelTrainer::setDeviceState(int device, TensorMap held) {
+  deviceState_.at(static_cast<std::size_t>(device)) = std::move(held);
+}
+
+std::vector<int> ParallelTrainer::planDevices() const {
+  std::vector<int> devices;
+  for (const auto& rank : plan_.rankDevices) devices.insert(devices.end(), rank.begin(), rank.end());
+  std::sort(devices.begin(), devices.end());
+  return devices;
 }
 
 std::vector<DeviceShard> ParallelTrainer::shards() const {
@@ -388,7 +404,7 @@ ParallelStepResult ParallelTrainer::step(const TensorMap& batch, std::int64_t st
   const std::vector<float> lossScales = shareLossScale();
   auto start = std::chrono::steady_clock::now();
   try {
-    cluster_->run([&](int device) {
+    host_->run([&](int device) {
       auto d = static_cast<std::size_t>(device);
       if (slotOf_[d] < 0) return;
       const int slot = slotOf_[d], rank = rankOf_[d];
@@ -406,8 +422,8 @@ ParallelStepResult ParallelTrainer::step(const TensorMap& batch, std::int64_t st
       s.mesh = placeOf(device);
       s.shardedCarries = plan_.sameMeshes();
       s.members = &members_;
-      s.comm = &cluster_->communicator(device);
-      s.cores = &cluster_->cores();
+      s.comm = &host_->communicator(device);
+      s.cores = host_->cores();
       s.state = &deviceState_[d];
       s.memory = memory_[d];
       s.microbatches = &inputs[static_cast<std::size_t>(slot / n)];
@@ -426,7 +442,14 @@ ParallelStepResult ParallelTrainer::step(const TensorMap& batch, std::int64_t st
     restoreLossScale(lossScales);
     // The executor's messages already name the device, step and instruction.
     const std::string& detail = failure.detail();
-    throw ParallelRunError(detail.rfind("device ", 0) == 0 ? detail : failure.what());
+    bool aborted = false;
+    try {
+      std::rethrow_exception(failure.cause());
+    } catch (const CommError& e) {
+      aborted = e.kind() == CommError::Kind::Aborted;
+    } catch (...) {
+    }
+    throw ParallelRunError(detail.rfind("device ", 0) == 0 ? detail : failure.what(), aborted);
   }
   restoreLossScale(lossScales);
   ParallelStepResult result;
@@ -439,6 +462,8 @@ ParallelStepResult ParallelTrainer::step(const TensorMap& batch, std::int64_t st
     result.devices.push_back(r.times);
   }
   for (const auto& memory : memory_) result.memory.push_back(memory->stats());
+  result.lossSum = sum;
+  result.losses = count;
   result.loss = count ? sum / count : 0;
   return result;
 }
