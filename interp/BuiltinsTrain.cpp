@@ -2,6 +2,9 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -189,6 +192,18 @@ void refuseIfTooBig(const BoundArgs& a, const ir::Plan& plan, double limit) {
   }
 }
 
+// MESHFLOW_INJECT_FAULT=DEVICE:STEP:INSTRUCTION makes that instruction fail,
+// for the tests of failures across processes (docs/distributed.md); the
+// value must parse, else it is ignored.
+std::optional<runtime::InjectedFault> injectedFault() {
+  const char* text = std::getenv("MESHFLOW_INJECT_FAULT");
+  runtime::InjectedFault fault;
+  char extra = 0;
+  if (!text || std::sscanf(text, "%d:%" SCNd64 ":%zu%c", &fault.device, &fault.step, &fault.instruction, &extra) != 3)
+    return std::nullopt;
+  return fault;
+}
+
 std::unique_ptr<StepRunner> makeRunner(Evaluator& ev, const BoundArgs& a, const ir::Graph& forward,
                                        const passes::TrainingGraph& training, std::int64_t batch,
                                        const runtime::DataSource& data) {
@@ -215,6 +230,7 @@ std::unique_ptr<StepRunner> makeRunner(Evaluator& ev, const BoundArgs& a, const 
     std::string text = runtime::parallelPlanText(parallel, batch);
     if (host.hostCores < devices) text += fmt::format(" taking turns on {} host cores", host.hostCores);
     options.deviceMemory = static_cast<std::int64_t>(cluster->device.memoryBytes);
+    options.fault = injectedFault();
     // Under `meshflow run --backend mpi` each device is a process of the job.
     if (runtime::ProcessGroup* processes = ev.state().config.processes.get()) {
       options.timeout = processes->timeout();
