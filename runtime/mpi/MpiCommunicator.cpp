@@ -498,7 +498,7 @@ class AllReduceOp final : public BackgroundOp {
                         bytes, buffers_);
         std::size_t myBytes = chunk(i, me).second;
         auto& into = buffers_->received[i * n + k];
-        into.resize(myBytes);
+        if (myBytes > 0) into = world.takeScratch(myBytes);
         call_->recvData(k, kCallData, into.data(), myBytes, 0);
         auto [theirs, theirBytes] = chunk(i, k);
         call_->recvData(k, kCallGather, buffers_->outputs[i].raw().data() + theirs, theirBytes, 1);
@@ -538,7 +538,7 @@ class AllReduceOp final : public BackgroundOp {
   struct Buffers {
     std::vector<Tensor> inputs;
     std::vector<Tensor> outputs;
-    std::vector<std::vector<std::byte>> received;  // [tensor * n + member]
+    std::vector<Scratch> received;  // [tensor * n + member]
   };
 
   // Chunk k of tensor i: its first byte and its size in bytes.
@@ -565,7 +565,7 @@ class AllReduceOp final : public BackgroundOp {
         if (k != me) call_->sendData(k, kCallGather, out.raw().data() + begin, bytes, buffers_);
     }
     // The reduce-scatter's buffers are no longer needed.
-    for (auto& received : buffers_->received) std::vector<std::byte>().swap(received);
+    for (auto& received : buffers_->received) world_.giveScratch(std::move(received));
   }
 
   MpiWorld& world_;
@@ -773,7 +773,7 @@ class MpiCommunicator final : public Communicator {
   void reduceScatter(const std::vector<int>& group, const Tensor& input, Tensor& output) override {
     Call call(world_, groups_, withSlicedInput(Op::ReduceScatter, group, input, group.size()));
     std::size_t n = call.members(), me = call.position(), bytes = input.bytes() / n;
-    auto received = std::make_shared<std::vector<std::vector<std::byte>>>(n);
+    auto received = std::make_shared<std::vector<Scratch>>(n);
     auto inputs = std::make_shared<const Tensor>(input);
     call.holdBuffers(received);
     const std::byte* in = inputs->raw().data();
@@ -781,7 +781,7 @@ class MpiCommunicator final : public Communicator {
       if (k == me) continue;
       exchangeHeaders(call, k);
       call.sendData(k, kCallData, in + k * bytes, bytes, inputs);
-      (*received)[k].resize(bytes);
+      if (bytes > 0) (*received)[k] = world_.takeScratch(bytes);
       call.recvData(k, kCallData, (*received)[k].data(), bytes, 0);
     }
     call.wait(0);
@@ -791,6 +791,7 @@ class MpiCommunicator final : public Communicator {
       parts.push_back(k == me ? in + me * bytes : (*received)[k].data());
     orderedSum(input.dtype(), parts, sum.raw().data(), bytes / ir::dtypeBytes(input.dtype()));
     output = std::move(sum);
+    for (Scratch& buffer : *received) world_.giveScratch(std::move(buffer));
   }
 
   void allToAll(const std::vector<int>& group, const Tensor& input, Tensor& output) override {

@@ -4,6 +4,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <deque>
 #include <stdexcept>
@@ -121,6 +122,32 @@ void MpiWorld::abandon(std::vector<MPI_Request>& requests, std::shared_ptr<const
   }
 }
 
+Scratch MpiWorld::takeScratch(std::size_t bytes) {
+  // The smallest kept buffer that is big enough.
+  auto best = scratch.end();
+  for (auto it = scratch.begin(); it != scratch.end(); ++it)
+    if (it->capacity >= bytes && (best == scratch.end() || it->capacity < best->capacity))
+      best = it;
+  if (best != scratch.end()) {
+    Scratch found = std::move(*best);
+    scratch.erase(best);
+    return found;
+  }
+  return Scratch{std::unique_ptr<std::byte[]>(new std::byte[std::max<std::size_t>(bytes, 1)]),
+                 bytes};
+}
+
+void MpiWorld::giveScratch(Scratch buffer) {
+  if (!buffer.bytes) return;
+  scratch.push_back(std::move(buffer));
+  if (scratch.size() <= kScratchKept) return;
+  // Keep the biggest ones: they are the ones that cost to make again.
+  auto smallest =
+      std::min_element(scratch.begin(), scratch.end(),
+                       [](const Scratch& a, const Scratch& b) { return a.capacity < b.capacity; });
+  scratch.erase(smallest);
+}
+
 namespace {
 
 // Tests every request of `requests`, dropping the completed ones with their
@@ -222,15 +249,15 @@ void MpiWorld::await(const std::string& what, std::optional<std::chrono::millise
       throw error(Kind::Timeout,
                   fmt::format("{} timed out after {}{}", what, durationText(*timeout), missing()));
     }
-    // Spin while things move; then give the core away (ranks may share
-    // cores): first a yield, after a millisecond of nothing short sleeps,
-    // which still see an abort notice within a fraction of a millisecond.
+    // Poll while things move; when nothing has for a while, give the core
+    // away (ranks may share cores): yields for the first 10 ms, which keep
+    // MPI's progress (and a large transfer) going, then short sleeps, which
+    // still see an abort notice within a fraction of a millisecond.
     if (moved) idleSince = now;
-    if (now - idleSince < std::chrono::microseconds(200)) continue;
-    if (now - idleSince < std::chrono::milliseconds(1))
+    if (now - idleSince < std::chrono::milliseconds(10))
       sched_yield();
     else
-      std::this_thread::sleep_for(std::chrono::microseconds(20));
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
 }
 
@@ -331,9 +358,23 @@ std::string MpiProcess::recvControl(int peer) {
 void MpiProcess::abort(const std::string& reason) { state_->world.abort(reason); }
 
 void MpiProcess::terminate(int code) {
-  // A moment for this rank's abort notice (if any) to leave; MPI_Abort then
-  // ends every rank, and mpirun exits with `code`.
+  // A moment for this rank's abort notice (if any) to leave.
   state_->world.drainSends(std::chrono::milliseconds(200));
+  std::fflush(stdout);
+  std::fflush(stderr);
+  // Under Open MPI's mpirun a rank that exits with a non-zero code makes
+  // mpirun end every other rank and exit with that code: what MPI_Abort
+  // does, without its report to mpirun, which in Open MPI 4.1.4 made mpirun
+  // crash (PMIx_server_finalize, after "Data unpack would read past end of
+  // buffer" in show_help.c) or hang in about one run in five of the
+  // stopped-rank test.
+  if (code != 0 && std::getenv("OMPI_COMM_WORLD_SIZE")) std::_Exit(code);
+  // Elsewhere MPI_Abort; should it hang in its report, this process ends on
+  // its own after a while, and its launcher, seeing it gone, ends the rest.
+  std::thread([code] {
+    std::this_thread::sleep_for(std::chrono::seconds(5));
+    std::_Exit(code);
+  }).detach();
   MPI_Abort(MPI_COMM_WORLD, code);
   std::_Exit(code);
 }

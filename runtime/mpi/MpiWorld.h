@@ -51,6 +51,15 @@ class BackgroundOp {
   virtual bool done() const = 0;
 };
 
+/// Bytes for receiving into: uninitialised, and reused from call to call
+/// (MpiWorld::takeScratch), since fresh pages for every reduction cost as
+/// much as the copies.
+struct Scratch {
+  std::unique_ptr<std::byte[]> bytes;
+  std::size_t capacity = 0;
+  std::byte* data() const { return bytes.get(); }
+};
+
 /// Messages bigger than this go as several MPI messages (MPI counts are int).
 constexpr std::size_t kPieceBytes = std::size_t(1) << 30;
 
@@ -80,6 +89,14 @@ struct MpiWorld {
   /// their buffers until MPI is done with them.
   std::vector<MPI_Request> strayRequests;
   std::vector<std::shared_ptr<const void>> strayHolders;
+
+  /// Scratch buffers for reuse, at most kScratchKept of them.
+  std::vector<Scratch> scratch;
+  static constexpr std::size_t kScratchKept = 16;
+  /// A buffer of at least `bytes`, uninitialised.
+  Scratch takeScratch(std::size_t bytes);
+  /// Gives a buffer back for reuse (once no request uses it).
+  void giveScratch(Scratch buffer);
 
   /// Operations advanced in every wait (shared with their handles).
   std::vector<std::shared_ptr<BackgroundOp>> background;
