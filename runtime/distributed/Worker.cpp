@@ -101,7 +101,13 @@ class Worker {
 
 void releaseWorkers(ProcessGroup& group, int code, const std::string& message) {
   const std::string bytes = distributed::encode({{"command", "exit"}, {"code", code}, {"message", message}});
-  for (int w = 1; w < group.size(); ++w) group.send(w, bytes);
+  for (int w = 1; w < group.size(); ++w) {
+    try {
+      group.send(w, bytes);
+    } catch (const CommError&) {
+      // A worker that cannot be told has stopped already.
+    }
+  }
 }
 
 int runWorker(ProcessGroup& group, std::ostream& err) {
@@ -117,7 +123,13 @@ int runWorker(ProcessGroup& group, std::ostream& err) {
       }
     }
   } catch (const CommError& e) {
-    err << fmt::format("rank {}: {}\n", group.rank(), e.detail());
+    // "... aborted: rank 2 failed: ..." says it all from "rank 2" on.
+    const std::string& detail = e.detail();
+    const auto cause = detail.find("aborted: ");
+    if (e.kind() == CommError::Kind::Aborted && cause != std::string::npos)
+      err << fmt::format("rank {}: stopped: {}\n", group.rank(), detail.substr(cause + 9));
+    else
+      err << fmt::format("rank {}: {}\n", group.rank(), detail);
   } catch (const std::exception& e) {
     err << fmt::format("rank {}: {}\n", group.rank(), e.what());
     group.abort(e.what());

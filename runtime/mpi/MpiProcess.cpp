@@ -240,9 +240,11 @@ void MpiWorld::await(const std::string& what, std::optional<std::chrono::millise
   auto start = Clock::now();
   auto idleSince = start;
   for (;;) {
-    throwIfAborted(what);
     bool moved = progress();
+    // What has arrived is taken even after an abort (the controller still
+    // gathers the failed step's replies); only a wait for more ends.
     if (ready()) return;
+    throwIfAborted(what);
     auto now = Clock::now();
     if (timeout && now - start > *timeout) {
       failed = true;
@@ -308,7 +310,7 @@ void MpiProcess::sendControl(int peer, std::string bytes) {
   MpiWorld& world = state_->world;
   std::string what = fmt::format("control message to rank {}", peer);
   checkPeer(world, peer, what);
-  world.throwIfAborted(what);
+  // Sent even after an abort: a worker still answers the failed command.
   if (peer == world.rank) {
     state_->selfControl.push_back(std::move(bytes));
     return;
@@ -329,7 +331,6 @@ std::string MpiProcess::recvControl(int peer, std::optional<std::chrono::millise
   MpiWorld& world = state_->world;
   std::string what = fmt::format("control message from rank {}", peer);
   checkPeer(world, peer, what);
-  world.throwIfAborted(what);
   if (peer == world.rank) {
     if (state_->selfControl.empty())
       throw world.error(Kind::Usage, what + ": this rank sent itself none to wait for");
