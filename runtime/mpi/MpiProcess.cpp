@@ -252,11 +252,14 @@ void MpiWorld::await(const std::string& what, std::optional<std::chrono::millise
                   fmt::format("{} timed out after {}{}", what, durationText(*timeout), missing()));
     }
     // Poll while things move; when nothing has for a while, give the core
-    // away (ranks may share cores): yields for the first 10 ms, which keep
+    // away (ranks may share cores): yields for the first 200 us, which keep
     // MPI's progress (and a large transfer) going, then short sleeps, which
-    // still see an abort notice within a fraction of a millisecond.
+    // still see an abort notice within a fraction of a millisecond. Yielding
+    // longer starves the ranks that compute when ranks outnumber cores: the
+    // tiny GPT's step on 4 ranks and 2 cores took 43 ms with 10 ms of
+    // yields, 19.5 ms with 200 us (bench/mpi/step_time.sh).
     if (moved) idleSince = now;
-    if (now - idleSince < std::chrono::milliseconds(10))
+    if (now - idleSince < std::chrono::microseconds(200))
       sched_yield();
     else
       std::this_thread::sleep_for(std::chrono::microseconds(50));
