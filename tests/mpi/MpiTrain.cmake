@@ -25,3 +25,9 @@ add_test(NAME mpi.train_world_mismatch
          WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 set_tests_properties(mpi.train_world_mismatch PROPERTIES TIMEOUT 120 LABELS mpi PASS_REGULAR_EXPRESSION
   "the plan runs on 4 devices, but the mpi backend started 3 processes.*rank [12]: the controller stopped.*exit=1")
+# A checkpoint of 4 ranks resumes on 2 under another plan, as on the cpu backend.
+add_test(NAME mpi.train_resume_elsewhere
+         COMMAND ${CMAKE_CURRENT_LIST_DIR}/resume_elsewhere.sh $<TARGET_FILE:meshflow> ${CMAKE_SOURCE_DIR}
+                 -- ${mpi_launch})
+set_tests_properties(mpi.train_resume_elsewhere PROPERTIES TIMEOUT 300 LABELS mpi
+                     PASS_REGULAR_EXPRESSION "resumed on 2 ranks as on the cpu backend")
