@@ -123,7 +123,7 @@ void ProcessTrainer::saveCheckpoint(const std::filesystem::path& dir, std::int64
   std::vector<json> replies;
   try {
     replies = everywhere({{"command", "checkpoint"}, {"directory", temp.string()}}, [&] {
-      for (const DeviceShard& shard : trainer_->shards()) files.push_back(writeShardFile(temp, shard));
+      for (const DeviceShard& shard : trainer_->shards(true)) files.push_back(writeShardFile(temp, shard));
     });
   } catch (...) {
     abandonCheckpoint(temp);

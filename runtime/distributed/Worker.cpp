@@ -80,7 +80,7 @@ class Worker {
     }
     if (name == "checkpoint") {
       json files = json::array();
-      for (const DeviceShard& shard : trainer.shards()) {
+      for (const DeviceShard& shard : trainer.shards(true)) {
         WrittenShardFile written = writeShardFile(command.at("directory").get<std::string>(), shard);
         json tensors = json::array();
         for (const auto& [tensor, type] : written.tensors)

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <set>
 
 #include "passes/Lowering.h"
 #include "passes/schedules/Schedules.h"
@@ -326,16 +327,35 @@ std::vector<int> ParallelTrainer::planDevices() const {
   return devices;
 }
 
-std::vector<DeviceShard> ParallelTrainer::shards() const {
+std::optional<ParallelTrainer::PieceKey> ParallelTrainer::pieceKey(int device, const HeldState& s) const {
+  const MeshPlace place = placeOf(device);
+  const Shape block = localShape(s.spec, s.shape, place);
+  PieceKey key{s.name, shardOffset(s.spec, s.shape, place), block, -1};
+  if (!s.flat) return key;
+  const std::int64_t n = shapeElements(block), c = flatShardSize(n, replicas());
+  key.flatBegin = std::int64_t{replicaOf(device)} * c;
+  if (key.flatBegin >= n) return std::nullopt;  // this replica's shard holds none of it
+  return key;
+}
+
+std::vector<DeviceShard> ParallelTrainer::shards(bool storedOnce) const {
   std::vector<DeviceShard> shards;
   for (std::size_t d = 0; d < deviceState_.size(); ++d) {
     if (deviceState_[d].empty()) continue;
+    // The pieces the plan's lower-numbered devices hold too (replicas).
+    std::set<PieceKey> lower;
+    if (storedOnce)
+      for (int other : planDevices())
+        if (other < static_cast<int>(d))
+          for (const HeldState& s : heldState(other))
+            if (auto key = pieceKey(other, s)) lower.insert(*key);
     DeviceShard shard{static_cast<int>(d), {}};
     MeshPlace place = placeOf(static_cast<int>(d));
     for (const HeldState& s : heldState(static_cast<int>(d))) {
-      ShardPiece piece{s.name, s.shape, shardOffset(s.spec, s.shape, place), deviceState_[d].at(s.name), {}};
-      if (s.flat && !flatPiece(piece, localShape(s.spec, s.shape, place), replicaOf(static_cast<int>(d)), replicas()))
-        continue;
+      std::optional<PieceKey> key = pieceKey(static_cast<int>(d), s);
+      if (!key || lower.count(*key)) continue;
+      ShardPiece piece{s.name, s.shape, key->offset, deviceState_[d].at(s.name), {}};
+      if (s.flat && !flatPiece(piece, key->block, replicaOf(static_cast<int>(d)), replicas())) continue;
       shard.pieces.push_back(std::move(piece));
     }
     shards.push_back(std::move(shard));

@@ -148,7 +148,10 @@ class ParallelTrainer {
   /// layout of each parameter), else whole tensors; replicas repeat them,
   /// except a sharded optimizer's state, of which each replica holds a flat
   /// run of each box (a flat piece, without the padding).
-  std::vector<DeviceShard> shards() const;
+  /// With `storedOnce`, a device leaves out the pieces a lower-numbered
+  /// device of the plan holds too (a replica's copies), so that processes
+  /// that each write their devices' pieces store every piece once.
+  std::vector<DeviceShard> shards(bool storedOnce = false) const;
 
   /// Runs training step `step` (1-based) on `batch`, the graph inputs of the
   /// whole step. After a failure the devices' state is inconsistent: resume
@@ -178,6 +181,16 @@ class ParallelTrainer {
     bool flat = false;
   };
   std::vector<HeldState> heldState(int device) const;
+  // Where device's piece of `s` lies: name, offset, block and (flat) the
+  // first element of its run; none when its flat shard holds none of it.
+  struct PieceKey {
+    std::string name;
+    std::vector<std::int64_t> offset;
+    Shape block;
+    std::int64_t flatBegin = -1;
+    auto operator<=>(const PieceKey&) const = default;
+  };
+  std::optional<PieceKey> pieceKey(int device, const HeldState& s) const;
   /// Divides the loss scale each device holds by the step's microbatches ×
   /// replicas for the step; returns what each held before, by device.
   std::vector<float> shareLossScale();
