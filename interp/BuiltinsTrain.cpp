@@ -257,10 +257,6 @@ void traceArg(Evaluator& ev, const BoundArgs& a, const StepRunner& runner, Train
   if (!runner.parallel())
     argumentError(a, kTrace, DiagnosticKind::InvalidValue,
                   "trace needs a plan on the parallel runtime: the serial reference runs on no devices");
-  if (ev.state().config.processes)
-    argumentError(a, kTrace, DiagnosticKind::InvalidValue,
-                  fmt::format("trace is recorded by the cpu backend only, not yet by the {} backend",
-                              ev.state().config.processes->backend()));
   try {
     loop.trace = checkWrite(ev.state().config, path);
   } catch (ScriptError& denied) {

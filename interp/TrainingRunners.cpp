@@ -7,6 +7,18 @@
 namespace meshflow::interp {
 namespace {
 
+// A step as it ran on the plan's devices, in p.save_trace's format.
+std::optional<nlohmann::json> measuredTrace(const ir::Program& program,
+                                            const std::optional<runtime::ParallelStepResult>& last) {
+  if (!last) return std::nullopt;
+  runtime::sim::SimulationResult measured;
+  measured.makespan = last->seconds;
+  measured.timeline.resize(program.devices.size());
+  for (std::size_t d = 0; d < last->devices.size() && d < measured.timeline.size(); ++d)
+    measured.timeline[d] = last->devices[d].timeline;
+  return runtime::sim::simulationTrace(program, measured);
+}
+
 class SerialRunner final : public StepRunner {
  public:
   SerialRunner(const passes::TrainingGraph& training, std::int64_t batch)
@@ -63,15 +75,7 @@ class ParallelRunner final : public StepRunner {
   std::vector<double> predictedMemory() const override { return predictedMemory_; }
   std::string describe() const override { return description_; }
 
-  std::optional<nlohmann::json> lastStepTrace() const override {
-    if (!last_) return std::nullopt;
-    runtime::sim::SimulationResult measured;
-    measured.makespan = last_->seconds;
-    measured.timeline.resize(trainer_.program().devices.size());
-    for (std::size_t d = 0; d < last_->devices.size() && d < measured.timeline.size(); ++d)
-      measured.timeline[d] = last_->devices[d].timeline;
-    return runtime::sim::simulationTrace(trainer_.program(), measured);
-  }
+  std::optional<nlohmann::json> lastStepTrace() const override { return measuredTrace(trainer_.program(), last_); }
 
  private:
   runtime::ParallelTrainer trainer_;
@@ -113,6 +117,9 @@ class ProcessRunner final : public StepRunner {
   }
   std::vector<double> predictedMemory() const override { return predictedMemory_; }
   std::string describe() const override { return description_; }
+  /// Each device's instructions timed from when its process began the step
+  /// (the processes begin within a control message's latency of each other).
+  std::optional<nlohmann::json> lastStepTrace() const override { return measuredTrace(trainer_.program(), last_); }
 
  private:
   // Gathering the state asks the workers; it changes nothing a caller sees.

@@ -36,6 +36,9 @@ json stepReport(const ParallelStepResult& result, int device) {
   if (d < result.devices.size()) {
     const DeviceTimes& t = result.devices[d];
     report["times"] = {t.kernelSeconds, t.commSeconds, t.coreWaitSeconds, t.totalSeconds};
+    json timeline = json::array();
+    for (const sim::TimedInstruction& i : t.timeline) timeline.push_back({i.index, i.start, i.end});
+    report["timeline"] = std::move(timeline);
   }
   if (d < result.memory.size()) {
     const MemoryStats& m = result.memory[d];
@@ -56,6 +59,9 @@ void addStepReport(ParallelStepResult& result, const json& report, int device) {
     times.commSeconds = t.at(1).get<double>();
     times.coreWaitSeconds = t.at(2).get<double>();
     times.totalSeconds = t.at(3).get<double>();
+    times.timeline.clear();
+    for (const json& i : report.at("timeline"))
+      times.timeline.push_back({i.at(0).get<std::uint32_t>(), i.at(1).get<double>(), i.at(2).get<double>()});
   }
   if (report.contains("memory") && d < result.memory.size()) {
     const json& m = report["memory"];
