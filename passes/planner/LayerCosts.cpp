@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "ir/OpCost.h"
+#include "passes/Autodiff.h"
 #include "passes/Recomputation.h"
 
 namespace meshflow::passes {
@@ -18,6 +19,11 @@ double forwardFraction(const ir::OpCost& c) {
   double fwd = c.bytesRead + c.bytesWritten;
   double all = fwd + c.backwardBytesRead + c.backwardBytesWritten;
   return all > 0 ? fwd / all : 0.5;
+}
+
+bool isLeaf(ir::OpKind kind) {
+  return kind == ir::OpKind::Input || kind == ir::OpKind::Parameter ||
+         kind == ir::OpKind::Constant;
 }
 
 bool readsParameter(const ir::Graph& g, const ir::Op& op) {
@@ -49,7 +55,11 @@ LayerCost summarise(const ir::Graph& g, const IntraOpResult& r, const MeshConfig
       c.attentionScores += activationMemory(g, o.op, batch, o.outputs, config.mesh, memory);
     }
     if (op.kind == ir::OpKind::Input) {
-      c.inputs += activationMemory(g, o.op, batch, o.outputs, config.mesh, memory);
+      // Full recomputation keeps what enters the stage whether or not the
+      // backward reads it: the rerun does.
+      MemoryOptions entering = memory;
+      entering.heldForBackward = nullptr;
+      c.inputs += activationMemory(g, o.op, batch, o.outputs, config.mesh, entering);
       if (op.attrs.count("requires_grad")) c.boundaryBytes += valueBytes(g, op.outputs[0], batch);
     }
   }
@@ -79,16 +89,45 @@ LayerCost summarise(const ir::Graph& g, const IntraOpResult& r, const MeshConfig
   return c;
 }
 
+// Per value of `forward`: whether a backward op of its training graph reads it,
+// as the runtime's stash holds it (passes/StagePartition.cpp): leaves are bound
+// again, never stashed. The backward does not depend on the optimizer.
+std::vector<bool> readByBackward(const ir::Graph& forward) {
+  std::vector<bool> read(forward.valueCount(), false);
+  TrainingGraph training;
+  try {
+    training = buildTrainingGraph(forward, OptimizerConfig::adam());
+  } catch (const AutodiffError&) {
+    return std::vector<bool>(forward.valueCount(), true);  // priced as before: all held
+  }
+  const ir::Graph& g = training.graph;
+  for (const ir::Op& op : g.ops()) {
+    if (op.phase != ir::Phase::Backward) continue;
+    for (ir::ValueId v : op.inputs) {
+      if (v >= read.size()) continue;  // made by the backward itself
+      const ir::Op& producer = g.op(g.value(v).producer);
+      if (producer.phase == ir::Phase::Forward && !isLeaf(producer.kind)) read[v] = true;
+    }
+  }
+  return read;
+}
+
 }  // namespace
 
 LayerCostTable::LayerCostTable(const ir::Graph& forward, const LayerClustering& layers,
                                const ir::DeviceSpec& device, LayerCostOptions options)
     : forward_(forward), device_(device), options_(std::move(options)) {
+  const std::vector<bool> read = readByBackward(forward);
   std::map<std::string, int> kinds;
   for (int l = 0; l < static_cast<int>(layers.layers.size()); ++l) {
     LayerSubgraph sub = layerSubgraph(forward, layers.layerOfOp, l, l + 1);
     auto [it, added] = kinds.try_emplace(graphSignature(sub.graph), int(subgraphs_.size()));
-    if (added) subgraphs_.push_back(std::move(sub));
+    if (added) {
+      std::vector<bool> held;
+      for (ir::ValueId v : sub.sourceValue) held.push_back(v < read.size() && read[v]);
+      heldForBackward_.push_back(std::move(held));
+      subgraphs_.push_back(std::move(sub));
+    }
     kindOf_.push_back(it->second);
   }
 }
@@ -168,6 +207,7 @@ std::optional<LayerCost> LayerCostTable::solve(int kind, const MeshConfig& confi
   IntraOpOptions o;
   o.batch = microbatch;
   o.memory.optimizerCopies = options_.optimizerCopies;
+  o.memory.heldForBackward = &heldForBackward_[kind];
   o.parameterSyncWeight = syncWeight;
   o.pins = options_.pins;
   o.memoryWeight = memoryWeight;

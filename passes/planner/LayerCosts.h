@@ -99,6 +99,9 @@ class LayerCostTable {
   LayerCostOptions options_;
   std::vector<int> kindOf_;
   std::vector<LayerSubgraph> subgraphs_;
+  /// Per kind, per value of its subgraph: whether the backward reads it (what
+  /// the runtime stashes from forward to backward).
+  std::vector<std::vector<bool>> heldForBackward_;
   std::map<std::tuple<int, int, std::int64_t, double, bool>, std::optional<LayerCost>> cache_;
   std::atomic<std::size_t> solves_ = 0;
 };
