@@ -233,8 +233,9 @@ std::optional<Candidate> withSchedule(const StageSearchResult& found, ScheduleCh
     }
   }
   for (int r = 0; r < p; ++r) {
-    double held = heldMicrobatches(schedule.kind, schedule.chunks, p, r, microbatches);
-    if (c.ranks[r].memory(held) > in.memoryBudget) return {};
+    if (c.ranks[r].memory(holdingOf(schedule.kind, schedule.chunks, p, r, microbatches)) >
+        in.memoryBudget)
+      return {};
   }
   c.stepTime = stepSeconds(schedule.kind, schedule.chunks, microbatches, c.ranks);
   return c;

@@ -48,18 +48,26 @@ LayerCost summarise(const ir::Graph& g, const IntraOpResult& r, const MeshConfig
     forwardCompute += o.computeTime * fraction;
     double backward = o.computeTime * (1 - fraction);
     backwardCompute += backward;
-    // dW is one of the two products of a weight's backward.
-    if (readsParameter(g, op)) c.weightGrad += backward / 2;
+    // dW is one of the two products of a weight's backward; it reads the
+    // gradient of the op's output, which I makes.
+    if (readsParameter(g, op)) {
+      c.weightGrad += backward / 2;
+      MemoryOptions all = memory;
+      all.heldForBackward = nullptr;
+      c.weightGradInputs += activationMemory(g, o.op, batch, o.outputs, config.mesh, all);
+    }
     if (isAttentionScore(g, op)) {
       c.attentionScoresForward += o.computeTime * fraction;
       c.attentionScores += activationMemory(g, o.op, batch, o.outputs, config.mesh, memory);
     }
     if (op.kind == ir::OpKind::Input) {
-      // Full recomputation keeps what enters the stage whether or not the
-      // backward reads it: the rerun does.
+      // Full recomputation keeps what enters the stage from other layers
+      // whether or not the backward reads it: the rerun does. The graph's own
+      // inputs are bound again from the microbatch, never kept.
       MemoryOptions entering = memory;
       entering.heldForBackward = nullptr;
-      c.inputs += activationMemory(g, o.op, batch, o.outputs, config.mesh, entering);
+      if (g.value(op.outputs[0]).name == "boundary")
+        c.inputs += activationMemory(g, o.op, batch, o.outputs, config.mesh, entering);
       if (op.attrs.count("requires_grad")) c.boundaryBytes += valueBytes(g, op.outputs[0], batch);
     }
   }

@@ -140,8 +140,8 @@ ir::Plan buildPlan(const PlanInputs& in, const Candidate& best,
       ps.strategies.insert(ps.strategies.end(), strategies.begin(), strategies.end());
     }
     ps.latency = s.estimate.latency();
-    double held = heldMicrobatches(best.schedule, best.chunks, ranks, rank, best.microbatches);
-    ps.peakMemoryBytes = best.ranks[rank].memory(held);
+    ps.peakMemoryBytes = best.ranks[rank].memory(
+        holdingOf(best.schedule, best.chunks, ranks, rank, best.microbatches));
     const StageEstimate* next = k + 1 < best.stages.size() ? &best.stages[k + 1].estimate : nullptr;
     ps.costs = costsOf(s.estimate, next, config, s);
     plan.stages.push_back(std::move(ps));

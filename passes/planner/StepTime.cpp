@@ -58,3 +58,16 @@ double heldMicrobatches(ir::ScheduleKind kind, int chunks, int ranks, int rank, 
 }
 
 }  // namespace meshflow::passes
+
+namespace meshflow::passes {
+
+Holding holdingOf(ir::ScheduleKind kind, int chunks, int ranks, int rank, int microbatches) {
+  Holding h;
+  h.held = heldMicrobatches(kind, chunks, ranks, rank, microbatches);
+  h.steady = kind != ir::ScheduleKind::kGPipe && double(microbatches) > h.held;
+  if (kind == ir::ScheduleKind::kZeroBubbleH1 || kind == ir::ScheduleKind::kZeroBubbleV)
+    h.deferred = std::min(rank, microbatches - 1);
+  return h;
+}
+
+}  // namespace meshflow::passes
