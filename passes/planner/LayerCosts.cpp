@@ -32,6 +32,16 @@ bool readsParameter(const ir::Graph& g, const ir::Op& op) {
   return false;
 }
 
+// Whether an output of `op` goes on into an Add that reads a parameter (a
+// bias), whose output gradient is the same value.
+bool feedsParameterReader(const ir::Graph& g, const std::vector<std::vector<ir::OpId>>& consumers,
+                          const ir::Op& op) {
+  for (ir::ValueId v : op.outputs)
+    for (ir::OpId c : consumers[v])
+      if (g.op(c).kind == ir::OpKind::Add && readsParameter(g, g.op(c))) return true;
+  return false;
+}
+
 double valueBytes(const ir::Graph& g, ir::ValueId v, std::int64_t batch) {
   const ir::TensorType& t = g.value(v).type;
   return double(t.elements(batch)) * double(ir::dtypeBytes(t.dtype));
@@ -41,6 +51,7 @@ LayerCost summarise(const ir::Graph& g, const IntraOpResult& r, const MeshConfig
                     std::int64_t batch, const MemoryOptions& memory,
                     const ir::DeviceSpec& device) {
   LayerCost c;
+  const std::vector<std::vector<ir::OpId>> consumers = g.consumers();
   double forwardCompute = 0, backwardCompute = 0;
   for (const OpSharding& o : r.ops) {
     const ir::Op& op = g.op(o.op);
@@ -49,12 +60,14 @@ LayerCost summarise(const ir::Graph& g, const IntraOpResult& r, const MeshConfig
     double backward = o.computeTime * (1 - fraction);
     backwardCompute += backward;
     // dW is one of the two products of a weight's backward; it reads the
-    // gradient of the op's output, which I makes.
+    // gradient of the op's output, which I makes (one gradient for a chain of
+    // such ops, a matmul and its bias: an add passes its gradient on).
     if (readsParameter(g, op)) {
       c.weightGrad += backward / 2;
       MemoryOptions all = memory;
       all.heldForBackward = nullptr;
-      c.weightGradInputs += activationMemory(g, o.op, batch, o.outputs, config.mesh, all);
+      if (!feedsParameterReader(g, consumers, op))
+        c.weightGradInputs += activationMemory(g, o.op, batch, o.outputs, config.mesh, all);
     }
     if (isAttentionScore(g, op)) {
       c.attentionScoresForward += o.computeTime * fraction;

@@ -63,17 +63,22 @@ double StageEstimate::recomputeShare() const {
 // backward, so the gradients are held with every microbatch in flight;
 // otherwise (GPipe, or no more microbatches than the rank holds) the peak is
 // the first backward's start, before any gradient, or a later one's with a
-// microbatch fewer (or, with one microbatch, the gradients alone). A recomputing backward first rebuilds its stash
+// microbatch fewer (or, with one microbatch, the gradients alone); a later
+// microbatch's backward ends with its fresh weight gradients beside the sums
+// until it adds them in. A recomputing backward first rebuilds its stash
 // (workspace); a zero-bubble rank's deferred microbatches keep their whole
 // stash and I's outputs until their W.
 double StageEstimate::memory(const Holding& h) const {
   const double base = resident - gradients;
   const double k = heldPerMicrobatch;
   const double rebuilt = workspace;
-  const double activations =
-      h.steady ? gradients + h.held * k + rebuilt
-               : std::max(h.held * k + rebuilt,
-                          gradients + (h.held > 1 ? (h.held - 1) * k + rebuilt : 0));
+  const double g = gradients;
+  const double accumulating =
+      h.held > 1 || h.steady ? 2 * g + std::max(h.held - (h.steady ? 1 : 2), 0.0) * k : 0;
+  const double activations = std::max(
+      accumulating, h.steady ? g + h.held * k + rebuilt
+                             : std::max(h.held * k + rebuilt,
+                                        g + (h.held > 1 ? (h.held - 1) * k + rebuilt : 0)));
   return base + activations + h.deferred * (rebuilt + deferredPerMicrobatch);
 }
 

@@ -1,0 +1,116 @@
+#include "passes/planner/RankMemory.h"
+
+#include <algorithm>
+
+#include "passes/schedules/ScheduleError.h"
+#include "passes/schedules/Schedules.h"
+
+namespace meshflow::passes {
+namespace {
+
+// One rank's replay: what its virtual stages hold as the actions go by.
+class RankReplay {
+ public:
+  RankReplay(const ir::PipelineSchedule& schedule, int rank,
+             const std::vector<StageEstimate>& stages, double base)
+      : schedule_(schedule), rank_(rank), stages_(stages), peak_(base), base_(base) {
+    inFlight_.assign(stages.size(), 0);
+    deferred_.assign(stages.size(), 0);
+    started_.assign(stages.size(), false);
+  }
+
+  double run() {
+    for (const ir::Action& a : schedule_.ranks.at(static_cast<std::size_t>(rank_))) step(a);
+    return peak_;
+  }
+
+ private:
+  void step(const ir::Action& a) {
+    const auto vs = static_cast<std::size_t>(schedule_.virtualStage(rank_, a.chunk));
+    const StageEstimate& e = stages_.at(vs);
+    switch (a.kind) {
+      case ir::ActionKind::kForward:
+        ++inFlight_[vs];
+        note(0);
+        return;
+      case ir::ActionKind::kBackward:
+      case ir::ActionKind::kInputGrad:
+        note(e.workspace);  // its start: the stash rebuilt, none of it freed yet
+        --inFlight_[vs];
+        if (a.kind == ir::ActionKind::kInputGrad) {
+          ++deferred_[vs];
+          start(vs);
+          note(0);
+          return;
+        }
+        finish(vs, e);
+        return;
+      case ir::ActionKind::kWeightGrad:
+        --deferred_[vs];
+        finish(vs, e);
+        return;
+      case ir::ActionKind::kRecompute:
+        return;
+    }
+  }
+
+  void start(std::size_t vs) { started_[vs] = true; }
+
+  // The end of a RUN that makes weight gradients, its stash gone: a later
+  // microbatch's fresh gradients live beside the step's sums until the RUN
+  // adds them in.
+  void finish(std::size_t vs, const StageEstimate& e) {
+    const bool accumulates = started_[vs];
+    start(vs);
+    note(accumulates ? e.gradients : 0);
+  }
+
+  void note(double extra) {
+    double held = base_ + extra;
+    for (std::size_t vs = 0; vs < stages_.size(); ++vs) {
+      const StageEstimate& e = stages_[vs];
+      // The first stage sends no gradient back: its I is empty, W does it all.
+      const double fromI = vs == 0 ? 0 : e.deferredPerMicrobatch;
+      held += inFlight_[vs] * e.heldPerMicrobatch +
+              deferred_[vs] * (e.heldPerMicrobatch + e.workspace + fromI);
+      if (started_[vs]) held += e.gradients;
+    }
+    peak_ = std::max(peak_, held);
+  }
+
+  const ir::PipelineSchedule& schedule_;
+  const int rank_;
+  const std::vector<StageEstimate>& stages_;
+  double peak_;
+  const double base_;
+  std::vector<int> inFlight_, deferred_;
+  std::vector<bool> started_;
+};
+
+}  // namespace
+
+std::optional<std::vector<double>> replayedPeaks(ir::ScheduleKind kind, int chunks,
+                                                 int microbatches,
+                                                 const std::vector<StageEstimate>& stages,
+                                                 const std::vector<StageEstimate>& ranks) {
+  ScheduleRequest request;
+  request.kind = std::string(ir::scheduleKindName(kind));
+  request.stages = static_cast<int>(ranks.size());
+  request.microbatches = microbatches;
+  request.chunks = chunks;
+  ir::PipelineSchedule schedule;
+  try {
+    schedule = buildSchedule(request);
+  } catch (const ScheduleError&) {
+    return std::nullopt;
+  }
+  if (static_cast<std::size_t>(schedule.virtualStages()) != stages.size()) return std::nullopt;
+  std::vector<double> peaks;
+  for (int r = 0; r < schedule.stages; ++r) {
+    const StageEstimate& sum = ranks.at(static_cast<std::size_t>(r));
+    peaks.push_back(RankReplay(schedule, r, stages, sum.resident - sum.gradients).run());
+  }
+  return peaks;
+}
+
+}  // namespace meshflow::passes

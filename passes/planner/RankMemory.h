@@ -1,0 +1,27 @@
+// The peak bytes each pipeline rank holds, found by replaying the rank's
+// schedule the way the runtime runs it (runtime/parallel/ValueLifetimes.h):
+// a forward leaves its stash, a (recomputing) backward rebuilds the rest,
+// consumes the stash and starts the stage's weight gradients, a zero-bubble I
+// keeps the stash and the output gradients W reads until that W. The closed
+// form of StageEstimate::memory(Holding) is its upper-bound shortcut for the
+// search; this is what the plan reports.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "ir/PipelineSchedule.h"
+#include "passes/planner/StageModel.h"
+
+namespace meshflow::passes {
+
+/// Per rank, its peak under `kind` with `chunks` chunks per rank and
+/// `microbatches`: `stages` are the virtual stages in order (each one chunk),
+/// `ranks` the per-rank sums (StageEstimate::operator+=). Nothing when the
+/// schedule cannot be built.
+std::optional<std::vector<double>> replayedPeaks(ir::ScheduleKind kind, int chunks,
+                                                 int microbatches,
+                                                 const std::vector<StageEstimate>& stages,
+                                                 const std::vector<StageEstimate>& ranks);
+
+}  // namespace meshflow::passes
