@@ -115,6 +115,21 @@ void addNotes(const PlanInputs& in, const Candidate& best, ir::Plan& plan) {
   }
 }
 
+// What one backward of stage `s` holds of its own microbatch at its most
+// (RankMemory.h backwardPeak), from its layers' figures.
+double ownBackwardPeak(const PlanInputs& in, const Candidate& best, const StageChoice& s) {
+  RangePricer pricer(*in.table, s.config, (*in.configs)[s.config], best.microbatch,
+                     1.0 / best.microbatches, s.variant, *in.cluster);
+  const bool full = s.variant.recompute == Recompute::kFull;
+  std::vector<double> stash, gradients;
+  for (int l = s.firstLayer; l < s.endLayer; ++l) {
+    StageEstimate e = pricer.estimate(l, l + 1);
+    stash.push_back(e.workspace + (full ? 0 : e.heldPerMicrobatch));
+    gradients.push_back(e.gradients);
+  }
+  return backwardPeak(stash, gradients, full ? s.estimate.heldPerMicrobatch : 0);
+}
+
 }  // namespace
 
 ir::Plan buildPlan(const PlanInputs& in, const Candidate& best,
@@ -127,9 +142,13 @@ ir::Plan buildPlan(const PlanInputs& in, const Candidate& best,
   plan.stepTime = best.stepTime;
   int ranks = static_cast<int>(best.ranks.size());
   std::vector<StageEstimate> virtualStages;
-  for (const StageChoice& s : best.stages) virtualStages.push_back(s.estimate);
-  const auto replayed =
-      replayedPeaks(best.schedule, best.chunks, best.microbatches, virtualStages, best.ranks);
+  std::vector<double> backwardPeaks;
+  for (const StageChoice& s : best.stages) {
+    virtualStages.push_back(s.estimate);
+    backwardPeaks.push_back(ownBackwardPeak(in, best, s));
+  }
+  const auto replayed = replayedPeaks(best.schedule, best.chunks, best.microbatches,
+                                      virtualStages, best.ranks, backwardPeaks);
   for (std::size_t k = 0; k < best.stages.size(); ++k) {
     const StageChoice& s = best.stages[k];
     const MeshConfig& config = (*in.configs)[s.config];

@@ -12,8 +12,14 @@ namespace {
 class RankReplay {
  public:
   RankReplay(const ir::PipelineSchedule& schedule, int rank,
-             const std::vector<StageEstimate>& stages, double base)
-      : schedule_(schedule), rank_(rank), stages_(stages), peak_(base), base_(base) {
+             const std::vector<StageEstimate>& stages, const std::vector<double>& backwardPeaks,
+             double base)
+      : schedule_(schedule),
+        rank_(rank),
+        stages_(stages),
+        backwardPeaks_(backwardPeaks),
+        peak_(base),
+        base_(base) {
     inFlight_.assign(stages.size(), 0);
     deferred_.assign(stages.size(), 0);
     started_.assign(stages.size(), false);
@@ -37,9 +43,10 @@ class RankReplay {
       case ir::ActionKind::kInputGrad:
         note(e.workspace);  // its start: the stash rebuilt, none of it freed yet
         --inFlight_[vs];
+        if (a.kind == ir::ActionKind::kBackward && vs < backwardPeaks_.size())
+          note(backwardPeaks_[vs]);  // its own microbatch at its most
         if (a.kind == ir::ActionKind::kInputGrad) {
-          ++deferred_[vs];
-          start(vs);
+          ++deferred_[vs];  // the weight gradients are W's to make
           note(0);
           return;
         }
@@ -47,6 +54,9 @@ class RankReplay {
         return;
       case ir::ActionKind::kWeightGrad:
         --deferred_[vs];
+        // W makes the weight gradients as a B does (the first stage's W is
+        // its whole backward); its stash held since I is freed as it goes.
+        if (vs < backwardPeaks_.size()) note(backwardPeaks_[vs]);
         finish(vs, e);
         return;
       case ir::ActionKind::kRecompute:
@@ -81,6 +91,7 @@ class RankReplay {
   const ir::PipelineSchedule& schedule_;
   const int rank_;
   const std::vector<StageEstimate>& stages_;
+  const std::vector<double>& backwardPeaks_;
   double peak_;
   const double base_;
   std::vector<int> inFlight_, deferred_;
@@ -89,10 +100,27 @@ class RankReplay {
 
 }  // namespace
 
+double backwardPeak(const std::vector<double>& stash, const std::vector<double>& gradients,
+                    double kept) {
+  double remaining = kept, made = 0;
+  for (double s : stash) remaining += s;
+  double peak = remaining;
+  for (std::size_t l = stash.size(); l-- > 0;) {
+    // Within a layer the first ops back make weight gradients (the last
+    // matmul's) while most of the layer's stash is still to be read: take
+    // them all made before any of it is freed.
+    made += gradients.at(l);
+    peak = std::max(peak, remaining + made);
+    remaining -= stash[l];
+  }
+  return peak;
+}
+
 std::optional<std::vector<double>> replayedPeaks(ir::ScheduleKind kind, int chunks,
                                                  int microbatches,
                                                  const std::vector<StageEstimate>& stages,
-                                                 const std::vector<StageEstimate>& ranks) {
+                                                 const std::vector<StageEstimate>& ranks,
+                                                 const std::vector<double>& backwardPeaks) {
   ScheduleRequest request;
   request.kind = std::string(ir::scheduleKindName(kind));
   request.stages = static_cast<int>(ranks.size());
@@ -108,7 +136,8 @@ std::optional<std::vector<double>> replayedPeaks(ir::ScheduleKind kind, int chun
   std::vector<double> peaks;
   for (int r = 0; r < schedule.stages; ++r) {
     const StageEstimate& sum = ranks.at(static_cast<std::size_t>(r));
-    peaks.push_back(RankReplay(schedule, r, stages, sum.resident - sum.gradients).run());
+    peaks.push_back(
+        RankReplay(schedule, r, stages, backwardPeaks, sum.resident - sum.gradients).run());
   }
   return peaks;
 }

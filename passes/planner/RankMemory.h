@@ -18,10 +18,22 @@ namespace meshflow::passes {
 /// Per rank, its peak under `kind` with `chunks` chunks per rank and
 /// `microbatches`: `stages` are the virtual stages in order (each one chunk),
 /// `ranks` the per-rank sums (StageEstimate::operator+=). Nothing when the
-/// schedule cannot be built.
+/// schedule cannot be built. `backwardPeaks`, per virtual stage, is the most
+/// one backward holds of its own microbatch (its stash not yet freed and the
+/// weight gradients it has made; backwardPeak()), else the larger of the two.
 std::optional<std::vector<double>> replayedPeaks(ir::ScheduleKind kind, int chunks,
                                                  int microbatches,
                                                  const std::vector<StageEstimate>& stages,
-                                                 const std::vector<StageEstimate>& ranks);
+                                                 const std::vector<StageEstimate>& ranks,
+                                                 const std::vector<double>& backwardPeaks = {});
+
+/// The most one backward holds of its own microbatch, from its layers in
+/// order (`stash[l]`: what the layer's backward reads, rebuilt ones included;
+/// `gradients[l]`: its weight gradients): the backward goes from the last
+/// layer back, making each layer's gradients (which live until the RUN ends)
+/// and then freeing its stash. `kept` is held until the end too (full recomputation's
+/// stage inputs).
+double backwardPeak(const std::vector<double>& stash, const std::vector<double>& gradients,
+                    double kept);
 
 }  // namespace meshflow::passes
