@@ -6,10 +6,9 @@
 // something out, within the wider bound of the category that names it (and
 // three devices in four within 10% in all). MESHFLOW_MEMORY_REPORT=1 prints
 // every device's figures.
-#include "ParallelModels.h"
-
 #include <cstdlib>
 
+#include "ParallelModels.h"
 #include "passes/Planner.h"
 #include "runtime/parallel/PlanExecution.h"
 
@@ -53,10 +52,11 @@ Drawn drawRequest(std::mt19937& rng) {
   d.request.maxTensorParallel = tensorParallel;
   d.request.recompute = recompute[rng() % 3];
   d.request.shardOptimizerState = false;
-  d.text = fmt::format("{} stages × {} replicas × up to {} tensor-parallel, {} microbatches, {}, "
-                       "recompute {}",
-                       stages, replicas, tensorParallel, microbatches,
-                       ir::scheduleKindName(kind), *d.request.recompute);
+  d.text = fmt::format(
+      "{} stages × {} replicas × up to {} tensor-parallel, {} microbatches, {}, "
+      "recompute {}",
+      stages, replicas, tensorParallel, microbatches, ir::scheduleKindName(kind),
+      *d.request.recompute);
   return d;
 }
 
@@ -69,7 +69,8 @@ struct DeviceCheck {
 // Two steps of the planned run; each device's peak beside its stage's prediction.
 std::vector<DeviceCheck> measure(const ir::Graph& forward, const passes::TrainingGraph& training,
                                  const ir::Plan& plan, std::int64_t batch) {
-  runtime::ParallelTrainer trainer(training, runtime::parallelPlanOf(forward, plan), optionsFor(batch));
+  runtime::ParallelTrainer trainer(training, runtime::parallelPlanOf(forward, plan),
+                                   optionsFor(batch));
   runtime::TensorMap state;
   runtime::initializeParameters(training.graph, 1, state);
   trainer.setState(state);
@@ -81,7 +82,8 @@ std::vector<DeviceCheck> measure(const ir::Graph& forward, const passes::Trainin
   for (const ir::PlanStage& stage : plan.stages)
     for (int d : stage.devices) {
       const runtime::MemoryStats& s = result.memory.at(static_cast<std::size_t>(d));
-      out.at(static_cast<std::size_t>(d)) = {double(s.peak), stage.peakMemoryBytes, s.peakBreakdown};
+      out.at(static_cast<std::size_t>(d)) = {double(s.peak), stage.peakMemoryBytes,
+                                             s.peakBreakdown};
     }
   return out;
 }
@@ -130,10 +132,10 @@ TEST_CASE("each device's measured peak is within 10% of the plan's prediction",
         const DeviceCheck& c = checks[device];
         const double ratio = c.measured / c.predicted;
         ++devices;
-        const std::string text = fmt::format(
-            "{}: {}: device {}: measured {} ({}), predicted {}, ratio {:.3f}", model, d.text, device,
-            runtime::bytesText(c.measured), breakdownText(c.breakdown),
-            runtime::bytesText(c.predicted), ratio);
+        const std::string text =
+            fmt::format("{}: {}: device {}: measured {} ({}), predicted {}, ratio {:.3f}", model,
+                        d.text, device, runtime::bytesText(c.measured), breakdownText(c.breakdown),
+                        runtime::bytesText(c.predicted), ratio);
         if (std::getenv("MESHFLOW_MEMORY_REPORT")) fmt::print("{}\n", text);
         if (std::abs(ratio - 1) <= 0.10) {
           ++within;
