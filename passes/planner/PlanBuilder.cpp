@@ -125,7 +125,7 @@ double ownBackwardPeak(const PlanInputs& in, const Candidate& best, const StageC
   for (int l = s.firstLayer; l < s.endLayer; ++l) {
     StageEstimate e = pricer.estimate(l, l + 1);
     stash.push_back(e.workspace + (full ? 0 : e.heldPerMicrobatch));
-    gradients.push_back(e.gradients);
+    gradients.push_back(e.accumulatedGradients);
   }
   return backwardPeak(stash, gradients, full ? s.estimate.heldPerMicrobatch : 0);
 }

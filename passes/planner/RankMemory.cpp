@@ -72,7 +72,7 @@ class RankReplay {
   void finish(std::size_t vs, const StageEstimate& e) {
     const bool accumulates = started_[vs];
     start(vs);
-    note(accumulates ? e.gradients : 0);
+    note(accumulates ? e.accumulatedGradients : 0);
   }
 
   void note(double extra) {
@@ -83,7 +83,7 @@ class RankReplay {
       const double fromI = vs == 0 ? 0 : e.deferredPerMicrobatch;
       held += inFlight_[vs] * e.heldPerMicrobatch +
               deferred_[vs] * (e.heldPerMicrobatch + e.workspace + fromI);
-      if (started_[vs]) held += e.gradients;
+      if (started_[vs]) held += e.accumulatedGradients;
     }
     peak_ = std::max(peak_, held);
   }

@@ -26,6 +26,7 @@ void addLayer(StageEstimate& e, const LayerCost& c, Recompute recompute, bool ze
   double gradients = zero ? c.zeroGradients : c.gradients;
   e.resident += c.weights + gradients + (zero ? c.zeroOptimizerState : c.optimizerState);
   e.gradients += gradients;
+  e.accumulatedGradients += c.gradients;
   e.deferredPerMicrobatch += c.weightGradInputs;
   switch (recompute) {
     case Recompute::kNone:
@@ -72,7 +73,7 @@ double StageEstimate::memory(const Holding& h) const {
   const double base = resident - gradients;
   const double k = heldPerMicrobatch;
   const double rebuilt = workspace;
-  const double g = gradients;
+  const double g = accumulatedGradients;
   const double accumulating =
       h.held > 1 || h.steady ? 2 * g + std::max(h.held - (h.steady ? 1 : 2), 0.0) * k : 0;
   const double activations = std::max(
@@ -90,6 +91,7 @@ StageEstimate& StageEstimate::operator+=(const StageEstimate& o) {
   update += o.update;
   resident += o.resident;
   gradients += o.gradients;
+  accumulatedGradients += o.accumulatedGradients;
   heldPerMicrobatch += o.heldPerMicrobatch;
   deferredPerMicrobatch += o.deferredPerMicrobatch;
   recomputedForward += o.recomputedForward;
@@ -106,6 +108,7 @@ StageEstimate StageEstimate::minus(const StageEstimate& p) const {
   e.update = update - p.update;
   e.resident = resident - p.resident;
   e.gradients = gradients - p.gradients;
+  e.accumulatedGradients = accumulatedGradients - p.accumulatedGradients;
   e.heldPerMicrobatch = heldPerMicrobatch - p.heldPerMicrobatch;
   e.deferredPerMicrobatch = deferredPerMicrobatch - p.deferredPerMicrobatch;
   e.recomputedForward = recomputedForward - p.recomputedForward;

@@ -36,6 +36,9 @@ struct StageEstimate {
   double update = 0;          ///< Per step.
   double resident = 0;        ///< Weights, gradients, optimizer state.
   double gradients = 0;       ///< The gradients' part of resident.
+  /// The weight gradients a backward accumulates, whole even when ZeRO shards
+  /// them afterwards (the reduce-scatter follows the last backward).
+  double accumulatedGradients = 0;
   double heldPerMicrobatch = 0;  ///< Activations kept from forward to backward.
   /// Kept from I to its deferred W under zero-bubble schedules besides the
   /// stash: the output gradients of the ops that read a parameter.
