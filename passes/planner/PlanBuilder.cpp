@@ -115,21 +115,6 @@ void addNotes(const PlanInputs& in, const Candidate& best, ir::Plan& plan) {
   }
 }
 
-// What one backward of stage `s` holds of its own microbatch at its most
-// (RankMemory.h backwardPeak), from its layers' figures.
-double ownBackwardPeak(const PlanInputs& in, const Candidate& best, const StageChoice& s) {
-  RangePricer pricer(*in.table, s.config, (*in.configs)[s.config], best.microbatch,
-                     1.0 / best.microbatches, s.variant, *in.cluster);
-  const bool full = s.variant.recompute == Recompute::kFull;
-  std::vector<double> stash, gradients;
-  for (int l = s.firstLayer; l < s.endLayer; ++l) {
-    StageEstimate e = pricer.estimate(l, l + 1);
-    stash.push_back(e.workspace + (full ? 0 : e.heldPerMicrobatch));
-    gradients.push_back(e.accumulatedGradients);
-  }
-  return backwardPeak(stash, gradients, full ? s.estimate.heldPerMicrobatch : 0);
-}
-
 }  // namespace
 
 ir::Plan buildPlan(const PlanInputs& in, const Candidate& best,
@@ -141,14 +126,7 @@ ir::Plan buildPlan(const PlanInputs& in, const Candidate& best,
   plan.globalBatch = in.globalBatch;
   plan.stepTime = best.stepTime;
   int ranks = static_cast<int>(best.ranks.size());
-  std::vector<StageEstimate> virtualStages;
-  std::vector<double> backwardPeaks;
-  for (const StageChoice& s : best.stages) {
-    virtualStages.push_back(s.estimate);
-    backwardPeaks.push_back(ownBackwardPeak(in, best, s));
-  }
-  const auto replayed = replayedPeaks(best.schedule, best.chunks, best.microbatches,
-                                      virtualStages, best.ranks, backwardPeaks);
+  const std::vector<double> peaks = candidatePeaks(best, *in.table, *in.configs, *in.cluster);
   for (std::size_t k = 0; k < best.stages.size(); ++k) {
     const StageChoice& s = best.stages[k];
     const MeshConfig& config = (*in.configs)[s.config];
@@ -164,10 +142,7 @@ ir::Plan buildPlan(const PlanInputs& in, const Candidate& best,
       ps.strategies.insert(ps.strategies.end(), strategies.begin(), strategies.end());
     }
     ps.latency = s.estimate.latency();
-    ps.peakMemoryBytes =
-        replayed ? (*replayed)[static_cast<std::size_t>(rank)]
-                 : best.ranks[rank].memory(
-                       holdingOf(best.schedule, best.chunks, ranks, rank, best.microbatches));
+    ps.peakMemoryBytes = peaks[static_cast<std::size_t>(rank)];
     const StageEstimate* next = k + 1 < best.stages.size() ? &best.stages[k + 1].estimate : nullptr;
     ps.costs = costsOf(s.estimate, next, config, s);
     plan.stages.push_back(std::move(ps));

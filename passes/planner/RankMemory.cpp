@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "passes/planner/StepTime.h"
 #include "passes/schedules/ScheduleError.h"
 #include "passes/schedules/Schedules.h"
 
@@ -23,6 +24,8 @@ class RankReplay {
     inFlight_.assign(stages.size(), 0);
     deferred_.assign(stages.size(), 0);
     started_.assign(stages.size(), false);
+    for (int c = 0; c < schedule.chunks; ++c)
+      own_.push_back(static_cast<std::size_t>(schedule.virtualStage(rank, c)));
   }
 
   double run() {
@@ -77,7 +80,7 @@ class RankReplay {
 
   void note(double extra) {
     double held = base_ + extra;
-    for (std::size_t vs = 0; vs < stages_.size(); ++vs) {
+    for (std::size_t vs : own_) {
       const StageEstimate& e = stages_[vs];
       // The first stage sends no gradient back: its I is empty, W does it all.
       const double fromI = vs == 0 ? 0 : e.deferredPerMicrobatch;
@@ -94,6 +97,7 @@ class RankReplay {
   const std::vector<double>& backwardPeaks_;
   double peak_;
   const double base_;
+  std::vector<std::size_t> own_;  // this rank's virtual stages
   std::vector<int> inFlight_, deferred_;
   std::vector<bool> started_;
 };
@@ -139,6 +143,46 @@ std::optional<std::vector<double>> replayedPeaks(ir::ScheduleKind kind, int chun
     peaks.push_back(
         RankReplay(schedule, r, stages, backwardPeaks, sum.resident - sum.gradients).run());
   }
+  return peaks;
+}
+
+namespace {
+
+// What one backward of stage `s` holds of its own microbatch at its most
+// (backwardPeak), from its layers' figures.
+double ownBackwardPeak(const Candidate& c, const StageChoice& s, LayerCostTable& table,
+                       const std::vector<MeshConfig>& configs, const ir::Cluster& cluster) {
+  RangePricer pricer(table, s.config, configs[static_cast<std::size_t>(s.config)], c.microbatch,
+                     1.0 / c.microbatches, s.variant, cluster);
+  const bool full = s.variant.recompute == Recompute::kFull;
+  std::vector<double> stash, gradients;
+  for (int l = s.firstLayer; l < s.endLayer; ++l) {
+    StageEstimate e = pricer.estimate(l, l + 1);
+    stash.push_back(e.workspace + (full ? 0 : e.heldPerMicrobatch));
+    gradients.push_back(e.accumulatedGradients);
+  }
+  return backwardPeak(stash, gradients, full ? s.estimate.heldPerMicrobatch : 0);
+}
+
+}  // namespace
+
+std::vector<double> candidatePeaks(const Candidate& c, LayerCostTable& table,
+                                   const std::vector<MeshConfig>& configs,
+                                   const ir::Cluster& cluster) {
+  std::vector<StageEstimate> virtualStages;
+  std::vector<double> backwardPeaks;
+  for (const StageChoice& s : c.stages) {
+    virtualStages.push_back(s.estimate);
+    backwardPeaks.push_back(ownBackwardPeak(c, s, table, configs, cluster));
+  }
+  if (auto replayed = replayedPeaks(c.schedule, c.chunks, c.microbatches, virtualStages, c.ranks,
+                                    backwardPeaks))
+    return *replayed;
+  std::vector<double> peaks;
+  const int ranks = static_cast<int>(c.ranks.size());
+  for (int r = 0; r < ranks; ++r)
+    peaks.push_back(c.ranks[static_cast<std::size_t>(r)].memory(
+        holdingOf(c.schedule, c.chunks, ranks, r, c.microbatches)));
   return peaks;
 }
 

@@ -10,7 +10,9 @@
 #include <optional>
 #include <vector>
 
+#include "ir/Cluster.h"
 #include "ir/PipelineSchedule.h"
+#include "passes/planner/Candidate.h"
 #include "passes/planner/StageModel.h"
 
 namespace meshflow::passes {
@@ -35,5 +37,12 @@ std::optional<std::vector<double>> replayedPeaks(ir::ScheduleKind kind, int chun
 /// stage inputs).
 double backwardPeak(const std::vector<double>& stash, const std::vector<double>& gradients,
                     double kept);
+
+/// Per rank, the peak a plan of `candidate` reports: replayedPeaks with each
+/// virtual stage's backwardPeak from its layers' costs, or where the schedule
+/// cannot be built the closed form (StepTime.h holdingOf).
+std::vector<double> candidatePeaks(const Candidate& candidate, LayerCostTable& table,
+                                   const std::vector<MeshConfig>& configs,
+                                   const ir::Cluster& cluster);
 
 }  // namespace meshflow::passes
