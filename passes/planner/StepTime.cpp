@@ -57,10 +57,6 @@ double heldMicrobatches(ir::ScheduleKind kind, int chunks, int ranks, int rank, 
   }
 }
 
-}  // namespace meshflow::passes
-
-namespace meshflow::passes {
-
 Holding holdingOf(ir::ScheduleKind kind, int chunks, int ranks, int rank, int microbatches) {
   Holding h;
   h.held = heldMicrobatches(kind, chunks, ranks, rank, microbatches);
