@@ -1,7 +1,7 @@
 // What devices really hold, against what the plan predicts.
 //
 //   1. Over a grid of planned runs (GPT sizes × devices × schedules × stages ×
-//      replicas × recomputation), each device's measured peak — its
+//      replicas × tensor parallelism × recomputation), each device's measured peak — its
 //      DeviceMemory's accounting of every tensor, by category — beside the
 //      plan's per-device prediction, and the error's spread.
 //   2. A 1-device plan on the parallel runtime against the serial executor on
@@ -56,10 +56,10 @@ struct Case {
 std::string caseText(const Case& c) {
   const auto& r = c.request;
   return fmt::format(
-      "{:<3} dev {:<11} st {} dp {} mb {} {:<9}", c.devices,
+      "{:<3} dev {:<11} st {} dp {} tp {} mb {} {:<9}", c.devices,
       std::string(ir::scheduleKindName(r.schedule.value_or(ir::ScheduleKind::kOneFOneB))),
-      r.stages.value_or(1), r.dataParallel.value_or(1), r.microbatches.value_or(1),
-      r.recompute.value_or("none"));
+      r.stages.value_or(1), r.dataParallel.value_or(1), r.maxTensorParallel.value_or(1),
+      r.microbatches.value_or(1), r.recompute.value_or("none"));
 }
 
 std::vector<Case> grid() {
@@ -70,11 +70,13 @@ std::vector<Case> grid() {
   struct Shape {
     int devices, stages, dp, microbatches;
     ir::ScheduleKind schedule;
+    int tensorParallel = 1;
   };
   const std::vector<Shape> shapes = {
       {1, 1, 1, 1, ir::ScheduleKind::kOneFOneB},     {2, 1, 2, 1, ir::ScheduleKind::kOneFOneB},
       {2, 2, 1, 4, ir::ScheduleKind::kOneFOneB},     {2, 2, 1, 4, ir::ScheduleKind::kGPipe},
-      {2, 2, 1, 4, ir::ScheduleKind::kZeroBubbleH1}, {4, 2, 2, 4, ir::ScheduleKind::kOneFOneB}};
+      {2, 2, 1, 4, ir::ScheduleKind::kZeroBubbleH1}, {4, 2, 2, 4, ir::ScheduleKind::kOneFOneB},
+      {2, 2, 1, 4, ir::ScheduleKind::kInterleaved},  {2, 1, 1, 2, ir::ScheduleKind::kOneFOneB, 2}};
   for (const std::string& model : models)
     for (const Shape& s : shapes)
       for (const char* recompute : {"none", "selective", "full"}) {
@@ -84,7 +86,7 @@ std::vector<Case> grid() {
         c.request.dataParallel = s.dp;
         c.request.microbatches = s.microbatches;
         c.request.schedule = s.schedule;
-        c.request.maxTensorParallel = 1;
+        c.request.maxTensorParallel = s.tensorParallel;
         c.request.recompute = recompute;
         c.request.shardOptimizerState = false;
         cases.push_back(c);
@@ -122,7 +124,7 @@ std::string mib(double bytes) { return fmt::format("{:.2f}", bytes / (1 << 20));
 void reportGrid() {
   fmt::print("== 1. measured peak per device / the plan's prediction ==\n");
   fmt::print(
-      "  {:<44} {:>4} {:>9} {:>9} {:>6}   measured peak by category (MiB): par grad opt act comm\n",
+      "  {:<49} {:>4} {:>9} {:>9} {:>6}   measured peak by category (MiB): par grad opt act comm\n",
       "case", "dev", "measured", "planned", "ratio");
   std::vector<double> ratios;
   int within = 0;
@@ -140,7 +142,7 @@ void reportGrid() {
     try {
       devices = measure(c, forward, training);
     } catch (const std::exception& e) {
-      fmt::print("  {:<44} not planned: {}\n", caseText(c), e.what());
+      fmt::print("  {:<49} not planned: {}\n", caseText(c), e.what());
       continue;
     }
     for (std::size_t d = 0; d < devices.size(); ++d) {
@@ -149,7 +151,7 @@ void reportGrid() {
       ratios.push_back(ratio);
       within += std::abs(ratio - 1) <= 0.10 ? 1 : 0;
       const auto& b = s.peakBreakdown;
-      fmt::print("  {:<44} {:>4} {:>9} {:>9} {:>6.2f}   {} {} {} {} {}\n",
+      fmt::print("  {:<49} {:>4} {:>9} {:>9} {:>6.2f}   {} {} {} {} {}\n",
                  d == 0 ? caseText(c) : "", d, mib(double(s.peak)), mib(predicted), ratio,
                  mib(double(b[0])), mib(double(b[1])), mib(double(b[2])), mib(double(b[3])),
                  mib(double(b[4])));

@@ -130,7 +130,9 @@ double activationMemory(const ir::Graph& graph, ir::OpId id, std::int64_t batch,
     return 0;
   }
   double bytes = 0;
+  const std::vector<bool>* held = options.heldForBackward;
   for (std::size_t o = 0; o < op.outputs.size(); ++o) {
+    if (held && !(op.outputs[o] < held->size() && (*held)[op.outputs[o]])) continue;
     const ir::TensorType& t = graph.value(op.outputs[o]).type;
     double total = double(t.elements(batch)) * double(ir::dtypeBytes(t.dtype));
     bytes += total / double(outputSpecs.at(o).shardCount(mesh));

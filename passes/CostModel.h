@@ -41,6 +41,11 @@ struct MemoryOptions {
   /// Microbatches whose activations are held for backward at once (GPipe: all of
   /// them, 1F1B: up to the number of stages after this one).
   std::int64_t microbatchesHeld = 1;
+  /// Per value of the graph: whether the backward reads it, i.e. whether the
+  /// runtime keeps it from the forward to the backward (the stash,
+  /// passes/StagePartition.h); the runtime frees every other value at its last
+  /// use. Null: every activation counts as held. Not owned.
+  const std::vector<bool>* heldForBackward = nullptr;
 };
 
 /// Per-device bytes of one stage.
@@ -64,9 +69,10 @@ MemoryBreakdown parameterMemory(double elements, ir::DType dtype, const ir::Shar
                                 std::int64_t syncDevices, const ir::LogicalMesh& mesh,
                                 const MemoryOptions& options);
 
-/// Activation memory one op holds for backward: its outputs (sharded by their
-/// specs) times the microbatches held. Views (reshape), parameters and
-/// constants hold nothing of their own.
+/// Activation memory one op holds for backward: its outputs the backward reads
+/// (options.heldForBackward; all of them without it), sharded by their specs,
+/// times the microbatches held. Views (reshape), parameters and constants hold
+/// nothing of their own.
 double activationMemory(const ir::Graph& graph, ir::OpId id, std::int64_t batch,
                         const std::vector<ir::ShardingSpec>& outputSpecs,
                         const ir::LogicalMesh& mesh, const MemoryOptions& options);

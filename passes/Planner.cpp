@@ -13,6 +13,7 @@
 #include "passes/planner/Candidate.h"
 #include "passes/planner/Exclusions.h"
 #include "passes/planner/PlanBuilder.h"
+#include "passes/planner/RankMemory.h"
 #include "passes/planner/ScopeLayers.h"
 #include "passes/planner/StepTime.h"
 
@@ -21,6 +22,9 @@ namespace {
 
 constexpr int kDefaultLayers = 16;
 constexpr std::size_t kCandidatesKept = 9;  // the plan and 8 alternatives
+// A candidate whose closed-form peak passes 90% of the budget is checked
+// against the peak its plan would report (the schedule replayed).
+constexpr double kReplayShare = 0.9;
 // Up to this many devices (Alpa's own testbed) every submesh shape is priced,
 // sub-node ones included; beyond it only whole-node shapes that tile the
 // cluster (MeshConfigLimits::uniformOnly, worthPricing).
@@ -232,9 +236,18 @@ std::optional<Candidate> withSchedule(const StageSearchResult& found, ScheduleCh
       rank.feasible = true;
     }
   }
+  double closest = 0;
   for (int r = 0; r < p; ++r) {
-    double held = heldMicrobatches(schedule.kind, schedule.chunks, p, r, microbatches);
-    if (c.ranks[r].memory(held) > in.memoryBudget) return {};
+    const double peak = c.ranks[r].memory(holdingOf(schedule.kind, schedule.chunks, p, r, microbatches));
+    if (peak > in.memoryBudget) return {};
+    closest = std::max(closest, peak);
+  }
+  // Near the budget, the peak the plan will report (the schedule replayed,
+  // RankMemory.h) decides: it may exceed the closed form by a layer's
+  // gradients.
+  if (closest > kReplayShare * in.memoryBudget) {
+    for (double peak : candidatePeaks(c, *in.table, *in.configs, *in.cluster))
+      if (peak > in.memoryBudget) return {};
   }
   c.stepTime = stepSeconds(schedule.kind, schedule.chunks, microbatches, c.ranks);
   return c;

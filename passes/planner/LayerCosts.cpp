@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "ir/OpCost.h"
+#include "passes/Autodiff.h"
 #include "passes/Recomputation.h"
 
 namespace meshflow::passes {
@@ -20,9 +21,24 @@ double forwardFraction(const ir::OpCost& c) {
   return all > 0 ? fwd / all : 0.5;
 }
 
+bool isLeaf(ir::OpKind kind) {
+  return kind == ir::OpKind::Input || kind == ir::OpKind::Parameter ||
+         kind == ir::OpKind::Constant;
+}
+
 bool readsParameter(const ir::Graph& g, const ir::Op& op) {
   for (ir::ValueId v : op.inputs)
     if (g.op(g.value(v).producer).kind == ir::OpKind::Parameter) return true;
+  return false;
+}
+
+// Whether an output of `op` goes on into an Add that reads a parameter (a
+// bias), whose output gradient is the same value.
+bool feedsParameterReader(const ir::Graph& g, const std::vector<std::vector<ir::OpId>>& consumers,
+                          const ir::Op& op) {
+  for (ir::ValueId v : op.outputs)
+    for (ir::OpId c : consumers[v])
+      if (g.op(c).kind == ir::OpKind::Add && readsParameter(g, g.op(c))) return true;
   return false;
 }
 
@@ -35,6 +51,7 @@ LayerCost summarise(const ir::Graph& g, const IntraOpResult& r, const MeshConfig
                     std::int64_t batch, const MemoryOptions& memory,
                     const ir::DeviceSpec& device) {
   LayerCost c;
+  const std::vector<std::vector<ir::OpId>> consumers = g.consumers();
   double forwardCompute = 0, backwardCompute = 0;
   for (const OpSharding& o : r.ops) {
     const ir::Op& op = g.op(o.op);
@@ -42,14 +59,28 @@ LayerCost summarise(const ir::Graph& g, const IntraOpResult& r, const MeshConfig
     forwardCompute += o.computeTime * fraction;
     double backward = o.computeTime * (1 - fraction);
     backwardCompute += backward;
-    // dW is one of the two products of a weight's backward.
-    if (readsParameter(g, op)) c.weightGrad += backward / 2;
+    // dW is one of the two products of a weight's backward; it reads the
+    // gradient of the op's output, which I makes (one gradient for a chain of
+    // such ops, a matmul and its bias: an add passes its gradient on).
+    if (readsParameter(g, op)) {
+      c.weightGrad += backward / 2;
+      MemoryOptions all = memory;
+      all.heldForBackward = nullptr;
+      if (!feedsParameterReader(g, consumers, op))
+        c.weightGradInputs += activationMemory(g, o.op, batch, o.outputs, config.mesh, all);
+    }
     if (isAttentionScore(g, op)) {
       c.attentionScoresForward += o.computeTime * fraction;
       c.attentionScores += activationMemory(g, o.op, batch, o.outputs, config.mesh, memory);
     }
     if (op.kind == ir::OpKind::Input) {
-      c.inputs += activationMemory(g, o.op, batch, o.outputs, config.mesh, memory);
+      // Full recomputation keeps what enters the stage from other layers
+      // whether or not the backward reads it: the rerun does. The graph's own
+      // inputs are bound again from the microbatch, never kept.
+      MemoryOptions entering = memory;
+      entering.heldForBackward = nullptr;
+      if (g.value(op.outputs[0]).name == "boundary")
+        c.inputs += activationMemory(g, o.op, batch, o.outputs, config.mesh, entering);
       if (op.attrs.count("requires_grad")) c.boundaryBytes += valueBytes(g, op.outputs[0], batch);
     }
   }
@@ -79,16 +110,45 @@ LayerCost summarise(const ir::Graph& g, const IntraOpResult& r, const MeshConfig
   return c;
 }
 
+// Per value of `forward`: whether a backward op of its training graph reads it,
+// as the runtime's stash holds it (passes/StagePartition.cpp): leaves are bound
+// again, never stashed. The backward does not depend on the optimizer.
+std::vector<bool> readByBackward(const ir::Graph& forward) {
+  std::vector<bool> read(forward.valueCount(), false);
+  TrainingGraph training;
+  try {
+    training = buildTrainingGraph(forward, OptimizerConfig::adam());
+  } catch (const AutodiffError&) {
+    return std::vector<bool>(forward.valueCount(), true);  // priced as before: all held
+  }
+  const ir::Graph& g = training.graph;
+  for (const ir::Op& op : g.ops()) {
+    if (op.phase != ir::Phase::Backward) continue;
+    for (ir::ValueId v : op.inputs) {
+      if (v >= read.size()) continue;  // made by the backward itself
+      const ir::Op& producer = g.op(g.value(v).producer);
+      if (producer.phase == ir::Phase::Forward && !isLeaf(producer.kind)) read[v] = true;
+    }
+  }
+  return read;
+}
+
 }  // namespace
 
 LayerCostTable::LayerCostTable(const ir::Graph& forward, const LayerClustering& layers,
                                const ir::DeviceSpec& device, LayerCostOptions options)
     : forward_(forward), device_(device), options_(std::move(options)) {
+  const std::vector<bool> read = readByBackward(forward);
   std::map<std::string, int> kinds;
   for (int l = 0; l < static_cast<int>(layers.layers.size()); ++l) {
     LayerSubgraph sub = layerSubgraph(forward, layers.layerOfOp, l, l + 1);
     auto [it, added] = kinds.try_emplace(graphSignature(sub.graph), int(subgraphs_.size()));
-    if (added) subgraphs_.push_back(std::move(sub));
+    if (added) {
+      std::vector<bool> held;
+      for (ir::ValueId v : sub.sourceValue) held.push_back(v < read.size() && read[v]);
+      heldForBackward_.push_back(std::move(held));
+      subgraphs_.push_back(std::move(sub));
+    }
     kindOf_.push_back(it->second);
   }
 }
@@ -168,6 +228,7 @@ std::optional<LayerCost> LayerCostTable::solve(int kind, const MeshConfig& confi
   IntraOpOptions o;
   o.batch = microbatch;
   o.memory.optimizerCopies = options_.optimizerCopies;
+  o.memory.heldForBackward = &heldForBackward_[kind];
   o.parameterSyncWeight = syncWeight;
   o.pins = options_.pins;
   o.memoryWeight = memoryWeight;

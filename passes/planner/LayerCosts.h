@@ -37,7 +37,10 @@ struct LayerCost {
   double zeroGradients = 0, zeroOptimizerState = 0;
   double activations = 0;      ///< Held per microbatch without recomputation.
   double attentionScores = 0;  ///< The part of it selective recomputation drops.
-  double inputs = 0;           ///< The part of it that is the layer's boundary inputs.
+  double inputs = 0;           ///< The layer's boundary inputs (what full recomputation keeps).
+  /// What a zero-bubble W reads besides the stash, per microbatch: the
+  /// gradients of the outputs of the ops that read a parameter.
+  double weightGradInputs = 0;
   double boundaryBytes = 0;    ///< Bytes entering from earlier layers (whole microbatch).
   std::shared_ptr<const IntraOpResult> sharding;  ///< Per op of the layer's subgraph.
 };
@@ -99,6 +102,9 @@ class LayerCostTable {
   LayerCostOptions options_;
   std::vector<int> kindOf_;
   std::vector<LayerSubgraph> subgraphs_;
+  /// Per kind, per value of its subgraph: whether the backward reads it (what
+  /// the runtime stashes from forward to backward).
+  std::vector<std::vector<bool>> heldForBackward_;
   std::map<std::tuple<int, int, std::int64_t, double, bool>, std::optional<LayerCost>> cache_;
   std::atomic<std::size_t> solves_ = 0;
 };

@@ -36,7 +36,10 @@ class Extractor {
     ir::OpId local = out_.graph.addOp(std::move(op), types);
     out_.sourceOp.push_back(id);
     const auto& outs = g_.op(id).outputs;
-    for (std::size_t o = 0; o < outs.size(); ++o) local_[outs[o]] = out_.graph.op(local).outputs[o];
+    for (std::size_t o = 0; o < outs.size(); ++o) {
+      local_[outs[o]] = out_.graph.op(local).outputs[o];
+      noteSource(out_.graph.op(local).outputs[o], outs[o]);
+    }
   }
 
   ir::ValueId localValue(ir::ValueId v) {
@@ -51,7 +54,13 @@ class Extractor {
     ir::ValueId value = out_.graph.op(local).outputs[0];
     out_.graph.value(value).name = "boundary";
     local_[v] = value;
+    noteSource(value, v);
     return value;
+  }
+
+  void noteSource(ir::ValueId local, ir::ValueId source) {
+    if (out_.sourceValue.size() <= local) out_.sourceValue.resize(local + 1);
+    out_.sourceValue[local] = source;
   }
 
   const ir::Graph& g_;

@@ -20,6 +20,9 @@ struct LayerSubgraph {
   /// For each op of `graph`, the op of the source graph it copies (for a
   /// boundary input, the producer of the value it stands for).
   std::vector<ir::OpId> sourceOp;
+  /// For each value of `graph`, the value of the source graph it copies or
+  /// stands for.
+  std::vector<ir::ValueId> sourceValue;
 };
 
 /// The ops with layerOfOp in [firstLayer, endLayer).

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "ir/OpCost.h"
+#include "passes/planner/RankMemory.h"
 #include "passes/planner/StepTime.h"
 
 namespace meshflow::passes {
@@ -125,6 +126,7 @@ ir::Plan buildPlan(const PlanInputs& in, const Candidate& best,
   plan.globalBatch = in.globalBatch;
   plan.stepTime = best.stepTime;
   int ranks = static_cast<int>(best.ranks.size());
+  const std::vector<double> peaks = candidatePeaks(best, *in.table, *in.configs, *in.cluster);
   for (std::size_t k = 0; k < best.stages.size(); ++k) {
     const StageChoice& s = best.stages[k];
     const MeshConfig& config = (*in.configs)[s.config];
@@ -140,8 +142,7 @@ ir::Plan buildPlan(const PlanInputs& in, const Candidate& best,
       ps.strategies.insert(ps.strategies.end(), strategies.begin(), strategies.end());
     }
     ps.latency = s.estimate.latency();
-    double held = heldMicrobatches(best.schedule, best.chunks, ranks, rank, best.microbatches);
-    ps.peakMemoryBytes = best.ranks[rank].memory(held);
+    ps.peakMemoryBytes = peaks[static_cast<std::size_t>(rank)];
     const StageEstimate* next = k + 1 < best.stages.size() ? &best.stages[k + 1].estimate : nullptr;
     ps.costs = costsOf(s.estimate, next, config, s);
     plan.stages.push_back(std::move(ps));

@@ -26,6 +26,8 @@ void addLayer(StageEstimate& e, const LayerCost& c, Recompute recompute, bool ze
   double gradients = zero ? c.zeroGradients : c.gradients;
   e.resident += c.weights + gradients + (zero ? c.zeroOptimizerState : c.optimizerState);
   e.gradients += gradients;
+  e.accumulatedGradients += c.gradients;
+  e.deferredPerMicrobatch += c.weightGradInputs;
   switch (recompute) {
     case Recompute::kNone:
       e.heldPerMicrobatch += c.activations;
@@ -55,6 +57,32 @@ double StageEstimate::recomputeShare() const {
   return own > 0 ? recomputedForward / own : 0;
 }
 
+// The runtime frees every value at its last use (runtime/parallel/
+// ValueLifetimes.h): between a microbatch's forward and its backward only
+// what the forward keeps lives, and the weight gradients exist from the
+// stage's first backward to the update. With `steady` a forward runs after a
+// backward, so the gradients are held with every microbatch in flight;
+// otherwise (GPipe, or no more microbatches than the rank holds) the peak is
+// the first backward's start, before any gradient, or a later one's with a
+// microbatch fewer (or, with one microbatch, the gradients alone); a later
+// microbatch's backward ends with its fresh weight gradients beside the sums
+// until it adds them in. A recomputing backward first rebuilds its stash
+// (workspace); a zero-bubble rank's deferred microbatches keep their whole
+// stash and I's outputs until their W.
+double StageEstimate::memory(const Holding& h) const {
+  const double base = resident - gradients;
+  const double k = heldPerMicrobatch;
+  const double rebuilt = workspace;
+  const double g = accumulatedGradients;
+  const double accumulating =
+      h.held > 1 || h.steady ? 2 * g + std::max(h.held - (h.steady ? 1 : 2), 0.0) * k : 0;
+  const double activations = std::max(
+      accumulating, h.steady ? g + h.held * k + rebuilt
+                             : std::max(h.held * k + rebuilt,
+                                        g + (h.held > 1 ? (h.held - 1) * k + rebuilt : 0)));
+  return base + activations + h.deferred * (rebuilt + deferredPerMicrobatch);
+}
+
 StageEstimate& StageEstimate::operator+=(const StageEstimate& o) {
   forward += o.forward;
   backward += o.backward;
@@ -63,7 +91,9 @@ StageEstimate& StageEstimate::operator+=(const StageEstimate& o) {
   update += o.update;
   resident += o.resident;
   gradients += o.gradients;
+  accumulatedGradients += o.accumulatedGradients;
   heldPerMicrobatch += o.heldPerMicrobatch;
+  deferredPerMicrobatch += o.deferredPerMicrobatch;
   recomputedForward += o.recomputedForward;
   workspace += o.workspace;
   return *this;
@@ -78,7 +108,9 @@ StageEstimate StageEstimate::minus(const StageEstimate& p) const {
   e.update = update - p.update;
   e.resident = resident - p.resident;
   e.gradients = gradients - p.gradients;
+  e.accumulatedGradients = accumulatedGradients - p.accumulatedGradients;
   e.heldPerMicrobatch = heldPerMicrobatch - p.heldPerMicrobatch;
+  e.deferredPerMicrobatch = deferredPerMicrobatch - p.deferredPerMicrobatch;
   e.recomputedForward = recomputedForward - p.recomputedForward;
   e.workspace = workspace - p.workspace;
   return e;

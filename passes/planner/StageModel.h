@@ -20,6 +20,13 @@ struct StageVariant {
   bool lean = false;  ///< The layers' memory-lean strategies (LayerCostTable::cost).
 };
 
+/// How a rank's schedule holds microbatches at its peak (StepTime.h holdingOf).
+struct Holding {
+  double held = 1;       ///< Microbatches whose kept activations are in flight.
+  bool steady = true;    ///< A forward follows a backward: the gradients are held with them.
+  double deferred = 0;   ///< Of those, waiting for a deferred W with their whole stash.
+};
+
 struct StageEstimate {
   bool feasible = false;      ///< Every layer has a cost (the pins allow the mesh).
   double forward = 0;         ///< Per microbatch, the transfer in included.
@@ -29,7 +36,13 @@ struct StageEstimate {
   double update = 0;          ///< Per step.
   double resident = 0;        ///< Weights, gradients, optimizer state.
   double gradients = 0;       ///< The gradients' part of resident.
+  /// The weight gradients a backward accumulates, whole even when ZeRO shards
+  /// them afterwards (the reduce-scatter follows the last backward).
+  double accumulatedGradients = 0;
   double heldPerMicrobatch = 0;  ///< Activations kept from forward to backward.
+  /// Kept from I to its deferred W under zero-bubble schedules besides the
+  /// stash: the output gradients of the ops that read a parameter.
+  double deferredPerMicrobatch = 0;
   double workspace = 0;       ///< Rebuilt by recomputation, live during one microbatch's backward.
   double transferIn = 0;      ///< Bytes received from the previous stage per microbatch.
   double transferSeconds = 0;  ///< Its time, included once in forward and once in backward.
@@ -44,8 +57,12 @@ struct StageEstimate {
   /// The figures summed over layers [a, b) from prefix sums over [0, b) (this)
   /// and [0, a) (`prefix`).
   StageEstimate minus(const StageEstimate& prefix) const;
-  /// Peak bytes with `held` microbatches in flight.
+  /// Peak bytes with `held` microbatches in flight, the gradients held with
+  /// them: an upper bound of memory(Holding) for the search.
   double memory(double held) const { return resident + held * heldPerMicrobatch + workspace; }
+  /// Peak bytes as the runtime holds them under a schedule (docs/planning.md,
+  /// "Memory"; StepTime.h holdingOf).
+  double memory(const Holding& holding) const;
 };
 
 /// Prices layer ranges on one mesh configuration with one variant, in O(1) per

@@ -57,4 +57,13 @@ double heldMicrobatches(ir::ScheduleKind kind, int chunks, int ranks, int rank, 
   }
 }
 
+Holding holdingOf(ir::ScheduleKind kind, int chunks, int ranks, int rank, int microbatches) {
+  Holding h;
+  h.held = heldMicrobatches(kind, chunks, ranks, rank, microbatches);
+  h.steady = kind != ir::ScheduleKind::kGPipe && double(microbatches) > h.held;
+  if (kind == ir::ScheduleKind::kZeroBubbleH1 || kind == ir::ScheduleKind::kZeroBubbleV)
+    h.deferred = std::min(rank, microbatches - 1);
+  return h;
+}
+
 }  // namespace meshflow::passes

@@ -34,4 +34,9 @@ double stepSeconds(ir::ScheduleKind kind, int chunks, int microbatches,
 /// interleaved (w_r + 1) chunks of 1/v each, w_r = 2(p − r − 1) + (v − 1)·p, at most v·m.
 double heldMicrobatches(ir::ScheduleKind kind, int chunks, int ranks, int rank, int microbatches);
 
+/// How rank `rank` holds microbatches at its peak: heldMicrobatches; steady
+/// when a forward follows a backward (not GPipe, more microbatches than held);
+/// zero-bubble ranks defer r microbatches' W (at most m − 1).
+Holding holdingOf(ir::ScheduleKind kind, int chunks, int ranks, int rank, int microbatches);
+
 }  // namespace meshflow::passes

@@ -272,15 +272,21 @@ TEST_CASE("the plan's estimates differ from the simulation by the named terms",
     const ir::StageCosts& c0 = plan.stages[0].costs;
     const ir::StageCosts& c1 = plan.stages[1].costs;
 
-    // The plan's peak lacks only the transient activation. Up to rounding: the
-    // simulator counts whole bytes of parameters, gradients, 2 stashes and the
-    // activation, each within half a byte of the plan's double.
+    // The simulator counts whole bytes of parameters, gradients, 2 stashes and
+    // the transient activation. The plan's peak is the runtime's
+    // (passes/planner/RankMemory.h): it lacks the activation, and adds what a
+    // backward holds of its own microbatch beyond its stash, the weight
+    // gradients it makes before adding them to the sums: at most one stash and
+    // one set of gradients more.
     const double activation = c0.activationBytes;
     for (int r = 0; r < 2; ++r) {
+      const ir::StageCosts& c = plan.stages[static_cast<size_t>(r)].costs;
       for (int device : plan.stages[static_cast<size_t>(r)].devices) {
         INFO("rank " << r << ", device " << device);
-        CHECK(double(s.result.peakBytes[static_cast<size_t>(device)]) ==
-              Approx(plan.stages[static_cast<size_t>(r)].peakMemoryBytes + activation).margin(2.5));
+        const double simulated = double(s.result.peakBytes[static_cast<size_t>(device)]);
+        const double planned = plan.stages[static_cast<size_t>(r)].peakMemoryBytes + activation;
+        CHECK(simulated <= planned + 2.5);
+        CHECK(planned - simulated <= c.gradientBytes + c.heldActivationBytes + 2.5);
       }
     }
 

@@ -1,0 +1,177 @@
+// The plan's per-device memory against what the runtime's devices really hold
+// (docs/planning.md, "Memory"): random small models × random planned runs
+// (stages, replicas, tensor parallelism, microbatches, schedule,
+// recomputation, sharded optimizer state), each device's
+// measured peak (its DeviceMemory's accounting) within 10% of the plan's
+// peakMemoryBytes for its stage — or, where the model is known to leave
+// something out, within the wider bound of the category that names it (and
+// four devices in five off tensor-parallel meshes within 10%).
+// MESHFLOW_MEMORY_REPORT=1 prints every device's figures.
+#include <cstdlib>
+
+#include "ParallelModels.h"
+#include "passes/Planner.h"
+#include "runtime/parallel/PlanExecution.h"
+
+using namespace meshflow;
+using namespace meshflow::parallel_test;
+
+namespace {
+
+ir::Cluster cpuCluster(int devices) {
+  ir::Cluster c;
+  c.nodes = 1;
+  c.devicesPerNode = devices;
+  c.device = {"cpu-thread", 4.0 * (1 << 30), 50e9, 10e9};
+  c.intraNode = {10e9, 1e-6};
+  c.interNode = c.intraNode;
+  return c;
+}
+
+struct Drawn {
+  int devices;
+  passes::PlanRequest request;
+  std::string text;
+};
+
+Drawn drawRequest(std::mt19937& rng) {
+  const int stages = 1 + static_cast<int>(rng() % 2);
+  const int replicas = 1 + static_cast<int>(rng() % 2);
+  const int tensorParallel = rng() % 4 == 0 ? 2 : 1;
+  const int microbatches = stages == 1 ? 1 + static_cast<int>(rng() % 2) : 2 << (rng() % 2);
+  const ir::ScheduleKind kinds[] = {ir::ScheduleKind::kOneFOneB, ir::ScheduleKind::kGPipe,
+                                    ir::ScheduleKind::kZeroBubbleH1,
+                                    ir::ScheduleKind::kInterleaved};
+  const ir::ScheduleKind kind = kinds[rng() % (stages > 1 ? 4 : 3)];
+  const char* recompute[] = {"none", "selective", "full"};
+  Drawn d{stages * replicas * tensorParallel, {}, ""};
+  d.request.globalBatch = 16;
+  d.request.stages = stages;
+  d.request.dataParallel = replicas;
+  d.request.microbatches = microbatches;
+  d.request.schedule = kind;
+  d.request.maxTensorParallel = tensorParallel;
+  d.request.recompute = recompute[rng() % 3];
+  d.request.shardOptimizerState = replicas > 1 && rng() % 3 == 0;
+  d.text = fmt::format(
+      "{} stages × {} replicas × up to {} tensor-parallel, {} microbatches, {}, recompute {}{}",
+      stages, replicas, tensorParallel, microbatches, ir::scheduleKindName(kind),
+      *d.request.recompute, *d.request.shardOptimizerState ? ", sharded optimizer" : "");
+  return d;
+}
+
+struct DeviceCheck {
+  double measured = 0;
+  double predicted = 0;
+  runtime::MemoryBreakdown breakdown{};
+};
+
+// Two steps of the planned run; each device's peak beside its stage's prediction.
+std::vector<DeviceCheck> measure(const ir::Graph& forward, const passes::TrainingGraph& training,
+                                 const ir::Plan& plan, std::int64_t batch) {
+  runtime::ParallelTrainer trainer(training, runtime::parallelPlanOf(forward, plan),
+                                   optionsFor(batch));
+  runtime::TensorMap state;
+  runtime::initializeParameters(training.graph, 1, state);
+  trainer.setState(state);
+  auto data = runtime::syntheticData(1);
+  runtime::ParallelStepResult result;
+  for (int step = 1; step <= 2; ++step)
+    result = trainer.step(data->batch(training.graph, batch, step - 1), step);
+  std::vector<DeviceCheck> out(result.memory.size());
+  for (const ir::PlanStage& stage : plan.stages)
+    for (int d : stage.devices) {
+      const runtime::MemoryStats& s = result.memory.at(static_cast<std::size_t>(d));
+      out.at(static_cast<std::size_t>(d)) = {double(s.peak), stage.peakMemoryBytes,
+                                             s.peakBreakdown};
+    }
+  return out;
+}
+
+bool tensorParallel(const ir::Plan& plan) {
+  for (const ir::PlanStage& stage : plan.stages)
+    if (stage.logicalMesh[1] > 1) return true;
+  return false;
+}
+
+std::string breakdownText(const runtime::MemoryBreakdown& b) {
+  std::string text;
+  for (std::size_t c = 0; c < runtime::kMemoryCategories; ++c)
+    text += fmt::format("{}{} {}", c ? ", " : "",
+                        runtime::memoryCategoryName(static_cast<runtime::MemoryCategory>(c)),
+                        runtime::bytesText(double(b[c])));
+  return text;
+}
+
+}  // namespace
+
+TEST_CASE("each device's measured peak is within 10% of the plan's prediction",
+          "[parallel][memory][prediction]") {
+  const std::vector<std::string> models = {
+      "gpt(layers = 2, hidden = 64, heads = 4, seq = 64, vocab = 96)",
+      "gpt(layers = 3, hidden = 32, heads = 2, seq = 48, vocab = 64)",
+      "gpt(layers = 2, hidden = 96, heads = 4, seq = 32, vocab = 128)",
+  };
+  std::mt19937 rng(20261127);
+  int devices = 0, within = 0, planned = 0;
+  int plain = 0, plainWithin = 0;  // devices off tensor-parallel meshes
+  std::vector<std::string> unexplained;
+  for (const std::string& model : models) {
+    ir::Graph forward = traceModel("", model);
+    auto training = passes::buildTrainingGraph(forward, passes::OptimizerConfig::adam());
+    for (int trial = 0; trial < 8; ++trial) {
+      Drawn d = drawRequest(rng);
+      ir::Plan plan;
+      try {
+        plan = passes::planTraining(forward, cpuCluster(d.devices), d.request);
+      } catch (const passes::PlanningError&) {
+        continue;  // e.g. more stages than the model has layers to cut
+      }
+      ++planned;
+      std::vector<DeviceCheck> checks = measure(forward, training, plan, d.request.globalBatch);
+      for (std::size_t device = 0; device < checks.size(); ++device) {
+        const DeviceCheck& c = checks[device];
+        const double ratio = c.measured / c.predicted;
+        ++devices;
+        const std::string text =
+            fmt::format("{}: {}: device {}: measured {} ({}), predicted {}, ratio {:.3f}", model,
+                        d.text, device, runtime::bytesText(c.measured), breakdownText(c.breakdown),
+                        runtime::bytesText(c.predicted), ratio);
+        if (std::getenv("MESHFLOW_MEMORY_REPORT")) fmt::print("{}\n", text);
+        const bool spmd = tensorParallel(plan);
+        plain += spmd ? 0 : 1;
+        if (std::abs(ratio - 1) <= 0.10) {
+          ++within;
+          plainWithin += spmd ? 0 : 1;
+          continue;
+        }
+        // Activations on tensor-parallel meshes: the SPMD runtime's backward
+        // makes resharded copies (activations and gradients gathered or
+        // sliced into the next op's layout, partial sums before their
+        // reduction) that live beside the stash until their last use; the
+        // plan counts the stash, not them. Measured: +1.5 MiB within the
+        // backward RUN over a 2.9 MiB stash on bench_memory's tiny GPT.
+        if (spmd && ratio >= 0.9 && ratio <= 1.35) continue;
+        // Small devices (a peak under 1 MiB, e.g. an interleaved rank holding
+        // the embedding): the values a RUN makes and frees again (its largest
+        // op's inputs and outputs, a received carry) are not counted and are a
+        // large share of so little, and when a received message arrives
+        // (how early, under load) moves them.
+        if (c.predicted < (1 << 20) && ratio >= 0.5 && ratio <= 2) continue;
+        // Over-predicted by up to 15%: the safe side of the model's upper
+        // bounds (a backward's layer taken to make all its weight gradients
+        // before it frees any of its stash).
+        if (ratio >= 0.85 && ratio < 1) continue;
+        unexplained.push_back(text);
+      }
+    }
+  }
+  INFO(within << " of " << devices << " devices within 10%; off tensor-parallel meshes "
+              << plainWithin << " of " << plain);
+  CHECK(planned >= 18);
+  CHECK(plainWithin >= plain * 4 / 5);
+  std::string list;
+  for (const std::string& u : unexplained) list += u + "\n";
+  INFO(list);
+  CHECK(unexplained.empty());
+}
