@@ -35,6 +35,11 @@ constexpr std::int64_t kAlpaDpDevices = 64;
 // a few dozen DP runs instead of thousands.
 constexpr double kLargeClusterTmaxGap = 0.01;
 
+// "1.243 ms", or "48.32 s" from a second on.
+std::string secondsText(double seconds) {
+  return seconds >= 1 ? fmt::format("{:.4g} s", seconds) : fmt::format("{:.4g} ms", seconds * 1e3);
+}
+
 std::string pinText(const LayerPin& pin) {
   return fmt::format("pin(layers = {}..{}, stage = {})", pin.firstLayer, pin.endLayer, pin.stage);
 }
@@ -472,9 +477,9 @@ class Search {
                          std::size_t chosen) const {
     std::string figures;
     for (std::size_t k = 0; k < simulated; ++k)
-      figures +=
-          fmt::format("{}{}{:.4g} ms (estimated {:.4g})", k ? ", " : "", k == chosen ? "*" : "",
-                      finalists[k].simulated * 1e3, finalists[k].candidate.stepTime * 1e3);
+      figures += fmt::format("{}{}{} (estimated {})", k ? ", " : "", k == chosen ? "*" : "",
+                             secondsText(finalists[k].simulated),
+                             secondsText(finalists[k].candidate.stepTime));
     return fmt::format("chosen by simulation among the {} best estimates: {}", simulated, figures);
   }
 
