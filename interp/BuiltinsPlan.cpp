@@ -7,6 +7,7 @@
 #include "interp/PlanInputs.h"
 #include "interp/PlanObject.h"
 #include "interp/Tracing.h"
+#include "runtime/sim/PlanSimulation.h"
 
 namespace meshflow::interp {
 namespace {
@@ -65,6 +66,7 @@ Value plan(Evaluator& ev, BoundArgs& a) {
   request.globalBatch = batch;
   request.layers = layersArg(a);
   if (schedule) applySchedule(*schedule, request);
+  request.simulateStep = runtime::sim::simulatePlanStep;
   TracedModel traced = traceModel(ev, *model, a.callSpan);
   ir::Plan result;
   try {

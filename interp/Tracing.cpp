@@ -88,14 +88,20 @@ std::string Tracer::scope() const {
   return path;
 }
 
+std::string Tracer::UniqueNames::take(const std::string& base) {
+  if (used_.insert(base).second) return base;
+  // Names are only ever added, so every base_k below the count is taken.
+  int& n = counted_[base];
+  std::string unique;
+  do unique = fmt::format("{}_{}", base, ++n);
+  while (!used_.insert(unique).second);
+  return unique;
+}
+
 void Tracer::enter(const std::string& name) {
-  auto& siblings = frames_.back().childNames;
   // Repeated calls of one layer in one scope are numbered: mlp, mlp_1, mlp_2 …
-  std::string unique = name;
-  for (int n = 1; std::find(siblings.begin(), siblings.end(), unique) != siblings.end(); ++n)
-    unique = fmt::format("{}_{}", name, n);
-  siblings.push_back(unique);
-  frames_.push_back(Frame{unique, {}});
+  std::string unique = frames_.back().childNames.take(name);
+  frames_.push_back(Frame{std::move(unique), {}});
 }
 
 void Tracer::leave() {
@@ -103,14 +109,8 @@ void Tracer::leave() {
 }
 
 std::string Tracer::qualified(const std::string& name) {
-  std::string base = scope().empty() ? name : scope() + "." + name;
-  std::string unique = base;
-  for (int n = 1; std::find(usedValueNames_.begin(), usedValueNames_.end(), unique) !=
-                  usedValueNames_.end();
-       ++n)
-    unique = fmt::format("{}_{}", base, n);
-  usedValueNames_.push_back(unique);
-  return unique;
+  const std::string path = scope();
+  return valueNames_.take(path.empty() ? name : path + "." + name);
 }
 
 // ---- values ----

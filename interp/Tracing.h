@@ -3,8 +3,10 @@
 // diagnostic at the .mesh call that made it.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -45,12 +47,24 @@ class Tracer {
   ir::ValueId leaf(ir::OpKind kind, const std::string& name, ir::Attributes attrs,
                    ir::TensorType type, const SourceSpan& where);
 
+  /// Names handed out in one namespace: `base`, then `base_1`, `base_2` …,
+  /// the first one not yet used. Each base remembers how far it has counted,
+  /// so a name repeated n times costs O(n log n) in all, not O(n²).
+  class UniqueNames {
+   public:
+    std::string take(const std::string& base);
+
+   private:
+    std::set<std::string> used_;
+    std::map<std::string, int> counted_;
+  };
+
   struct Frame {
     std::string name;
-    std::vector<std::string> childNames;  // names used by calls inside this frame
+    UniqueNames childNames;  // names used by calls inside this frame
   };
   std::vector<Frame> frames_ = {Frame{}};
-  std::vector<std::string> usedValueNames_;
+  UniqueNames valueNames_;
 };
 
 /// A tensor of the graph being traced.

@@ -2,40 +2,36 @@
 
 #include <fmt/format.h>
 
-#include <set>
+#include <algorithm>
 
 namespace meshflow::ir {
 
 namespace {
 
-// The groups of mesh dimension `dim`: for each device, the index of its group
-// (the devices sharing every other mesh coordinate).
-std::int64_t groupOf(std::int64_t device, int dim, std::array<std::int64_t, 2> view) {
-  std::int64_t row = device / view[1], col = device % view[1];
-  return dim == 0 ? col : row;
-}
-
 // Whether the groups along `dim` span nodes, and how many of them leave node 0
-// (they share its network interface; every node looks the same).
+// (they share its network interface; every node looks the same). Devices are
+// numbered row-major in the view and node k holds [k·perNode, (k+1)·perNode);
+// each group's members are in ascending order, so a group spans nodes exactly
+// when its first and last members do. O(rows + columns), not O(devices²): a
+// submesh of 100,000 devices is priced in microseconds.
 struct Crossing {
   bool spansNodes = false;
   std::int64_t groupsPerNode = 1;
 };
 
 Crossing crossingOf(int dim, std::array<std::int64_t, 2> view, std::int64_t perNode) {
+  const auto [rows, columns] = view;
+  const std::int64_t firstNode = std::min(perNode, rows * columns);  // node 0's devices
   Crossing c;
-  std::int64_t devices = view[0] * view[1];
-  for (std::int64_t d = 0; d < devices && !c.spansNodes; ++d) {
-    for (std::int64_t e = d + 1; e < devices; ++e) {
-      if (groupOf(d, dim, view) == groupOf(e, dim, view) && d / perNode != e / perNode) {
-        c.spansNodes = true;
-        break;
-      }
-    }
+  if (dim == 1) {  // row r: devices [r·columns, (r + 1)·columns)
+    for (std::int64_t r = 0; r < rows && !c.spansNodes; ++r)
+      c.spansNodes = r * columns / perNode != (r * columns + columns - 1) / perNode;
+    c.groupsPerNode = (firstNode - 1) / columns + 1;
+  } else {  // column k: devices k, k + columns, … k + (rows − 1)·columns
+    for (std::int64_t k = 0; k < columns && !c.spansNodes; ++k)
+      c.spansNodes = k / perNode != (k + (rows - 1) * columns) / perNode;
+    c.groupsPerNode = std::min(firstNode, columns);
   }
-  std::set<std::int64_t> groups;
-  for (std::int64_t d = 0; d < std::min(perNode, devices); ++d) groups.insert(groupOf(d, dim, view));
-  c.groupsPerNode = static_cast<std::int64_t>(groups.size());
   return c;
 }
 

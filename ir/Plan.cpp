@@ -45,6 +45,7 @@ json costsToJson(const StageCosts& c) {
           {"gradient_bytes", c.gradientBytes},
           {"recompute", c.recompute},
           {"sharded_optimizer_state", c.shardedOptimizerState}};
+  if (c.gradientSyncBytes) out["gradient_sync_bytes"] = *c.gradientSyncBytes;
   if (c.recompute != "none") {
     out["recompute_s"] = c.recomputeSeconds;
     out["recompute_bytes"] = c.recomputeBytes;
@@ -164,7 +165,8 @@ OpStrategy strategyFromJson(const Reader& r) {
 StageCosts costsFromJson(const Reader& r) {
   r.object({"forward_s", "backward_s", "weight_grad_s", "update_s", "gradient_sync_s",
             "activation_bytes", "held_activation_bytes", "parameter_bytes", "gradient_bytes",
-            "recompute", "recompute_s", "recompute_bytes", "sharded_optimizer_state"});
+            "recompute", "recompute_s", "recompute_bytes", "sharded_optimizer_state",
+            "gradient_sync_bytes"});
   StageCosts c;
   auto number = [&](const char* key, double& out) {
     if (r.has(key)) out = r.at(key).number();
@@ -184,6 +186,12 @@ StageCosts costsFromJson(const Reader& r) {
     c.recompute = r.at("recompute").string();
     if (c.recompute != "none" && c.recompute != "selective" && c.recompute != "full")
       r.at("recompute").fail("expected \"none\", \"selective\" or \"full\"");
+  }
+  if (r.has("gradient_sync_bytes")) {
+    const Reader list = r.at("gradient_sync_bytes");
+    if (list.size() != 3) list.fail("expected [dimension 0, dimension 1, both]");
+    c.gradientSyncBytes.emplace();
+    for (std::size_t a = 0; a < 3; ++a) (*c.gradientSyncBytes)[a] = list.at(a).number();
   }
   if (r.has("sharded_optimizer_state"))
     c.shardedOptimizerState = r.at("sharded_optimizer_state").boolean();

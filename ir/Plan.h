@@ -13,6 +13,7 @@
 #include <array>
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -64,6 +65,12 @@ struct StageCosts {
   double recomputeSeconds = 0;
   double recomputeBytes = 0;
   bool shardedOptimizerState = false;  ///< ZeRO-like reduce-scatter + all-gather.
+  /// Bytes of gradients the stage's strategies leave as partial sums, summed
+  /// over mesh dimension 0 only, dimension 1 only, and both: what its gradient
+  /// synchronisation all-reduces once per step, whatever the mesh's shape.
+  /// Absent in plans that do not say (hand-built, or saved before it existed):
+  /// the simulator then all-reduces every gradient over the replicas.
+  std::optional<std::array<double, 3>> gradientSyncBytes;
   bool operator==(const StageCosts&) const = default;
 };
 

@@ -166,6 +166,19 @@ class ProblemBuilder {
     return parameterBreakdown(id, s).total();
   }
 
+  // The parameters' gradients `s` leaves partial, by the axes it sums them over.
+  void addGradientSync(OpId id, const Strategy& s, IntraOpResult& r) const {
+    const ir::Op& op = g_.op(id);
+    for (std::size_t i = 0; i < op.inputs.size() && i < s.gradientSync.size(); ++i) {
+      if (s.gradientSync[i] == ir::MeshAxes::kNone) continue;
+      const ir::ValueInfo& v = g_.value(op.inputs[i]);
+      if (g_.op(v.producer).kind != ir::OpKind::Parameter) continue;
+      double bytes = double(v.type.elements(options_.batch)) * double(ir::dtypeBytes(v.type.dtype));
+      r.gradientSyncBytes[static_cast<std::size_t>(s.gradientSync[i])] +=
+          bytes / double(s.inputs[i].shardCount(mesh_));
+    }
+  }
+
   // A parameter's gradient is assumed synchronised over the devices that do not
   // hold distinct shards of it (its data-parallel group).
   MemoryBreakdown parameterBreakdown(OpId id, const Strategy& s) const {
@@ -327,6 +340,7 @@ class ProblemBuilder {
     }
     r.communication += o.communication;
     r.parameterSync += o.parameterSync;
+    addGradientSync(id, s, r);
     r.computePenalty += o.computePenalty;
     r.computeTime += o.computeTime;
     if (g_.op(id).kind == ir::OpKind::Parameter) {

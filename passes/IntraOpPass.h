@@ -23,6 +23,7 @@
 // quotient is exact for the problem where all copies choose alike.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
@@ -97,6 +98,10 @@ struct IntraOpResult {
   double objective = 0;         ///< communication + resharding + computePenalty.
   double communication = 0;     ///< Σ ops' own collectives (parameter sync unweighted).
   double parameterSync = 0;     ///< The part of it that synchronises parameter gradients.
+  /// Bytes per device of parameter gradients the chosen strategies leave as
+  /// partial sums, by the mesh axes they are summed over (index: MeshAxes k0,
+  /// k1, k01; [0] unused): what gradient synchronisation moves once per step.
+  std::array<double, 4> gradientSyncBytes{};
   double resharding = 0;        ///< Σ edges.
   double computePenalty = 0;
   double computeTime = 0;       ///< Σ ops' compute time per device.

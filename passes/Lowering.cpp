@@ -476,11 +476,40 @@ class Lowerer {
     update.op = Opcode::kUpdate;
     update.stage = self.rank;
     update.cost = stage.updateSeconds;
+    if (!buckets_.empty()) syncInsideMesh(self, stage, buckets_.back());
     std::vector<BufferId> uses = buckets_;
     uses.push_back(parameters);
     const BufferId defs[] = {parameters};
     program_.append(self.device, update, uses, defs);
     if (stage.shardOptimizer && replicas_ > 1) gatherParameters(self, stage, parameters);
+  }
+
+  /// The gradients the mesh's strategies leave partial, summed inside the mesh
+  /// before the update (StageDescription::meshSyncs); the all-reduce rides on
+  /// the last bucket so that the UPDATE, which uses it, waits for it.
+  void syncInsideMesh(const Place& self, const StageDescription& stage, BufferId bucket) {
+    const std::vector<int>& mesh = meshOf(self.rank, self.replica);
+    for (const MeshGradientSync& sync : stage.meshSyncs) {
+      if (sync.members < 2 || sync.bytes <= 0) continue;
+      const int position = (self.index / sync.stride) % sync.members;
+      const int base = self.index - position * sync.stride;
+      std::vector<int> members;
+      for (int k = 0; k < sync.members; ++k) {
+        const int at = base + k * sync.stride;
+        if (at < 0 || at >= static_cast<int>(mesh.size()))
+          throw LoweringError(
+              fmt::format("a gradient sync group of stride {} and {} members does not fit "
+                          "a mesh of {} devices",
+                          sync.stride, sync.members, mesh.size()));
+        members.push_back(mesh[static_cast<size_t>(at)]);
+      }
+      Instruction reduce;
+      reduce.op = Opcode::kAllReduce;
+      reduce.stream = ir::Stream::kGrad;
+      reduce.peer = group(std::move(members));
+      reduce.bytes = sync.bytes;
+      emit(self.device, reduce, {bucket}, {bucket});
+    }
   }
 
   /// After a sharded update each replica holds only its shard of the updated

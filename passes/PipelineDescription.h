@@ -9,6 +9,17 @@
 
 namespace meshflow::passes {
 
+/// Gradients summed inside each replica's mesh once per step (a batch split
+/// over the tensor axis leaves every device a partial sum): an all-reduce of
+/// `bytes` per device over the groups of the mesh's devices (in logical-mesh
+/// order) whose index i holds i's `members` devices `stride` apart, i.e.
+/// {base + k·stride : k < members} with base = i − ((i / stride) mod members)·stride.
+struct MeshGradientSync {
+  int64_t bytes = 0;
+  int stride = 1;
+  int members = 1;
+};
+
 /// One pipeline rank: the layers it holds (all its model chunks together) and the
 /// devices that run them. Costs and bytes are per microbatch and per device.
 struct StageDescription {
@@ -59,6 +70,10 @@ struct StageDescription {
   /// before the reduce-scatter (the whole gradients), which is also what the
   /// parameters that have gradients weigh.
   bool shardOptimizer = false;
+  /// Gradient synchronisation inside each mesh, beside the replicas' buckets:
+  /// all-reduced on the grad stream before the UPDATE, which waits for it (the
+  /// runtime sums these partial gradients inside its update).
+  std::vector<MeshGradientSync> meshSyncs;
 };
 
 struct PipelineDescription {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 
@@ -65,6 +66,34 @@ std::vector<std::vector<int>> replicaMeshes(const ir::PlanStage& stage, bool spl
   return meshes;
 }
 
+// The gradient sums inside one mesh of `layout`'s rank: with replicas over mesh
+// dimension 0 (`splitReplicas`), the row's (1, b) mesh sums what the
+// strategies leave partial over dimension 1 (dimension 0's share goes with
+// the replicas' buckets); a rank that is one replica of its whole (a, b) mesh
+// sums over columns, rows, or all of it.
+std::vector<MeshGradientSync> meshSyncs(const ir::Plan& plan, const std::vector<int>& stages,
+                                        const ir::PlanStage& layout, bool splitReplicas) {
+  std::array<double, 3> partial{};
+  for (int s : stages)
+    for (std::size_t a = 0; a < partial.size(); ++a)
+      partial[a] += plan.stages[static_cast<size_t>(s)].costs.gradientSyncBytes.value_or(
+          std::array<double, 3>{})[a];
+  const auto [rows, columns] = layout.logicalMesh;
+  std::vector<MeshGradientSync> out;
+  auto add = [&](double b, int64_t stride, int64_t members) {
+    if (b > 0 && members > 1)
+      out.push_back({bytes(b), static_cast<int>(stride), static_cast<int>(members)});
+  };
+  if (splitReplicas) {
+    add(partial[1] + partial[2], 1, columns);
+  } else {
+    add(partial[0], columns, rows);
+    add(partial[1], 1, columns);
+    add(partial[2], 1, rows * columns);
+  }
+  return out;
+}
+
 StageDescription rankCosts(const ir::Plan& plan, const std::vector<int>& stages) {
   StageDescription rank;
   rank.forwardSeconds = rank.backwardSeconds = rank.weightGradSeconds = 0;
@@ -117,8 +146,8 @@ PipelineDescription describePipeline(const ir::Plan& plan, std::vector<std::stri
     }
     notes->push_back(fmt::format(
         "the pipeline ranks have different data-parallel degrees (logical meshes {}); the "
-        "simulation runs each rank as one replica of its whole submesh and models no gradient "
-        "all-reduce",
+        "simulation runs each rank as one replica of its whole submesh, its gradients summed "
+        "inside that mesh",
         meshes));
   }
 
@@ -129,6 +158,7 @@ PipelineDescription describePipeline(const ir::Plan& plan, std::vector<std::stri
   for (size_t r = 0; r < ranks.size(); ++r) {
     StageDescription rank = rankCosts(plan, ranks[r]);
     rank.meshes = replicaMeshes(*layouts[r], sameReplicas);
+    rank.meshSyncs = meshSyncs(plan, ranks[r], *layouts[r], sameReplicas);
     if (rank.shardOptimizer) rank.gradientBytes *= static_cast<int64_t>(rank.meshes.size());
     rank.shardOptimizer = rank.shardOptimizer && rank.meshes.size() > 1;
     description.stages.push_back(std::move(rank));

@@ -23,7 +23,10 @@ namespace meshflow::passes {
 ///   devices, replica i holding devices[i·b, (i+1)·b) (mesh dimension 0 is the
 ///   data axis, ir/Cluster.h). Lowering needs the same replica count on every
 ///   rank; when the ranks' a differ, each rank becomes one replica of its whole
-///   submesh (no gradient all-reduce is modelled) and a note in `notes` says so.
+///   submesh (its gradients summed inside that mesh, by the axes its strategies
+///   leave them partial over) and a note in `notes` says so.
+/// - Gradients the strategies leave partial inside a replica's mesh become
+///   StageDescription::meshSyncs (docs/planning.md).
 /// - The schedule: its name, microbatches and chunks.
 ///
 /// Throws LoweringError (passes/Lowering.h) for a plan that cannot describe a

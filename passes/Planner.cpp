@@ -12,6 +12,7 @@
 #include "passes/Placement.h"
 #include "passes/planner/Candidate.h"
 #include "passes/planner/Exclusions.h"
+#include "passes/planner/PlacedTransfers.h"
 #include "passes/planner/PlanBuilder.h"
 #include "passes/planner/RankMemory.h"
 #include "passes/planner/ScopeLayers.h"
@@ -25,6 +26,11 @@ constexpr std::size_t kCandidatesKept = 9;  // the plan and 8 alternatives
 // A candidate whose closed-form peak passes 90% of the budget is checked
 // against the peak its plan would report (the schedule replayed).
 constexpr double kReplayShare = 0.9;
+// The final choice simulates this many of the best estimates, while the sum
+// of their simulationWork stays under the budget (GPT-1T on 3072 GPUs with 512
+// microbatches, about 1.6 million, simulates in about a second).
+constexpr std::size_t kSimulated = 4;
+constexpr double kSimulationBudget = 2e6;
 // Up to this many devices (Alpa's own testbed) every submesh shape is priced,
 // sub-node ones included; beyond it only whole-node shapes that tile the
 // cluster (MeshConfigLimits::uniformOnly, worthPricing).
@@ -32,6 +38,11 @@ constexpr std::int64_t kAlpaDpDevices = 64;
 // Beyond it, Alpa's DP tries t_max caps 1% apart: within 1% of its optimum, at
 // a few dozen DP runs instead of thousands.
 constexpr double kLargeClusterTmaxGap = 0.01;
+
+// "1.243 ms", or "48.32 s" from a second on.
+std::string secondsText(double seconds) {
+  return seconds >= 1 ? fmt::format("{:.4g} s", seconds) : fmt::format("{:.4g} ms", seconds * 1e3);
+}
 
 std::string pinText(const LayerPin& pin) {
   return fmt::format("pin(layers = {}..{}, stage = {})", pin.firstLayer, pin.endLayer, pin.stage);
@@ -78,6 +89,12 @@ void validateRequest(const PlanRequest& r, const ir::Cluster& cluster) {
                         fmt::format("virtual_stages = {} needs pipeline = \"interleaved\" or "
                                     "\"zbv\", not \"{}\"",
                                     *r.virtualStages, ir::scheduleKindName(*r.schedule)));
+  if (r.virtualStages && *r.virtualStages != 2 && r.schedule == ir::ScheduleKind::kZeroBubbleV)
+    throw PlanningError(
+        "virtual_stages",
+        fmt::format("virtual_stages = {}: zbv runs exactly 2 chunks per rank (one V: "
+                    "rank r holds virtual stages r and 2p - 1 - r)",
+                    *r.virtualStages));
 }
 
 int opsWithFlops(const ir::Graph& graph) {
@@ -182,8 +199,8 @@ struct ScheduleChoice {
 std::vector<ScheduleChoice> scheduleCandidates(const PlanRequest& r) {
   if (r.schedule) {
     int chunks = 1;
-    if (*r.schedule == ir::ScheduleKind::kInterleaved || *r.schedule == ir::ScheduleKind::kZeroBubbleV)
-      chunks = r.virtualStages.value_or(2);
+    if (*r.schedule == ir::ScheduleKind::kInterleaved) chunks = r.virtualStages.value_or(2);
+    if (*r.schedule == ir::ScheduleKind::kZeroBubbleV) chunks = 2;  // one V: two chunks per rank
     return {{*r.schedule, chunks}};
   }
   int v = r.virtualStages.value_or(2);
@@ -207,7 +224,6 @@ std::optional<Candidate> withSchedule(const StageSearchResult& found, ScheduleCh
   int p = int(found.stages.size());
   if (schedule.chunks == 1) {
     c.stages = found.stages;
-    for (const StageChoice& s : found.stages) c.ranks.push_back(s.estimate);
   } else {
     const StageChoice& first = found.stages.front();
     for (const StageChoice& s : found.stages)
@@ -220,22 +236,15 @@ std::optional<Candidate> withSchedule(const StageSearchResult& found, ScheduleCh
     if (schedule.kind == ir::ScheduleKind::kInterleaved && microbatches % p != 0) return {};
     RangePricer pricer(*in.table, first.config, (*in.configs)[first.config], in.microbatch,
                        1.0 / microbatches, first.variant, *in.cluster);
-    c.ranks.assign(p, StageEstimate{});
     for (int k = 0; k < virtualStages; ++k) {
       int a = int(std::int64_t(layers) * k / virtualStages);
       int b = int(std::int64_t(layers) * (k + 1) / virtualStages);
       StageEstimate e = pricer.estimate(a, b);
       if (!e.feasible) return {};
       c.stages.push_back({a, b, first.config, first.variant, e});
-      StageEstimate& rank = c.ranks[k % p];
-      // A rank's chunks recompute one backward at a time: the larger workspace.
-      const double workspace = std::max(rank.workspace, e.workspace);
-      rank += e;
-      rank.workspace = workspace;
-      rank.transferSeconds += e.transferSeconds;
-      rank.feasible = true;
     }
   }
+  sumRanks(c, p);
   double closest = 0;
   for (int r = 0; r < p; ++r) {
     const double peak = c.ranks[r].memory(holdingOf(schedule.kind, schedule.chunks, p, r, microbatches));
@@ -249,7 +258,6 @@ std::optional<Candidate> withSchedule(const StageSearchResult& found, ScheduleCh
     for (double peak : candidatePeaks(c, *in.table, *in.configs, *in.cluster))
       if (peak > in.memoryBudget) return {};
   }
-  c.stepTime = stepSeconds(schedule.kind, schedule.chunks, microbatches, c.ranks);
   return c;
 }
 
@@ -319,12 +327,15 @@ class Search {
       }
       prefetch(in);
       for (auto& [result, search] : stageResults(in))
-        for (ScheduleChoice schedule : scheduleCandidates(request_))
+        for (ScheduleChoice schedule : scheduleCandidates(request_)) {
+          // One rank cut into chunks runs as 1F1B does, in more pieces: only on request.
+          if (schedule.chunks > 1 && result.stages.size() == 1 && !request_.schedule) continue;
           if (auto c = withSchedule(result, schedule, microbatches, in)) {
             c->search = search;
             ++searched_;
             keep(std::move(*c));
           }
+        }
     }
   }
 
@@ -388,10 +399,10 @@ class Search {
 
   // Places the stages on the nodes no exclusion touches (usable_.cluster, whose
   // ids the pins are translated to) and maps the ids back to physical ones.
-  ir::Plan finish(const Candidate& best) {
+  std::vector<std::vector<int>> place(const Candidate& c) const {
     PlacementRequest placement;
-    for (std::size_t r = 0; r < best.ranks.size(); ++r)
-      placement.stages.push_back(configs_[best.stages[r].config].shape);
+    for (std::size_t r = 0; r < c.ranks.size(); ++r)
+      placement.stages.push_back(configs_[c.stages[r].config].shape);
     for (const DevicePin& pin : request_.devicePins) {
       placement.pins.push_back({pin.stage, {}});
       for (int d : pin.devices) placement.pins.back().devices.push_back(*usable_.planning(d));
@@ -400,20 +411,89 @@ class Search {
     try {
       placed = placeStages(cluster_, placement);
     } catch (const PlacementError& e) {
-      throw placementFailed(best, placement, e.what());
+      throw placementFailed(c, placement, e.what());
     }
     for (std::vector<int>& ids : placed.devices)
       for (int& d : ids) d = usable_.physical(d);
+    return placed.devices;
+  }
+
+  // A candidate placed, its transfers priced on the links its devices use,
+  // and built into a plan.
+  struct Finalist {
+    Candidate candidate;
+    ir::Plan plan;
+    double simulated = 0;
+  };
+
+  Finalist finalist(Candidate c) {
+    std::vector<std::vector<int>> devices = place(c);
+    priceTransfersOnDevices(c, devices, configs_, physical_);
     PlanInputs in{&forward_, &cluster_, &layers_, &*table_, &configs_, request_.globalBatch,
                   budget_};
-    ir::Plan plan = buildPlan(in, best, placed.devices);
+    ir::Plan plan = buildPlan(in, c, devices);
+    return {std::move(c), std::move(plan), 0};
+  }
+
+  // The search ranks candidates by its estimate. The ones it kept are placed
+  // and re-priced on the links their devices use (the best must place; one
+  // the pins cannot place is no alternative); the best few of those by the
+  // re-priced estimate are simulated when a simulator is given (while their
+  // programs stay small enough to simulate in about a second each), and the
+  // fastest is the plan. Without one, the best re-priced estimate is.
+  ir::Plan finish(const Candidate& best) {
+    std::vector<Finalist> finalists;
+    finalists.push_back(finalist(best));
+    for (std::size_t k = 1; k < candidates_.size(); ++k) {
+      try {
+        finalists.push_back(finalist(candidates_[k]));
+      } catch (const PlanningError&) {
+      }
+    }
+    std::stable_sort(finalists.begin(), finalists.end(), [](const Finalist& a, const Finalist& b) {
+      return a.candidate.stepTime < b.candidate.stepTime;
+    });
+    std::size_t simulated = 0;
+    double work = 0;
+    for (Finalist& f : finalists) {
+      work += simulationWork(f.candidate);
+      if (!request_.simulateStep || simulated == kSimulated || work > kSimulationBudget) break;
+      f.simulated = request_.simulateStep(f.plan, physical_);
+      ++simulated;
+    }
+    std::size_t chosen = 0;
+    for (std::size_t k = 1; k < simulated; ++k)
+      if (finalists[k].simulated < finalists[chosen].simulated) chosen = k;
+    ir::Plan plan = std::move(finalists[chosen].plan);
     if (usable_.restricted()) plan.notes.push_back(exclusionNote(physical_, usable_));
     plan.notes.push_back(fmt::format(
         "searched {} candidate plans over {} meshes; {} intra-op solves of {} distinct layers",
         searched_, configs_.size(), table_->solves(), table_->kindCount()));
-    for (std::size_t k = 1; k < candidates_.size(); ++k)
-      plan.alternatives.push_back({candidates_[k].describe(configs_), candidates_[k].stepTime});
+    if (simulated > 1) plan.notes.push_back(choiceNote(finalists, simulated, chosen));
+    for (std::size_t k = 0; k < finalists.size(); ++k)
+      if (k != chosen)
+        plan.alternatives.push_back(
+            {finalists[k].candidate.describe(configs_), finalists[k].candidate.stepTime});
     return plan;
+  }
+
+  // Instructions a simulation of `c` runs, about: every device's share of
+  // every microbatch through every chunk.
+  double simulationWork(const Candidate& c) const {
+    double devices = 0;
+    for (std::size_t r = 0; r < c.ranks.size(); ++r)
+      devices += double(configs_[c.stages[r].config].shape.devices());
+    return devices * c.microbatches * c.chunks;
+  }
+
+  std::string choiceNote(const std::vector<Finalist>& finalists, std::size_t simulated,
+                         std::size_t chosen) const {
+    std::string figures;
+    for (std::size_t k = 0; k < simulated; ++k)
+      figures += fmt::format("{}{}{} (estimated {})", k ? ", " : "", k == chosen ? "*" : "",
+                             secondsText(finalists[k].simulated),
+                             secondsText(finalists[k].candidate.stepTime));
+    return fmt::format("chosen by simulation among the {} best estimates: {}", simulated, figures);
   }
 
   // The hint is the first device pin the placement error names; the error
@@ -451,7 +531,7 @@ class Search {
 
   PlanningError nothingFits() const {
     if (!request_.opPins.empty()) {
-      PlanRequest unpinned = request_;
+      PlanRequest unpinned = withoutSimulation();
       unpinned.opPins.clear();
       if (fits(unpinned)) {
         std::string pins;
@@ -465,7 +545,7 @@ class Search {
       }
     }
     if (!request_.layerPins.empty()) {
-      PlanRequest unpinned = request_;
+      PlanRequest unpinned = withoutSimulation();
       unpinned.layerPins.clear();
       if (fits(unpinned)) {
         std::string pins;
@@ -476,7 +556,7 @@ class Search {
       }
     }
     if (!request_.layerPins.empty() && !request_.devicePins.empty()) {
-      PlanRequest unpinned = request_;
+      PlanRequest unpinned = withoutSimulation();
       unpinned.layerPins.clear();
       unpinned.devicePins.clear();
       if (fits(unpinned)) {
@@ -499,6 +579,13 @@ class Search {
                          fmt::format("no plan fits in {} per device, even with recomputation and "
                                      "sharded optimizer state ({} layers, batch {}): {}",
                                      limit, layers_.layers.size(), request_.globalBatch, lastWhy_));
+  }
+
+  // The request for a feasibility check, which needs no final choice.
+  PlanRequest withoutSimulation() const {
+    PlanRequest r = request_;
+    r.simulateStep = nullptr;
+    return r;
   }
 
   bool fits(const PlanRequest& request) const {

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -90,6 +91,13 @@ struct PlanRequest {
   std::vector<OpShardingPin> opPins;
   std::vector<DevicePin> devicePins;
   std::vector<DeviceExclusion> exclusions;
+
+  /// Simulates one step of a finished plan and returns its seconds: the
+  /// runtime's discrete-event simulator (runtime/sim/PlanSimulation.h), which
+  /// passes/ cannot link itself. When set, the planner makes its final choice
+  /// by simulation: it places the few candidates its estimate ranks best,
+  /// simulates each and returns the fastest. Unset, the best estimate wins.
+  std::function<double(const ir::Plan&, const ir::Cluster&)> simulateStep;
 };
 
 /// A request the planner cannot meet. `hint` names the schedule hint at fault

@@ -90,6 +90,7 @@ LayerCost summarise(const ir::Graph& g, const IntraOpResult& r, const MeshConfig
   c.forward = forwardCompute + perMicrobatch / 2;
   c.backward = backwardCompute + perMicrobatch / 2;
   c.parameterSync = r.parameterSync;
+  c.syncBytes = r.gradientSyncBytes;
   c.weights = r.memory.weights;
   c.gradients = r.memory.gradients;
   c.optimizerState = r.memory.optimizerState;

@@ -29,6 +29,8 @@ struct LayerCost {
   double weightGrad = 0;   ///< The weight-gradient part of backward.
   double attentionScoresForward = 0;  ///< Forward of the s×s attention ops (selective recompute).
   double parameterSync = 0;  ///< Gradient synchronisation, once per step.
+  /// Bytes it all-reduces, by mesh axes (IntraOpResult::gradientSyncBytes).
+  std::array<double, 4> syncBytes{};
   double update = 0;         ///< Optimizer step, once per step.
   double weights = 0, gradients = 0, optimizerState = 0;
   /// Gradients and optimizer state when they are sharded ZeRO-like over each

@@ -33,6 +33,14 @@ std::string Candidate::describe(const std::vector<MeshConfig>& configs) const {
                      ranks.size(), meshes);
 }
 
+int Candidate::rankOf(std::size_t k) const {
+  ir::PipelineSchedule layout;
+  layout.kind = schedule;
+  layout.stages = static_cast<int>(ranks.size());
+  layout.chunks = chunks;
+  return layout.locate(static_cast<int>(k)).rank;
+}
+
 namespace {
 
 std::vector<ir::OpStrategy> strategiesOf(const PlanInputs& in, const Candidate& c,
@@ -76,6 +84,7 @@ ir::StageCosts costsOf(const StageEstimate& e, const StageEstimate* next, const 
   c.recomputeSeconds = e.recomputedForward;
   c.recomputeBytes = e.workspace;
   c.shardedOptimizerState = stage.variant.zero;
+  c.gradientSyncBytes = std::array<double, 3>{e.syncBytes[1], e.syncBytes[2], e.syncBytes[3]};
   return c;
 }
 
@@ -130,7 +139,7 @@ ir::Plan buildPlan(const PlanInputs& in, const Candidate& best,
   for (std::size_t k = 0; k < best.stages.size(); ++k) {
     const StageChoice& s = best.stages[k];
     const MeshConfig& config = (*in.configs)[s.config];
-    int rank = static_cast<int>(k % ranks);
+    int rank = best.rankOf(k);
     ir::PlanStage ps;
     ps.firstLayer = s.firstLayer;
     ps.endLayer = s.endLayer;

@@ -22,6 +22,7 @@ void addLayer(StageEstimate& e, const LayerCost& c, Recompute recompute, bool ze
   e.backward += c.backward;
   e.weightGrad += c.weightGrad;
   e.parameterSync += c.parameterSync;
+  for (std::size_t a = 0; a < e.syncBytes.size(); ++a) e.syncBytes[a] += c.syncBytes[a];
   e.update += c.update;
   double gradients = zero ? c.zeroGradients : c.gradients;
   e.resident += c.weights + gradients + (zero ? c.zeroOptimizerState : c.optimizerState);
@@ -88,6 +89,7 @@ StageEstimate& StageEstimate::operator+=(const StageEstimate& o) {
   backward += o.backward;
   weightGrad += o.weightGrad;
   parameterSync += o.parameterSync;
+  for (std::size_t a = 0; a < syncBytes.size(); ++a) syncBytes[a] += o.syncBytes[a];
   update += o.update;
   resident += o.resident;
   gradients += o.gradients;
@@ -105,6 +107,7 @@ StageEstimate StageEstimate::minus(const StageEstimate& p) const {
   e.backward = backward - p.backward;
   e.weightGrad = weightGrad - p.weightGrad;
   e.parameterSync = parameterSync - p.parameterSync;
+  for (std::size_t a = 0; a < syncBytes.size(); ++a) e.syncBytes[a] = syncBytes[a] - p.syncBytes[a];
   e.update = update - p.update;
   e.resident = resident - p.resident;
   e.gradients = gradients - p.gradients;

@@ -3,6 +3,7 @@
 // once-per-step gradient synchronisation and optimizer step, and its memory.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -33,6 +34,7 @@ struct StageEstimate {
   double backward = 0;        ///< Per microbatch, recomputation included.
   double weightGrad = 0;
   double parameterSync = 0;   ///< Per step.
+  std::array<double, 4> syncBytes{};  ///< Its bytes by mesh axes (LayerCost::syncBytes).
   double update = 0;          ///< Per step.
   double resident = 0;        ///< Weights, gradients, optimizer state.
   double gradients = 0;       ///< The gradients' part of resident.

@@ -2,13 +2,17 @@
 // forms of the shared reference (reference/schedules.md) generalised to unequal
 // stages, and the microbatches each rank holds at its peak.
 //
-// With p ranks, m microbatches, stage latencies t_i = F_i + B_i and the slowest
-// t_max: GPipe and 1F1B take Σ t_i + (m − 1)·t_max (one microbatch through
-// every stage, then m − 1 more at the pace of the slowest); interleaved with v
-// chunks m·t_max + (Σ t_i − t_max)/v (ZB-V is priced like interleaved with its
-// two chunks, an upper bound on its near-zero bubble); ZB-H1 m·t_max + (Σ t_i − t_max)·(F + I −
-// W)/(F + B) of the slowest stage (with F = I = W, a third of 1F1B's bubble).
-// Gradient synchronisation and the optimizer step follow, once per step.
+// With p ranks, m microbatches, stage latencies t_i = F_i + B_i (each with its
+// incoming activation and outgoing gradient) and a steady-state period T — the
+// largest of the slowest rank's compute, the busiest comm stream and (but for
+// GPipe, which runs each phase at its own pace) Σ t_i / p, the round trip spread
+// over the microbatches in flight: GPipe and 1F1B take Σ t_i + (m − 1)·T;
+// interleaved with v chunks m·T + (Σ t_i − T)/v (ZB-V is priced like
+// interleaved with its two chunks, an upper bound on its near-zero bubble);
+// ZB-H1 m·T + (Σ t_i − T)·(F + I − W)/(F + B) of the slowest stage, its
+// transfers left whole (with F = I = W, a third of 1F1B's bubble). The
+// slowest rank's update and the gradient synchronisation its last backward
+// does not hide follow, once per step (docs/planning.md, "The closed forms").
 #pragma once
 
 #include <vector>
@@ -27,6 +31,10 @@ double pipelineSeconds(ir::ScheduleKind kind, int chunks, int microbatches,
 /// pipelineSeconds plus the slowest rank's gradient synchronisation and update.
 double stepSeconds(ir::ScheduleKind kind, int chunks, int microbatches,
                    const std::vector<StageEstimate>& stages);
+
+/// The part of a rank's gradient synchronisation that its last backward does
+/// not hide (bucketed all-reduces overlap the backward that finishes them).
+double exposedSync(const StageEstimate& rank, int chunks);
 
 /// Microbatches' worth of activations rank `rank` of `ranks` holds at its peak
 /// (reference/schedules.md): GPipe m; 1F1B min(p − r, m); ZB-H1 and ZB-V min(p, m)

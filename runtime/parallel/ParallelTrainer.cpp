@@ -190,6 +190,9 @@ passes::PipelineDescription ParallelTrainer::describe() const {
   for (int r = 0; r < ranks; ++r) {
     passes::StageDescription stage;
     if (static_cast<std::size_t>(r) < plan_.costs.size()) stage = plan_.costs[static_cast<std::size_t>(r)];
+    // The update sums a mesh's partial gradients itself (DeviceExecutor), so
+    // the simulator's stand-in all-reduce for that stays out of the program.
+    stage.meshSyncs.clear();
     stage.meshes.clear();
     const auto& devices = plan_.rankDevices[static_cast<std::size_t>(r)];
     const auto n = static_cast<std::size_t>(plan_.meshSize(r));

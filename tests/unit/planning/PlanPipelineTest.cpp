@@ -13,7 +13,9 @@ using meshflow::ir::PlanStage;
 using meshflow::ir::ScheduleKind;
 using meshflow::passes::describePipeline;
 using meshflow::passes::LoweringError;
+using meshflow::passes::lowerPipeline;
 using meshflow::passes::PipelineDescription;
+namespace ir = meshflow::ir;
 
 namespace {
 
@@ -116,8 +118,45 @@ TEST_CASE("ranks of different data parallelism become one replica each, with a n
   REQUIRE(notes.size() == 1);
   CHECK(notes[0] ==
         "the pipeline ranks have different data-parallel degrees (logical meshes (2, 2), (1, 4)); "
-        "the simulation runs each rank as one replica of its whole submesh and models no "
-        "gradient all-reduce");
+        "the simulation runs each rank as one replica of its whole submesh, its gradients summed "
+        "inside that mesh");
+}
+
+TEST_CASE("gradients partial inside a mesh are summed there, whatever the mesh's shape",
+          "[planning]") {
+  // Issue 18: a data-parallel (1, 4) stage splits the batch over dimension 1;
+  // its gradients were synchronised by nobody in the simulation.
+  ir::Plan columns = plan({stage(0, 2, {0, 1, 2, 3}, {1, 4}), stage(2, 4, {4, 5, 6, 7}, {1, 4})});
+  columns.stages[0].costs.gradientSyncBytes = std::array<double, 3>{0, 1000, 0};
+  columns.stages[1].costs.gradientSyncBytes = std::array<double, 3>{0, 0, 3000};
+  PipelineDescription d = describePipeline(columns);
+  REQUIRE(d.stages[0].meshSyncs.size() == 1);
+  CHECK(d.stages[0].meshSyncs[0].bytes == 1000);
+  CHECK(d.stages[0].meshSyncs[0].members == 4);
+  CHECK(d.stages[0].meshSyncs[0].stride == 1);
+  CHECK(d.stages[1].meshSyncs[0].bytes ==
+        3000);  // dimension 0 has one row: all of it on dimension 1
+  ir::Program program = lowerPipeline(d);
+  int reduces = 0;
+  for (const ir::DeviceCode& device : program.devices)
+    for (const ir::Instruction& in : device.code)
+      if (in.op == ir::Opcode::kAllReduce) {
+        ++reduces;
+        CHECK(program.groups[static_cast<std::size_t>(in.peer)].size() == 4);
+      }
+  CHECK(reduces == 8);
+
+  // One replica of a whole (2, 2) mesh: columns (stride 2), rows, and all four.
+  std::vector<std::string> notes;
+  ir::Plan unequal = plan({stage(0, 2, {0, 1, 2, 3}, {2, 2}), stage(2, 4, {4, 5, 6, 7}, {1, 4})});
+  unequal.stages[0].costs.gradientSyncBytes = std::array<double, 3>{10, 20, 30};
+  PipelineDescription e = describePipeline(unequal, &notes);
+  REQUIRE(e.stages[0].meshSyncs.size() == 3);
+  CHECK(e.stages[0].meshSyncs[0].stride == 2);
+  CHECK(e.stages[0].meshSyncs[0].members == 2);
+  CHECK(e.stages[0].meshSyncs[1].stride == 1);
+  CHECK(e.stages[0].meshSyncs[1].members == 2);
+  CHECK(e.stages[0].meshSyncs[2].members == 4);
 }
 
 TEST_CASE("plans that describe no pipeline are refused", "[planning]") {
