@@ -40,7 +40,9 @@ MpiWorld::MpiWorld(int* argc, char*** argv, MpiOptions options) : options(option
   MPI_Initialized(&initialized);
   if (!initialized) {
     int provided = 0;
-    checkMpi(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
+    // Serialized rather than funneled: the device's thread need not be the
+    // one that started MPI (one thread at a time calls it either way).
+    checkMpi(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
     initializedHere = true;
     if (provided < MPI_THREAD_FUNNELED)
       throw std::runtime_error("this MPI does not support MPI_THREAD_FUNNELED");

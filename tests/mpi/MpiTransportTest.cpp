@@ -189,7 +189,12 @@ void checkOperations(mpi::MpiProcess& process) {
                 input(dtype, {0}, seedOf(test, device, 3))};
             std::vector<Tensor*> ptrs;
             for (Tensor& t : ts) ptrs.push_back(&t);
+            c.allReduce(group, ptrs);  // small: whole operands exchanged
+            // Big enough to go in chunks, and in chunks of unequal sizes.
+            Tensor big = input(dtype, {9001}, seedOf(test, device, 4));
+            ptrs.push_back(&big);
             c.allReduce(group, ptrs);
+            ts.push_back(big);
             return ts;
           });
       ++test;
@@ -456,6 +461,10 @@ int sigkillCase(mpi::MpiProcess& process) {
   Communicator& comm = process.communicator();
   if (me == 1) {
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    auto now = std::chrono::system_clock::now().time_since_epoch();
+    fmt::print("rank 1: killing itself at {} ms\n",
+               std::chrono::duration_cast<std::chrono::milliseconds>(now).count());
+    std::fflush(stdout);
     std::raise(SIGKILL);
   }
   std::vector<int> all;
