@@ -251,12 +251,15 @@ void MpiWorld::await(const std::string& what, std::optional<std::chrono::millise
       throw error(Kind::Timeout,
                   fmt::format("{} timed out after {}{}", what, durationText(*timeout), missing()));
     }
-    // Poll while things move; when nothing has for a while, give the core
-    // away (ranks may share cores): yields for the first 10 ms, which keep
-    // MPI's progress (and a large transfer) going, then short sleeps, which
-    // still see an abort notice within a fraction of a millisecond.
+    // Poll while things move, and for 50 us after: a message from a peer
+    // that is on its way comes within microseconds, and a yield costs more.
+    // Then give the core away (ranks may share cores): yields for 10 ms,
+    // which keep MPI's progress (a large transfer) going, then short sleeps,
+    // which still see an abort notice within a fraction of a millisecond.
     if (moved) idleSince = now;
-    if (now - idleSince < std::chrono::milliseconds(10))
+    auto idle = now - idleSince;
+    if (idle < std::chrono::microseconds(50)) continue;
+    if (idle < std::chrono::milliseconds(10))
       sched_yield();
     else
       std::this_thread::sleep_for(std::chrono::microseconds(50));
