@@ -55,6 +55,14 @@ MpiWorld::MpiWorld(int* argc, char*** argv, MpiOptions options) : options(option
     checkMpi(MPI_Comm_dup(MPI_COMM_WORLD, &comm), "MPI_Comm_dup");
     MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
   }
+  MPI_Comm node;
+  checkMpi(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node),
+           "MPI_Comm_split_type");
+  int onNode = 1;
+  MPI_Comm_size(node, &onNode);
+  MPI_Comm_free(&node);
+  if (onNode > static_cast<int>(std::thread::hardware_concurrency()))
+    spinBeforeYield = std::chrono::microseconds(0);
   int* limit = nullptr;
   int found = 0;
   MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &limit, &found);
@@ -251,14 +259,15 @@ void MpiWorld::await(const std::string& what, std::optional<std::chrono::millise
       throw error(Kind::Timeout,
                   fmt::format("{} timed out after {}{}", what, durationText(*timeout), missing()));
     }
-    // Poll while things move, and for 50 us after: a message from a peer
-    // that is on its way comes within microseconds, and a yield costs more.
-    // Then give the core away (ranks may share cores): yields for 10 ms,
-    // which keep MPI's progress (a large transfer) going, then short sleeps,
-    // which still see an abort notice within a fraction of a millisecond.
+    // Poll while things move, and for 50 us after when each rank has a core
+    // of its own: a message from a peer that is on its way comes within
+    // microseconds, and a yield costs more. Then give the core away: yields
+    // for 10 ms, which keep MPI's progress (a large transfer) going, then
+    // short sleeps, which still see an abort notice within a fraction of a
+    // millisecond.
     if (moved) idleSince = now;
     auto idle = now - idleSince;
-    if (idle < std::chrono::microseconds(50)) continue;
+    if (idle < spinBeforeYield) continue;
     if (idle < std::chrono::milliseconds(10))
       sched_yield();
     else
