@@ -360,13 +360,29 @@ std::string MpiProcess::recvControl(int peer) {
         return flag != 0;
       },
       [] { return std::string(); });
+  // A long message (a serialised Program) arrives while this rank polls, so
+  // an abort still ends the wait; the buffer outlives an abandoned receive.
   int length = 0;
   MPI_Get_count(&status, MPI_BYTE, &length);
-  std::string bytes(static_cast<std::size_t>(length), '\0');
-  checkMpi(MPI_Recv(bytes.data(), length, MPI_BYTE, peer, 0, world.comms[kControlChannel],
-                    MPI_STATUS_IGNORE),
-           "MPI_Recv");
-  return bytes;
+  auto bytes = std::make_shared<std::string>(static_cast<std::size_t>(length), '\0');
+  std::vector<MPI_Request> requests;
+  world.postRecv(kControlChannel, peer, 0, bytes->data(), bytes->size(), requests);
+  try {
+    world.await(
+        what, std::nullopt,
+        [&] {
+          int flag = 0;
+          checkMpi(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &flag,
+                               MPI_STATUSES_IGNORE),
+                   "MPI_Testall");
+          return flag != 0;
+        },
+        [] { return std::string(); });
+  } catch (...) {
+    world.abandon(requests, bytes);
+    throw;
+  }
+  return std::move(*bytes);
 }
 
 void MpiProcess::abort(const std::string& reason) { state_->world.abort(reason); }
