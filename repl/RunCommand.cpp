@@ -1,6 +1,7 @@
 // `meshflow run FILE` and `meshflow check FILE`.
 #include <iostream>
 
+#include "repl/Backends.h"
 #include "repl/Commands.h"
 #include "repl/ScriptOptions.h"
 
@@ -25,11 +26,14 @@ int runOrCheck(Args args, std::ostream& out, std::ostream& err, bool justCheck) 
   }
   applyDefaultFileAccess(*options);
   options->config.write = [&out](std::string_view text) { out << text << std::flush; };
-  Interpreter interpreter(options->config);
-  Status status = justCheck ? interpreter.checkFile(options->file)
-                            : interpreter.evalFile(options->file);
-  err << renderAll(status.diagnostics);
-  return status.ok ? 0 : 1;
+  auto script = [&](Config& config) {
+    Interpreter interpreter(config);
+    Status status = justCheck ? interpreter.checkFile(options->file) : interpreter.evalFile(options->file);
+    err << renderAll(status.diagnostics);
+    return status;
+  };
+  if (justCheck) return script(options->config).ok ? 0 : 1;
+  return runOnBackend(*options, err, script);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "runtime/Communicator.h"
@@ -55,11 +56,14 @@ class MpiProcess {
 
   /// Control messages: bytes from the controller to a worker and back, in
   /// order per (sender, receiver), never mixed with the communicator's.
-  /// sendControl does not block. recvControl waits without a timeout (the
-  /// controller may run a script for long between commands) but ends with
-  /// CommError(Aborted) when any rank aborts.
+  /// sendControl does not block, and sends even after an abort (a worker
+  /// still answers the command that failed). recvControl returns a message
+  /// that has arrived, abort or not; when none has, it waits without a
+  /// timeout when none is given (the controller may run a script for long
+  /// between commands), else at most `timeout` (CommError Timeout), and ends
+  /// with CommError(Aborted) once any rank has aborted.
   void sendControl(int peer, std::string bytes);
-  std::string recvControl(int peer);
+  std::string recvControl(int peer, std::optional<std::chrono::milliseconds> timeout = std::nullopt);
 
   /// Tells every other rank that this one failed: their waits end with
   /// CommError(Aborted) "rank R failed: REASON". Never blocks.
