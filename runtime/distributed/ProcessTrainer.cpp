@@ -73,6 +73,10 @@ std::vector<json> ProcessTrainer::everywhere(const json& command, const std::fun
       note(fmt::format("rank {} did not answer: {}", w, e.detail()), e.kind() == CommError::Kind::Aborted);
       replies.push_back(json::object());
       continue;
+    } catch (const JobFormatError& e) {
+      note(fmt::format("rank {} answered {}", w, e.what()), false);
+      replies.push_back(json::object());
+      continue;
     }
     if (!reply.value("ok", false)) note(reply.value("error", "failed"), reply.value("aborted", false));
     replies.push_back(std::move(reply));
