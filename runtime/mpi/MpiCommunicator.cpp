@@ -474,6 +474,10 @@ class Call {
 
 // ---- All-reduce ----
 
+// All-reduces of at most this many bytes exchange whole operands (one
+// round of messages, n - 1 times the bytes) rather than chunks (two rounds).
+constexpr std::size_t kWholeBytes = 16 * 1024;
+
 // A deterministic all-reduce under way: stage 0 (headers and the
 // reduce-scatter) was posted at the start; advance() sums this member's
 // chunks once stage 0 is in and sends them out (stage 1).
@@ -488,6 +492,9 @@ class AllReduceOp final : public BackgroundOp {
     for (const Tensor& input : buffers_->inputs)
       buffers_->outputs.push_back(Tensor::uninitialized(input.dtype(), input.shape()));
     buffers_->received.resize(buffers_->inputs.size() * n);
+    std::size_t total = 0;
+    for (const Tensor& input : buffers_->inputs) total += input.bytes();
+    whole_ = total <= kWholeBytes;
     for (std::size_t k = 0; k < n; ++k) {
       if (k == me) continue;
       call_->sendHeader(k);
@@ -500,6 +507,7 @@ class AllReduceOp final : public BackgroundOp {
         auto& into = buffers_->received[i * n + k];
         if (myBytes > 0) into = world.takeScratch(myBytes);
         call_->recvData(k, kCallData, into.data(), myBytes, 0);
+        if (whole_) continue;
         auto [theirs, theirBytes] = chunk(i, k);
         call_->recvData(k, kCallGather, buffers_->outputs[i].raw().data() + theirs, theirBytes, 1);
       }
@@ -511,7 +519,7 @@ class AllReduceOp final : public BackgroundOp {
     try {
       if (stage_ == 0 && call_->poll(0)) {
         sumAndSend();
-        stage_ = 1;
+        stage_ = whole_ ? 2 : 1;
       }
       if (stage_ == 1 && call_->poll(1)) stage_ = 2;
     } catch (...) {
@@ -541,9 +549,12 @@ class AllReduceOp final : public BackgroundOp {
     std::vector<Scratch> received;  // [tensor * n + member]
   };
 
-  // Chunk k of tensor i: its first byte and its size in bytes.
+  // Chunk k of tensor i: its first byte and its size in bytes. All of it
+  // when the tensors are small: then every member sums every element, and
+  // the all-reduce is one exchange instead of two.
   std::pair<std::size_t, std::size_t> chunk(std::size_t i, std::size_t k) const {
     const Tensor& t = buffers_->inputs[i];
+    if (whole_) return {0, t.bytes()};
     auto elements = static_cast<std::size_t>(t.elements());
     std::size_t n = call_->members(), size = ir::dtypeBytes(t.dtype());
     std::size_t begin = chunkStart(elements, k, n), end = chunkStart(elements, k + 1, n);
@@ -561,6 +572,7 @@ class AllReduceOp final : public BackgroundOp {
                                 : buffers_->received[i * n + k].data());
       std::size_t size = ir::dtypeBytes(out.dtype());
       orderedSum(out.dtype(), parts, out.raw().data() + begin, bytes / size);
+      if (whole_) continue;
       for (std::size_t k = 0; k < n; ++k)
         if (k != me) call_->sendData(k, kCallGather, out.raw().data() + begin, bytes, buffers_);
     }
@@ -572,6 +584,7 @@ class AllReduceOp final : public BackgroundOp {
   std::shared_ptr<Buffers> buffers_;
   std::unique_ptr<Call> call_;
   int stage_ = 0;
+  bool whole_ = false;  // small tensors: one exchange of whole operands
   std::exception_ptr error_;
 };
 

@@ -40,7 +40,9 @@ MpiWorld::MpiWorld(int* argc, char*** argv, MpiOptions options) : options(option
   MPI_Initialized(&initialized);
   if (!initialized) {
     int provided = 0;
-    checkMpi(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
+    // Serialized rather than funneled: the device's thread need not be the
+    // one that started MPI (one thread at a time calls it either way).
+    checkMpi(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
     initializedHere = true;
     if (provided < MPI_THREAD_FUNNELED)
       throw std::runtime_error("this MPI does not support MPI_THREAD_FUNNELED");
@@ -53,6 +55,14 @@ MpiWorld::MpiWorld(int* argc, char*** argv, MpiOptions options) : options(option
     checkMpi(MPI_Comm_dup(MPI_COMM_WORLD, &comm), "MPI_Comm_dup");
     MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
   }
+  MPI_Comm node;
+  checkMpi(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node),
+           "MPI_Comm_split_type");
+  int onNode = 1;
+  MPI_Comm_size(node, &onNode);
+  MPI_Comm_free(&node);
+  if (onNode > static_cast<int>(std::thread::hardware_concurrency()))
+    spinBeforeYield = std::chrono::microseconds(0);
   int* limit = nullptr;
   int found = 0;
   MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &limit, &found);
@@ -251,15 +261,18 @@ void MpiWorld::await(const std::string& what, std::optional<std::chrono::millise
       throw error(Kind::Timeout,
                   fmt::format("{} timed out after {}{}", what, durationText(*timeout), missing()));
     }
-    // Poll while things move; when nothing has for a while, give the core
-    // away (ranks may share cores): yields for the first 200 us, which keep
-    // MPI's progress (and a large transfer) going, then short sleeps, which
-    // still see an abort notice within a fraction of a millisecond. Yielding
-    // longer starves the ranks that compute when ranks outnumber cores: the
-    // tiny GPT's step on 4 ranks and 2 cores took 43 ms with 10 ms of
-    // yields, 19.5 ms with 200 us (bench/mpi/step_time.sh).
+    // Poll while things move, and for 50 us after when each rank has a core
+    // of its own: a message from a peer that is on its way comes within
+    // microseconds, and a yield costs more. Then give the core away: yields
+    // until 200 us, which keep MPI's progress (and a large transfer) going,
+    // then short sleeps, which still see an abort notice within a fraction
+    // of a millisecond. Yielding longer starves the ranks that compute when
+    // ranks outnumber cores: the tiny GPT's step on 4 ranks and 2 cores took
+    // 43 ms with 10 ms of yields, 19.5 ms with 200 us (bench/mpi/step_time.sh).
     if (moved) idleSince = now;
-    if (now - idleSince < std::chrono::microseconds(200))
+    auto idle = now - idleSince;
+    if (idle < spinBeforeYield) continue;
+    if (idle < std::chrono::microseconds(200))
       sched_yield();
     else
       std::this_thread::sleep_for(std::chrono::microseconds(50));
@@ -350,13 +363,29 @@ std::string MpiProcess::recvControl(int peer, std::optional<std::chrono::millise
         return flag != 0;
       },
       [] { return std::string(); });
+  // A long message (a serialised Program) arrives while this rank polls, so
+  // an abort still ends the wait; the buffer outlives an abandoned receive.
   int length = 0;
   MPI_Get_count(&status, MPI_BYTE, &length);
-  std::string bytes(static_cast<std::size_t>(length), '\0');
-  checkMpi(MPI_Recv(bytes.data(), length, MPI_BYTE, peer, 0, world.comms[kControlChannel],
-                    MPI_STATUS_IGNORE),
-           "MPI_Recv");
-  return bytes;
+  auto bytes = std::make_shared<std::string>(static_cast<std::size_t>(length), '\0');
+  std::vector<MPI_Request> requests;
+  world.postRecv(kControlChannel, peer, 0, bytes->data(), bytes->size(), requests);
+  try {
+    world.await(
+        what, timeout,
+        [&] {
+          int flag = 0;
+          checkMpi(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &flag,
+                               MPI_STATUSES_IGNORE),
+                   "MPI_Testall");
+          return flag != 0;
+        },
+        [] { return std::string(); });
+  } catch (...) {
+    world.abandon(requests, bytes);
+    throw;
+  }
+  return std::move(*bytes);
 }
 
 void MpiProcess::abort(const std::string& reason) { state_->world.abort(reason); }

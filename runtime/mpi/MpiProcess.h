@@ -29,10 +29,15 @@ struct MpiOptions {
 
 class MpiProcess {
  public:
-  /// Starts MPI (MPI_Init_thread, at least MPI_THREAD_FUNNELED: only the
-  /// thread that made the MpiProcess calls MPI). One per process.
+  /// Starts MPI (MPI_Init_thread asking for MPI_THREAD_SERIALIZED, needing
+  /// at least MPI_THREAD_FUNNELED: one thread at a time calls MPI, the one
+  /// that made the MpiProcess if MPI gives only FUNNELED). One per process;
+  /// MPI already started is used as it is (and not finalized here).
   MpiProcess(int* argc, char*** argv, MpiOptions options = {});
-  /// Finalizes MPI (after abort(): without waiting for the others).
+  /// Waits (up to the timeout) for this rank's sends to complete, then
+  /// finalizes MPI. After a failure — an abort sent or seen, a timeout — it
+  /// does not finalize (MPI_Finalize waits for every rank, and one may be gone
+  /// or stopped): the process ends without it and mpirun ends the others.
   ~MpiProcess();
   MpiProcess(const MpiProcess&) = delete;
   MpiProcess& operator=(const MpiProcess&) = delete;
@@ -63,7 +68,10 @@ class MpiProcess {
   /// Tells every other rank that this one failed: their waits end with
   /// CommError(Aborted) "rank R failed: REASON". Never blocks.
   void abort(const std::string& reason);
-  /// Ends the job now with exit code `code` on every rank (MPI_Abort).
+  /// Ends the job now with exit code `code` on every rank: MPI_Abort, or
+  /// under Open MPI's mpirun (non-zero code) exiting with it, upon which
+  /// mpirun ends the others (its MPI_Abort could crash mpirun; see
+  /// docs/distributed.md).
   [[noreturn]] void terminate(int code);
 
  private:

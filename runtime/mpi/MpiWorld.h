@@ -74,6 +74,10 @@ struct MpiWorld {
   MPI_Comm comms[kChannelCount] = {};
   /// Largest tag: MPI_TAG_UB of this MPI (at least 2^15 - 1).
   int tagLimit = 32767;
+  /// How long a wait polls before it yields the core: none when this node
+  /// runs more ranks than it has cores (a spinning rank would keep the one
+  /// it waits for from running).
+  std::chrono::microseconds spinBeforeYield{50};
 
   /// The first abort seen: "rank R failed: REASON" (this rank's or another's).
   std::optional<std::string> abortReason;

@@ -17,8 +17,10 @@ function(meshflow_mpi_test name ranks expected max pattern case)
            COMMAND ${mpi_run_case} ${expected} ${max} "${pattern}" --
                    ${MPIEXEC_EXECUTABLE} ${MESHFLOW_MPIEXEC_FLAGS} ${MPIEXEC_NUMPROC_FLAG} ${ranks}
                    $<TARGET_FILE:test_mpi_transport> --case=${case})
-  # ctest's own bound, past run_case.sh's.
-  set_tests_properties(${name} PROPERTIES TIMEOUT 300 LABELS mpi)
+  # ctest's own bound, past run_case.sh's. Under AddressSanitizer, no leak
+  # check: Open MPI's leaks are in components it unloads (dlclose) before the
+  # process ends, where no suppression can name them.
+  set_tests_properties(${name} PROPERTIES TIMEOUT 300 LABELS mpi ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0")
 endfunction()
 
 foreach(ranks 2 3 4 8)

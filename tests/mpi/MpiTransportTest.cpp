@@ -167,9 +167,37 @@ void checkMessages(Communicator& comm, int devices) {
   check(same(comm.recv(me, 4), message(me, 9)), "message to itself");
 }
 
+// Control messages: from the controller to each worker and back, in order,
+// apart from the communicator's messages of the same moment.
+void checkControl(mpi::MpiProcess& process) {
+  int size = process.size();
+  if (me == 0) {
+    for (int worker = 1; worker < size; ++worker)
+      for (int i = 0; i < 3; ++i)
+        process.sendControl(worker, fmt::format("command {} to {}", i, worker));
+    process.sendControl(0, "to myself");
+    check(process.recvControl(0) == "to myself", "a control message to itself");
+    for (int worker = 1; worker < size; ++worker)
+      for (int i = 0; i < 3; ++i) {
+        std::string reply = process.recvControl(worker);
+        check(reply == fmt::format("done {} by {}", i, worker), "control reply: " + reply);
+      }
+    check(process.recvControl(size - 1) == std::string(100000, 'x') + '\0',
+          "a long control message");
+    return;
+  }
+  for (int i = 0; i < 3; ++i) {
+    std::string command = process.recvControl(0);
+    check(command == fmt::format("command {} to {}", i, me), "control command: " + command);
+    process.sendControl(0, fmt::format("done {} by {}", i, me));
+  }
+  if (me == size - 1) process.sendControl(0, std::string(100000, 'x') + '\0');
+}
+
 void checkOperations(mpi::MpiProcess& process) {
   Communicator& comm = process.communicator();
   int devices = process.size();
+  checkControl(process);
   cpu::LocalCluster cluster({.devices = devices, .timeout = std::chrono::milliseconds(60000)});
   int test = 100;
 
@@ -189,7 +217,12 @@ void checkOperations(mpi::MpiProcess& process) {
                 input(dtype, {0}, seedOf(test, device, 3))};
             std::vector<Tensor*> ptrs;
             for (Tensor& t : ts) ptrs.push_back(&t);
+            c.allReduce(group, ptrs);  // small: whole operands exchanged
+            // Big enough to go in chunks, and in chunks of unequal sizes.
+            Tensor big = input(dtype, {9001}, seedOf(test, device, 4));
+            ptrs.push_back(&big);
             c.allReduce(group, ptrs);
+            ts.push_back(big);
             return ts;
           });
       ++test;
@@ -456,6 +489,10 @@ int sigkillCase(mpi::MpiProcess& process) {
   Communicator& comm = process.communicator();
   if (me == 1) {
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    auto now = std::chrono::system_clock::now().time_since_epoch();
+    fmt::print("rank 1: killing itself at {} ms\n",
+               std::chrono::duration_cast<std::chrono::milliseconds>(now).count());
+    std::fflush(stdout);
     std::raise(SIGKILL);
   }
   std::vector<int> all;

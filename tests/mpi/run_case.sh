@@ -16,7 +16,7 @@ code=$?
 elapsed_ms=$((($(date +%s%N) - start) / 1000000))
 elapsed=$(printf "%d.%03d" $((elapsed_ms / 1000)) $((elapsed_ms % 1000)))
 printf '%s\n' "$output"
-echo "run_case: exit code $code after $elapsed s (expected $expected within $max s)"
+echo "run_case: exit code $code after $elapsed s (expected $expected within $max s); ended at $(($(date +%s%N) / 1000000)) ms"
 ok=1
 if [ "$expected" = nonzero ]; then
   [ "$code" -ne 0 ] || { echo "run_case: FAILED: the job succeeded"; ok=0; }
