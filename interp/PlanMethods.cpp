@@ -105,7 +105,7 @@ void writeFile(const BoundArgs& a, const std::filesystem::path& path, const std:
   out << text;
   if (!out)
     argumentError(a, 1, DiagnosticKind::InvalidValue,
-                  fmt::format("cannot write '{}'", path.string()));
+                  fmt::format("cannot write '{}': {}", path.string(), whyCannotWrite(path)));
 }
 
 Value specRows(Evaluator& ev, const std::vector<ir::SpecRow>& rows) {
@@ -187,9 +187,10 @@ std::string planTimeline(const ir::Plan& plan, const PlanSimulation& simulation)
   const auto& result = simulation.result;
   const auto& ranks = simulation.description.stages;
   std::string out = fmt::format(
-      "one step, simulated: {} on {} pipeline rank{}, {}, {} microbatches; one column = {}\n",
+      "one step, simulated: {} on {} pipeline rank{}, {}, {} microbatch{}; one column = {}\n",
       seconds(result.makespan), ranks.size(), ranks.size() == 1 ? "" : "s",
-      ir::scheduleKindName(plan.schedule), plan.microbatches, seconds(result.makespan / runtime::sim::kTimelineColumns));
+      ir::scheduleKindName(plan.schedule), plan.microbatches, plan.microbatches == 1 ? "" : "es",
+      seconds(result.makespan / runtime::sim::kTimelineColumns));
   std::vector<std::string> labels;
   std::size_t width = 0;
   for (std::size_t r = 0; r < ranks.size(); ++r) {

@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include "repl/Commands.h"
+#include "repl/Interrupts.h"
 #include "repl/ScriptOptions.h"
 
 namespace meshflow::cli {
@@ -26,6 +27,9 @@ int runOrCheck(Args args, std::ostream& out, std::ostream& err, bool justCheck) 
   applyDefaultFileAccess(*options);
   options->config.write = [&out](std::string_view text) { out << text << std::flush; };
   Interpreter interpreter(options->config);
+  // Ctrl-C stops the script at its next step (training: between steps).
+  InterruptOnSigint interrupts([](void* i) { static_cast<Interpreter*>(i)->interrupt(); },
+                               &interpreter);
   Status status = justCheck ? interpreter.checkFile(options->file)
                             : interpreter.evalFile(options->file);
   err << renderAll(status.diagnostics);

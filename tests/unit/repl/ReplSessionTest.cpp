@@ -112,7 +112,7 @@ TEST_CASE("the pending input runs at the end of input and can be cancelled", "[r
   Fixture f;
   f.session.feed("fn g() {");
   ReplReply end = f.session.finish();
-  CHECK(end.diagnostics.find("end of input") != std::string::npos);
+  CHECK(end.diagnostics.find("'{' opened here is never closed") != std::string::npos);
   CHECK_FALSE(f.session.continuing());
   CHECK(f.session.finish().diagnostics.empty());
 
@@ -152,7 +152,10 @@ TEST_CASE("REPL commands complete after a colon", "[repl][completion]") {
   CHECK(c.candidates == std::vector<std::string>{"help"});
   CHECK(c.wordLength == 2);
   CHECK(c.commonPrefix == "help");
-  CHECK(f.session.complete(":", 1).candidates == std::vector<std::string>{"help", "quit"});
+  CHECK(f.session.complete(":", 1).candidates ==
+        std::vector<std::string>{"alts", "compare", "explain", "help", "load", "memory", "plan",
+                                 "quit", "reload", "reset", "save", "set", "time", "timeline"});
+  CHECK(f.session.complete(":ti", 3).commonPrefix == "time");
 }
 
 TEST_CASE("the session's completion knows the word length and common prefix",
