@@ -98,3 +98,9 @@ add_test(NAME cli.plan_json_alone
                  --model tiny --cluster "cpu(devices = 4)" --batch 8 --json
          WORKING_DIRECTORY ${src})
 set_tests_properties(cli.plan_json_alone PROPERTIES PASS_REGULAR_EXPRESSION "^{\"[^\n]*}\n$")
+# The examples run as a user runs them (the training example is ./dev.sh example).
+cli_test(run_plan_my_model COMMAND ${mf} run examples/plan_my_model.mesh
+         EXPECT "the planner's choice is [0-9.]+ times faster")
+cli_test(run_moe COMMAND ${mf} run examples/moe.mesh EXPECT "MoE step: [0-9.]+ ms")
+cli_test(run_megatron_table COMMAND ${mf} run examples/megatron_table.mesh
+         EXPECT "Megatron-LM: --tensor-model-parallel-size")
