@@ -178,8 +178,11 @@ std::optional<ReplReply> PlanExplorer::run(Interpreter& interpreter, std::string
                        fmt::format("print({}.explain(\"{}\"))", currentName(), escaped));
   }
   if (name == "timeline") {
-    if (!rest.empty()) return error("usage: :timeline (no arguments)");
-    return evalCommand(interpreter, fmt::format("print({}.timeline())", currentName()));
+    bool number = !rest.empty() && std::all_of(rest.begin(), rest.end(), [](char c) {
+      return std::isdigit(static_cast<unsigned char>(c)) != 0;
+    });
+    if (!rest.empty() && !number) return error("usage: :timeline [WIDTH], such as :timeline 120");
+    return evalCommand(interpreter, fmt::format("print({}.timeline({}))", currentName(), rest));
   }
   if (name == "memory") return memoryCommand(interpreter);
   if (name == "time") return timeCommand(interpreter);

@@ -88,7 +88,7 @@ std::string ReplSession::helpText() {
          "  :alts [N]      the alternatives the planner weighed; N plans with one\n"
          "  :compare P Q   two plans side by side\n"
          "  :explain SCOPE the strategies weighed for the ops under SCOPE\n"
-         "  :timeline      one simulated step, rank by rank\n"
+         "  :timeline [W]  one simulated step, rank by rank (W columns, default 72)\n"
          "  :memory        predicted memory per device, stage by stage\n"
          "  :time          how long the last plan took to make\n"
          "\n"

@@ -124,6 +124,13 @@ TEST_CASE(":compare, :explain, :timeline, :memory and :time", "[repl][plan]") {
   f.printed.clear();
   CHECK(f.session.feed(":timeline").diagnostics.empty());
   CHECK(contains(f.printed, "one step, simulated"));
+  f.printed.clear();
+  CHECK(f.session.feed(":timeline 20").diagnostics.empty());
+  REQUIRE(contains(f.printed, "| busy "));
+  std::string firstRow = f.printed.substr(f.printed.find('|'));
+  CHECK(firstRow.find('|', 1) == 21);  // 20 columns between the bars
+  CHECK(contains(f.session.feed(":timeline wide").diagnostics, "usage: :timeline [WIDTH]"));
+  CHECK(contains(f.session.feed(":timeline 3").diagnostics, "width must be between 8 and 1000"));
   CHECK(contains(f.session.feed(":memory").output, "stage 1 (layers"));
   CHECK(contains(f.session.feed(":time").output, "planning p took "));
 }
