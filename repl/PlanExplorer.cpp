@@ -61,6 +61,29 @@ std::vector<std::string> splitTopLevel(std::string_view text, Separator isSepara
 
 std::vector<std::string> words(std::string_view text) { return splitTopLevel(text, isSpace); }
 
+// Whether no bracket closes before it opens: `a, b` is one call's arguments,
+// `a)\nprint(b` (from `let q = plan(a)\nprint(b)`) is not.
+bool balanced(std::string_view text) {
+  int depth = 0;
+  bool inString = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (inString) {
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        inString = false;
+    } else if (c == '"') {
+      inString = true;
+    } else if (c == '(' || c == '[' || c == '{') {
+      ++depth;
+    } else if ((c == ')' || c == ']' || c == '}') && --depth < 0) {
+      return false;
+    }
+  }
+  return depth == 0;
+}
+
 std::string joined(const std::vector<std::string>& parts, std::size_t from, std::size_t to) {
   std::string out;
   for (std::size_t i = from; i < to; ++i) out += (out.empty() ? "" : " ") + parts[i];
@@ -194,7 +217,7 @@ void PlanExplorer::noteInput(std::string_view input, double seconds) {
       R"(^\s*(?:let|var)\s+([A-Za-z_]\w*)\s*=\s*plan\s*\(([\s\S]*)\)\s*$)");
   std::string text(input);
   std::smatch match;
-  if (!std::regex_match(text, match, kLetPlan)) return;
+  if (!std::regex_match(text, match, kLetPlan) || !balanced(match[2].str())) return;
   LastPlan plan;
   plan.name = match[1];
   static const char* kPositional[] = {"model", "cluster", "batch", "schedule", "layers"};

@@ -11,13 +11,14 @@
 #include "repl/LineEditor.h"
 #include "repl/ReplSession.h"
 #include "repl/ScriptOptions.h"
+#include "repl/TerminalStyle.h"
 
 namespace meshflow::cli {
 namespace {
 
 void show(const ReplReply& reply, std::ostream& out, std::ostream& err) {
   out << reply.output << std::flush;
-  err << reply.diagnostics << std::flush;
+  err << styledFor(STDERR_FILENO, reply.diagnostics) << std::flush;
 }
 
 int readPlainLines(ReplSession& session, std::istream& in, std::ostream& out, std::ostream& err) {

@@ -1,9 +1,12 @@
 // `meshflow run FILE` and `meshflow check FILE`.
+#include <unistd.h>
+
 #include <iostream>
 
 #include "repl/Commands.h"
 #include "repl/Interrupts.h"
 #include "repl/ScriptOptions.h"
+#include "repl/TerminalStyle.h"
 
 namespace meshflow::cli {
 namespace {
@@ -32,7 +35,7 @@ int runOrCheck(Args args, std::ostream& out, std::ostream& err, bool justCheck) 
                                &interpreter);
   Status status = justCheck ? interpreter.checkFile(options->file)
                             : interpreter.evalFile(options->file);
-  err << renderAll(status.diagnostics);
+  err << styledFor(STDERR_FILENO, renderAll(status.diagnostics));
   return status.ok ? 0 : 1;
 }
 

@@ -40,12 +40,17 @@ void check(bool ok, const std::string& what, const std::string& screen = "") {
 // One `meshflow repl` on the slave side of a pseudo-terminal.
 class PtySession {
  public:
-  PtySession(const std::string& meshflow, const std::string& home) {
+  /// `colour`: leave NO_COLOR unset, so diagnostics come coloured.
+  PtySession(const std::string& meshflow, const std::string& home, bool colour = false) {
     winsize size{24, 100, 0, 0};
     pid_ = forkpty(&master_, nullptr, nullptr, &size);
     if (pid_ == 0) {
       setenv("HOME", home.c_str(), 1);
       setenv("TERM", "vt100", 1);
+      if (colour)
+        unsetenv("NO_COLOR");
+      else
+        setenv("NO_COLOR", "1", 1);
       execl(meshflow.c_str(), meshflow.c_str(), "repl", static_cast<char*>(nullptr));
       _exit(127);
     }
@@ -193,8 +198,10 @@ void aSessionAtTheTerminal(const std::string& meshflow, const std::filesystem::p
 // The plan explorer as a person types it: commands, their completion, hint
 // names, Ctrl-C while something runs and at an empty prompt.
 void planExplorerAtTheTerminal(const std::string& meshflow, const std::filesystem::path& home) {
-  PtySession repl(meshflow, home.string());
+  PtySession repl(meshflow, home.string(), true);
   check(enter(repl, "import std.models"), "prompt before the plan commands", repl.screen());
+  check(enter(repl, "nope") && repl.waitFor("\x1b[1;31merror:\x1b[0m unknown name 'nope'"),
+        "on a terminal without NO_COLOR, errors are coloured", repl.screen());
   check(enter(repl,
               ":plan gpt(layers = 2, hidden = 64, heads = 2, seq = 16, vocab = 64) on "
               "cpu(devices = 4) batch=8 microbatches=2") &&

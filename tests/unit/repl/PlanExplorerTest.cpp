@@ -83,6 +83,10 @@ TEST_CASE(":set also re-plans a plan made with let ... = plan(...)", "[repl][pla
       "cpu(devices = 4), batch = 8, schedule = two)");
   INFO(made.diagnostics);
   REQUIRE(made.diagnostics.empty());
+  // An input that only ends with a call is not a plan(...) to remember.
+  f.session.feed(
+      "let r = plan(gpt(layers = 2, hidden = 64, heads = 2, seq = 16, vocab = 64), "
+      "cpu(devices = 4), batch = 8)\nprint(1)");
   ReplReply reply = f.session.feed(":set microbatches=4");
   INFO(reply.diagnostics);
   CHECK(reply.diagnostics.empty());

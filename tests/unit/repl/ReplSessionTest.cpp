@@ -5,6 +5,7 @@
 
 #include "repl/LineEditor.h"
 #include "repl/ReplSession.h"
+#include "repl/TerminalStyle.h"
 
 namespace meshflow::cli {
 namespace {
@@ -121,6 +122,16 @@ TEST_CASE("the pending input runs at the end of input and can be cancelled", "[r
   f.session.cancel();
   CHECK_FALSE(f.session.continuing());
   CHECK(f.session.feed("5").output == "5\n");
+}
+
+TEST_CASE("diagnostics are coloured by severity for a terminal", "[repl]") {
+  CHECK(coloured("<repl>:1:1: error: unknown name 'x' [UnknownName]\nx\n^\n") ==
+        "<repl>:1:1: \x1b[1;31merror:\x1b[0m unknown name 'x' [UnknownName]\nx\n^\n");
+  CHECK(coloured("error: unknown REPL command\n<repl>:2:1: note: here\n") ==
+        "\x1b[1;31merror:\x1b[0m unknown REPL command\n<repl>:2:1: \x1b[1;36mnote:\x1b[0m here\n");
+  // Only the severity: the same word inside a message or a source line stays.
+  CHECK(coloured("a.mesh:1:1: error: print(\"error: x\")\n") ==
+        "a.mesh:1:1: \x1b[1;31merror:\x1b[0m print(\"error: x\")\n");
 }
 
 TEST_CASE(":help lists the commands and examples", "[repl]") {
