@@ -297,7 +297,7 @@ double measureCoreHandoff(int devices, int cores, int turns, double work) {
   cluster.run([&](int device) {
     cluster.communicator(device).barrier(all);  // everyone in line before the first turn
     for (int i = 0; i < turns; ++i) {
-      cluster.cores().takeTurn(device);
+      cluster.cores()->takeTurn(device);
       for (auto spell = Clock::now(); secondsSince(spell) < work;) {
       }
     }

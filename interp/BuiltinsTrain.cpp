@@ -2,6 +2,9 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -20,6 +23,7 @@
 #include "interp/TrainingLoop.h"
 #include "passes/PlanPipeline.h"
 #include "passes/Planner.h"
+#include "runtime/distributed/ProcessGroup.h"
 #include "runtime/parallel/PlanExecution.h"
 
 namespace meshflow::interp {
@@ -59,7 +63,7 @@ Value text(Evaluator& ev, BoundArgs& a) {
   contents << in.rdbuf();
   ev.ensureRoom(contents.str().size() * 5);
   try {
-    return makeData(ev, runtime::textData(path, contents.str()));
+    return makeData(ev, runtime::textData(path, contents.str(), std::filesystem::absolute(allowed).string()));
   } catch (const runtime::DataError& error) {
     argumentError(a, 0, DiagnosticKind::DataError, error.what());
   }
@@ -188,8 +192,21 @@ void refuseIfTooBig(const BoundArgs& a, const ir::Plan& plan, double limit) {
   }
 }
 
-std::unique_ptr<StepRunner> makeRunner(const BoundArgs& a, const ir::Graph& forward,
-                                       const passes::TrainingGraph& training, std::int64_t batch) {
+// MESHFLOW_INJECT_FAULT=DEVICE:STEP:INSTRUCTION makes that instruction fail,
+// for the tests of failures across processes (docs/distributed.md); the
+// value must parse, else it is ignored.
+std::optional<runtime::InjectedFault> injectedFault() {
+  const char* text = std::getenv("MESHFLOW_INJECT_FAULT");
+  runtime::InjectedFault fault;
+  char extra = 0;
+  if (!text || std::sscanf(text, "%d:%" SCNd64 ":%zu%c", &fault.device, &fault.step, &fault.instruction, &extra) != 3)
+    return std::nullopt;
+  return fault;
+}
+
+std::unique_ptr<StepRunner> makeRunner(Evaluator& ev, const BoundArgs& a, const ir::Graph& forward,
+                                       const passes::TrainingGraph& training, std::int64_t batch,
+                                       const runtime::DataSource& data) {
   const ClusterObject* clusterObject = clusterArg(a);
   const auto* planObject = handleArg<PlanObject>(a, kPlan);
   std::optional<ir::Cluster> cluster;
@@ -213,6 +230,17 @@ std::unique_ptr<StepRunner> makeRunner(const BoundArgs& a, const ir::Graph& forw
     std::string text = runtime::parallelPlanText(parallel, batch);
     if (host.hostCores < devices) text += fmt::format(" taking turns on {} host cores", host.hostCores);
     options.deviceMemory = static_cast<std::int64_t>(cluster->device.memoryBytes);
+    options.fault = injectedFault();
+    // Under `meshflow run --backend mpi` each device is a process of the job.
+    if (runtime::ProcessGroup* processes = ev.state().config.processes.get()) {
+      options.timeout = processes->timeout();
+      options.hostCores = 0;
+      std::string described = fmt::format("{} as {} {} processes", runtime::parallelPlanText(parallel, batch),
+                                          processes->size(), processes->backend());
+      return processRunner(*processes, {training, std::move(parallel), options, data.recipe()},
+                           passes::simulatorOptions(*cluster), std::move(described),
+                           predictedMemory(plan, static_cast<int>(devices)));
+    }
     return parallelRunner(training, std::move(parallel), options, passes::simulatorOptions(host), text,
                           predictedMemory(plan, static_cast<int>(devices)));
   } catch (const std::runtime_error& error) {
@@ -317,7 +345,7 @@ Value train(Evaluator& ev, BoundArgs& a) {
            a.callSpan);
   }
   requireMemory(ev, training.graph, batch, a.callSpan);
-  std::unique_ptr<StepRunner> runner = makeRunner(a, traced.tracer->graph, training, batch);
+  std::unique_ptr<StepRunner> runner = makeRunner(ev, a, traced.tracer->graph, training, batch, *data);
   std::unique_ptr<StepRunner> reference;
   // The serial reference has nothing to be verified against.
   if (boolArg(a, kVerify, "verify") && runner->parallel()) reference = serialRunner(training, batch);

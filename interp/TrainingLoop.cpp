@@ -116,9 +116,9 @@ void verifyState(const TrainingLoop& loop, const StepRunner& runner, const StepR
   }
 }
 
-void saveCheckpoint(Evaluator& ev, const TrainingLoop& loop, const StepRunner& runner, std::int64_t step) {
+void saveCheckpoint(Evaluator& ev, const TrainingLoop& loop, StepRunner& runner, std::int64_t step) {
   try {
-    runtime::writeCheckpoint(*loop.checkpoint, step, checkpointInfo(loop, runner), runner.shards());
+    runner.saveCheckpoint(*loop.checkpoint, step, checkpointInfo(loop, runner));
   } catch (const std::exception& e) {
     failAt(DiagnosticKind::CheckpointError, fmt::format("cannot write the checkpoint of step {}: {}", step, e.what()),
            loop.checkpointSpan);

@@ -1,10 +1,23 @@
 #include "interp/TrainingRunners.h"
 
+#include "runtime/distributed/ProcessTrainer.h"
 #include "runtime/reference/SerialExecutor.h"
 #include "runtime/sim/SimTrace.h"
 
 namespace meshflow::interp {
 namespace {
+
+// A step as it ran on the plan's devices, in p.save_trace's format.
+std::optional<nlohmann::json> measuredTrace(const ir::Program& program,
+                                            const std::optional<runtime::ParallelStepResult>& last) {
+  if (!last) return std::nullopt;
+  runtime::sim::SimulationResult measured;
+  measured.makespan = last->seconds;
+  measured.timeline.resize(program.devices.size());
+  for (std::size_t d = 0; d < last->devices.size() && d < measured.timeline.size(); ++d)
+    measured.timeline[d] = last->devices[d].timeline;
+  return runtime::sim::simulationTrace(program, measured);
+}
 
 class SerialRunner final : public StepRunner {
  public:
@@ -20,7 +33,9 @@ class SerialRunner final : public StepRunner {
     return it == state_.end() ? std::nullopt : std::optional<runtime::Tensor>(it->second);
   }
   void setState(const runtime::TensorMap& state) override { state_ = state; }
-  std::vector<runtime::DeviceShard> shards() const override { return {runtime::wholeTensorShard(0, state_)}; }
+  void saveCheckpoint(const std::filesystem::path& dir, std::int64_t step, const nlohmann::json& info) override {
+    runtime::writeCheckpoint(dir, step, info, {runtime::wholeTensorShard(0, state_)});
+  }
   bool parallel() const override { return false; }
   std::string describe() const override { return "the serial reference on 1 device"; }
 
@@ -49,7 +64,9 @@ class ParallelRunner final : public StepRunner {
     return trainer_.replicatedState(name);
   }
   void setState(const runtime::TensorMap& state) override { trainer_.setState(state); }
-  std::vector<runtime::DeviceShard> shards() const override { return trainer_.shards(); }
+  void saveCheckpoint(const std::filesystem::path& dir, std::int64_t step, const nlohmann::json& info) override {
+    runtime::writeCheckpoint(dir, step, info, trainer_.shards());
+  }
   bool parallel() const override { return true; }
   std::optional<double> predictedSeconds() const override { return predicted_; }
   std::vector<runtime::MemoryStats> lastMemory() const override {
@@ -58,15 +75,7 @@ class ParallelRunner final : public StepRunner {
   std::vector<double> predictedMemory() const override { return predictedMemory_; }
   std::string describe() const override { return description_; }
 
-  std::optional<nlohmann::json> lastStepTrace() const override {
-    if (!last_) return std::nullopt;
-    runtime::sim::SimulationResult measured;
-    measured.makespan = last_->seconds;
-    measured.timeline.resize(trainer_.program().devices.size());
-    for (std::size_t d = 0; d < last_->devices.size() && d < measured.timeline.size(); ++d)
-      measured.timeline[d] = last_->devices[d].timeline;
-    return runtime::sim::simulationTrace(trainer_.program(), measured);
-  }
+  std::optional<nlohmann::json> lastStepTrace() const override { return measuredTrace(trainer_.program(), last_); }
 
  private:
   runtime::ParallelTrainer trainer_;
@@ -76,7 +85,59 @@ class ParallelRunner final : public StepRunner {
   std::vector<double> predictedMemory_;
 };
 
+// A plan on the processes of a job: the controller's view. The trace of a
+// step is not gathered from the workers (only their times and memory).
+class ProcessRunner final : public StepRunner {
+ public:
+  ProcessRunner(runtime::ProcessGroup& group, runtime::TrainingJob job,
+                std::optional<runtime::sim::SimulatorOptions> simulator, std::string description,
+                std::vector<double> predictedMemory)
+      : trainer_(group, std::move(job)),
+        description_(std::move(description)),
+        predictedMemory_(std::move(predictedMemory)) {
+    if (simulator) predicted_ = runtime::sim::simulate(trainer_.program(), *simulator).makespan;
+  }
+
+  double step(const runtime::TensorMap& batch, std::int64_t step) override {
+    last_ = trainer_.step(batch, step);
+    return last_->loss;
+  }
+  runtime::TensorMap state() const override { return trainer_.state(); }
+  std::optional<runtime::Tensor> stateTensor(const std::string& name) const override {
+    return trainer_.replicatedState(name);
+  }
+  void setState(const runtime::TensorMap& state) override { trainer_.setState(state); }
+  void saveCheckpoint(const std::filesystem::path& dir, std::int64_t step, const nlohmann::json& info) override {
+    trainer_.saveCheckpoint(dir, step, info);
+  }
+  bool parallel() const override { return true; }
+  std::optional<double> predictedSeconds() const override { return predicted_; }
+  std::vector<runtime::MemoryStats> lastMemory() const override {
+    return last_ ? last_->memory : std::vector<runtime::MemoryStats>{};
+  }
+  std::vector<double> predictedMemory() const override { return predictedMemory_; }
+  std::string describe() const override { return description_; }
+  /// Each device's instructions timed from when its process began the step
+  /// (the processes begin within a control message's latency of each other).
+  std::optional<nlohmann::json> lastStepTrace() const override { return measuredTrace(trainer_.program(), last_); }
+
+ private:
+  // Gathering the state asks the workers; it changes nothing a caller sees.
+  mutable runtime::ProcessTrainer trainer_;
+  std::optional<runtime::ParallelStepResult> last_;
+  std::optional<double> predicted_;
+  std::string description_;
+  std::vector<double> predictedMemory_;
+};
+
 }  // namespace
+
+std::unique_ptr<StepRunner> processRunner(runtime::ProcessGroup& group, runtime::TrainingJob job,
+                                          std::optional<runtime::sim::SimulatorOptions> simulator,
+                                          std::string description, std::vector<double> predictedMemory) {
+  return std::make_unique<ProcessRunner>(group, std::move(job), simulator, std::move(description),
+                                         std::move(predictedMemory));
+}
 
 std::unique_ptr<StepRunner> serialRunner(const passes::TrainingGraph& training, std::int64_t batch) {
   return std::make_unique<SerialRunner>(training, batch);

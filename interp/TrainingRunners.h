@@ -3,6 +3,7 @@
 // progress, verification, checkpoints) is written once (interp/TrainingLoop.h).
 #pragma once
 
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -12,6 +13,8 @@
 
 #include "passes/Autodiff.h"
 #include "runtime/checkpoint/Checkpoint.h"
+#include "runtime/distributed/ProcessGroup.h"
+#include "runtime/distributed/TrainingJob.h"
 #include "runtime/parallel/ParallelTrainer.h"
 #include "runtime/sim/Simulator.h"
 
@@ -26,7 +29,8 @@ class StepRunner {
   /// One replicated state tensor (the loss scale), cheaper than state().
   virtual std::optional<runtime::Tensor> stateTensor(const std::string& name) const = 0;
   virtual void setState(const runtime::TensorMap& state) = 0;
-  virtual std::vector<runtime::DeviceShard> shards() const = 0;
+  /// Writes the state as checkpoint `step` in `dir` (runtime/checkpoint/Checkpoint.h).
+  virtual void saveCheckpoint(const std::filesystem::path& dir, std::int64_t step, const nlohmann::json& info) = 0;
   /// True for a plan on the parallel runtime, false for the serial reference.
   virtual bool parallel() const = 0;
   /// Seconds the simulator predicts for a step, when there is a plan.
@@ -52,5 +56,11 @@ std::unique_ptr<StepRunner> parallelRunner(const passes::TrainingGraph& training
                                            runtime::ParallelOptions options,
                                            std::optional<runtime::sim::SimulatorOptions> simulator,
                                            std::string description, std::vector<double> predictedMemory);
+
+/// A plan run by the processes of `group` (the mpi backend), this process
+/// their controller: the same as parallelRunner, the devices in processes.
+std::unique_ptr<StepRunner> processRunner(runtime::ProcessGroup& group, runtime::TrainingJob job,
+                                          std::optional<runtime::sim::SimulatorOptions> simulator,
+                                          std::string description, std::vector<double> predictedMemory);
 
 }  // namespace meshflow::interp

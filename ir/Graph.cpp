@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <array>
+#include <stdexcept>
 #include <utility>
 
 namespace meshflow::ir {
@@ -148,6 +149,24 @@ OpId Graph::addOp(Op op, const std::vector<TensorType>& outputTypes) {
   }
   ops_.push_back(std::move(op));
   return id;
+}
+
+Graph Graph::assemble(std::vector<Op> ops, std::vector<ValueInfo> values, std::vector<ValueId> outputs) {
+  auto check = [](bool ok, const char* what) {
+    if (!ok) throw std::invalid_argument(std::string("a graph whose ") + what);
+  };
+  for (std::size_t o = 0; o < ops.size(); ++o) {
+    for (ValueId v : ops[o].inputs) check(v < values.size(), "op reads a value it does not have");
+    for (ValueId v : ops[o].outputs)
+      check(v < values.size() && values[v].producer == o, "op makes a value that names another producer");
+  }
+  for (const ValueInfo& value : values) check(value.producer < ops.size(), "value has no producer");
+  for (ValueId v : outputs) check(v < values.size(), "outputs name a value it does not have");
+  Graph graph;
+  graph.ops_ = std::move(ops);
+  graph.values_ = std::move(values);
+  graph.outputs = std::move(outputs);
+  return graph;
 }
 
 bool flagAttr(const Op& op, const std::string& name) {

@@ -171,6 +171,10 @@ class Graph {
  public:
   /// Appends an op producing values of `outputTypes`; returns its id.
   OpId addOp(Op op, const std::vector<TensorType>& outputTypes);
+  /// A graph from its ops and values as another process sent them (the mpi
+  /// backend's jobs). Throws std::invalid_argument when an op reads or makes
+  /// a value it does not have, or a value's producer does not list it.
+  static Graph assemble(std::vector<Op> ops, std::vector<ValueInfo> values, std::vector<ValueId> outputs);
 
   const std::vector<Op>& ops() const { return ops_; }
   std::vector<Op>& ops() { return ops_; }

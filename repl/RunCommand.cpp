@@ -3,6 +3,7 @@
 
 #include <iostream>
 
+#include "repl/Backends.h"
 #include "repl/Commands.h"
 #include "repl/Interrupts.h"
 #include "repl/ScriptOptions.h"
@@ -29,14 +30,17 @@ int runOrCheck(Args args, std::ostream& out, std::ostream& err, bool justCheck) 
   }
   applyDefaultFileAccess(*options);
   options->config.write = [&out](std::string_view text) { out << text << std::flush; };
-  Interpreter interpreter(options->config);
-  // Ctrl-C stops the script at its next step (training: between steps).
-  InterruptOnSigint interrupts([](void* i) { static_cast<Interpreter*>(i)->interrupt(); },
-                               &interpreter);
-  Status status = justCheck ? interpreter.checkFile(options->file)
-                            : interpreter.evalFile(options->file);
-  err << styledFor(STDERR_FILENO, renderAll(status.diagnostics));
-  return status.ok ? 0 : 1;
+  auto script = [&](Config& config) {
+    Interpreter interpreter(config);
+    // Ctrl-C stops the script at its next step (training: between steps).
+    InterruptOnSigint interrupts([](void* i) { static_cast<Interpreter*>(i)->interrupt(); },
+                                 &interpreter);
+    Status status = justCheck ? interpreter.checkFile(options->file) : interpreter.evalFile(options->file);
+    err << styledFor(STDERR_FILENO, renderAll(status.diagnostics));
+    return status;
+  };
+  if (justCheck) return script(options->config).ok ? 0 : 1;
+  return runOnBackend(*options, err, script);
 }
 
 }  // namespace

@@ -42,6 +42,11 @@ const char* scriptOptionsHelp() {
          "  --max-steps N         stop after N evaluation steps (default 100000000)\n"
          "  --max-call-depth N    stop when calls nest deeper than N (default 1000)\n"
          "  --max-memory BYTES    stop when values hold more than BYTES, e.g. 2GB (default 4GiB)\n"
+         "  --backend NAME        where train() runs plans: cpu (default: threads of this\n"
+         "                        process), mpi (one process per device, under mpirun or\n"
+         "                        srun), cuda\n"
+         "  --timeout SECONDS     mpi: how long a device waits for a peer before the run\n"
+         "                        stops with an error (default 300)\n"
          "  -h, --help            show this help\n"
          "\nBy default a script may read files under its own folder and the current\n"
          "folder, and write files under the current folder.\n";
@@ -79,6 +84,18 @@ std::optional<ScriptOptions> parseScriptOptions(Args args, bool wantsFile, std::
     } else if (arg == "--max-memory") {
       const std::string* v = value();
       if (!v || !parseBytes(*v, options.config.limits.maxMemoryBytes)) return v ? bad(*v) : std::nullopt;
+    } else if (arg == "--backend") {
+      const std::string* v = value();
+      if (!v) return std::nullopt;
+      if (*v != "cpu" && *v != "mpi" && *v != "cuda") return bad(*v);
+      options.backend = *v;
+    } else if (arg == "--timeout") {
+      const std::string* v = value();
+      double seconds = 0;
+      if (!v) return std::nullopt;
+      auto [end, error] = std::from_chars(v->data(), v->data() + v->size(), seconds);
+      if (error != std::errc() || end != v->data() + v->size() || !(seconds > 0) || seconds > 1e6) return bad(*v);
+      options.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000));
     } else if (!arg.empty() && arg[0] == '-' && arg != "-") {
       err << "meshflow: unknown option '" << arg << "'\n";
       return std::nullopt;

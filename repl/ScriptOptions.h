@@ -1,6 +1,7 @@
 // Command-line options shared by `run`, `check` and `repl`: file access and limits.
 #pragma once
 
+#include <chrono>
 #include <optional>
 #include <string>
 
@@ -13,6 +14,11 @@ struct ScriptOptions {
   Config config;
   std::string file;  // empty when none was given
   bool help = false;
+  /// Where train() runs plans: "cpu" (threads of this process), "mpi" (one
+  /// process per device) or "cuda" (docs/distributed.md).
+  std::string backend = "cpu";
+  /// How long a device of the mpi backend waits for a peer before it fails.
+  std::chrono::milliseconds timeout = std::chrono::minutes(5);
 };
 
 /// Parses `args`; on a usage error writes it to `err` and returns nullopt.

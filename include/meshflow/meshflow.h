@@ -29,6 +29,9 @@ namespace meshflow {
 namespace interp {
 class InterpreterState;
 }
+namespace runtime {
+class ProcessGroup;
+}
 
 /// Budgets that stop a runaway script with a diagnostic instead of a hang or a crash.
 struct Limits {
@@ -60,6 +63,12 @@ struct Config {
   /// Status saying what it replaced, as the REPL does. Off: a Redefinition error.
   bool allowRedefinition = false;
   void* userData = nullptr;
+  /// Where train() runs a plan's devices: null (the default) for threads of
+  /// this process, the cpu backend. `meshflow run --backend mpi` sets the
+  /// processes of its MPI job (runtime/distributed/ProcessGroup.h): this
+  /// interpreter is their controller and each process runs one device
+  /// (docs/distributed.md).
+  std::shared_ptr<runtime::ProcessGroup> processes;
 };
 
 /// The outcome of eval or call.

@@ -38,6 +38,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
@@ -134,6 +135,34 @@ void writeCheckpoint(const std::filesystem::path& dir, std::int64_t step,
 void writeCheckpoint(const std::filesystem::path& dir, std::int64_t step,
                      const nlohmann::json& info, const std::vector<DeviceShard>& shards,
                      int keep = 2);
+
+/// A checkpoint written by several processes at once (the mpi backend,
+/// docs/distributed.md). The controller begins it; every process writes the
+/// shard files of its devices into the temporary directory begin returned,
+/// each file synced before writeShardFile returns; the controller then
+/// commits it once every process has: meta.json, the rename into place,
+/// `latest` and pruning, as writeCheckpoint does. A process that dies before
+/// the commit leaves a temporary that the next write prunes, and `latest`
+/// still names the previous checkpoint.
+struct WrittenShardFile {
+  std::string name;
+  std::uint64_t bytes = 0;
+  std::string checksum;
+  /// Every tensor the file holds a piece of, with its dtype and global shape.
+  std::map<std::string, std::pair<ir::DType, Shape>> tensors;
+};
+
+/// Throws as writeCheckpoint for a bad step, keep or info, or a step that is
+/// already the latest.
+std::filesystem::path beginCheckpoint(const std::filesystem::path& dir, std::int64_t step,
+                                      const nlohmann::json& info, int keep);
+WrittenShardFile writeShardFile(const std::filesystem::path& temp, const DeviceShard& shard);
+/// Throws std::invalid_argument when two files disagree on a tensor's dtype
+/// or shape (nothing is committed then).
+void commitCheckpoint(const std::filesystem::path& dir, const std::filesystem::path& temp, std::int64_t step,
+                      const nlohmann::json& info, const std::vector<WrittenShardFile>& files, int keep);
+/// Removes a begun checkpoint that will not be committed (best effort).
+void abandonCheckpoint(const std::filesystem::path& temp);
 
 struct LoadedCheckpoint {
   std::int64_t step = 0;

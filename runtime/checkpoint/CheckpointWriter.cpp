@@ -206,6 +206,52 @@ void writeCheckpoint(const fs::path& dir, std::int64_t step, const nlohmann::jso
   prune(dir, step, options.keep);
 }
 
+fs::path beginCheckpoint(const fs::path& dir, std::int64_t step, const nlohmann::json& info, int keep) {
+  validateArguments(step, info, {}, keep);
+  prepareDirectory(dir);
+  refuseRewritingLatest(dir, step);
+  const fs::path temp = dir / temporaryDirectoryName(step);
+  fs::create_directory(temp);
+  return temp;
+}
+
+WrittenShardFile writeShardFile(const fs::path& temp, const DeviceShard& shard) {
+  std::vector<const ShardPiece*> pieces;
+  WrittenShardFile written{shardFileName(shard.device), 0, {}, {}};
+  for (const ShardPiece& piece : shard.pieces) {
+    pieces.push_back(&piece);
+    written.tensors.emplace(piece.name, std::pair{piece.tensor.dtype(), piece.globalShape});
+  }
+  const Bytes bytes = encodeShard(pieces);
+  writeFileDurably(temp / written.name, bytes);
+  written.bytes = bytes.size();
+  written.checksum = checksumText(fnv1a64(bytes));
+  return written;
+}
+
+void commitCheckpoint(const fs::path& dir, const fs::path& temp, std::int64_t step, const nlohmann::json& info,
+                      const std::vector<WrittenShardFile>& files, int keep) {
+  CheckpointMeta meta{step, info, {}, {}};
+  for (const WrittenShardFile& file : files) {
+    for (const auto& [name, type] : file.tensors) {
+      auto [it, added] = meta.tensors.emplace(name, TensorEntry{type.first, type.second});
+      if (!added && (it->second.dtype != type.first || it->second.shape != type.second))
+        refuse(fmt::format("tensor '{}' has another dtype or shape in {}", name, file.name));
+    }
+    meta.files.push_back({file.name, file.bytes, file.checksum});
+  }
+  writeFileDurably(temp / kMetaFile, metaText(meta));
+  syncDirectory(temp);
+  moveIntoPlace(temp, dir / stepDirectoryName(step), dir);
+  replaceFileDurably(dir / kLatestFile, stepDirectoryName(step) + "\n", dir / temporaryLatestName());
+  prune(dir, step, keep);
+}
+
+void abandonCheckpoint(const fs::path& temp) {
+  std::error_code ignored;
+  fs::remove_all(temp, ignored);
+}
+
 void writeCheckpoint(const fs::path& dir, std::int64_t step, const nlohmann::json& info,
                      const std::vector<DeviceShard>& shards, int keep) {
   writeCheckpoint(dir, step, info, shards, CheckpointWriteOptions{keep, {}});

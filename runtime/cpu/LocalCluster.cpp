@@ -571,7 +571,7 @@ Communicator& LocalCluster::communicator(int device) {
   return *endpoints_[static_cast<std::size_t>(device)];
 }
 
-CoreGate& LocalCluster::cores() { return world_->cores; }
+CoreGate* LocalCluster::cores() { return &world_->cores; }
 
 void LocalCluster::abort(const std::string& reason) { world_->abort(reason); }
 

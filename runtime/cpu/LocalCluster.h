@@ -19,6 +19,7 @@
 #include "runtime/Communicator.h"
 #include "runtime/cpu/CoreGate.h"
 #include "runtime/cpu/DeviceThreads.h"
+#include "runtime/parallel/DeviceHost.h"
 
 namespace meshflow::runtime::cpu {
 
@@ -55,7 +56,7 @@ class DeviceFailure : public std::runtime_error {
 /// Each device's communicator may be used by one thread at a time (its device's
 /// thread); different devices' communicators may be used concurrently. The cluster
 /// must outlive every use of its communicators.
-class LocalCluster {
+class LocalCluster final : public DeviceHost {
  public:
   /// Throws std::invalid_argument for fewer than one device or a timeout <= 0.
   explicit LocalCluster(LocalClusterOptions options);
@@ -65,10 +66,12 @@ class LocalCluster {
 
   int deviceCount() const;
   /// Throws std::out_of_range for a device outside [0, deviceCount()).
-  Communicator& communicator(int device);
+  Communicator& communicator(int device) override;
+  /// Every device runs here.
+  bool runsHere(int device) const override { return device >= 0 && device < deviceCount(); }
   /// The cores the devices share: a body holds one while it runs (not while
   /// it waits for a message or a collective).
-  CoreGate& cores();
+  CoreGate* cores() override;
 
   /// Wakes every blocked communication, and fails every later one, with
   /// CommError (Aborted) "... aborted: <reason>". The first reason is kept; an
@@ -85,7 +88,7 @@ class LocalCluster {
   /// every failure is one (abort was called from outside), the first recorded.
   /// If a device thread cannot be started, the cluster is aborted, the started
   /// threads are stopped and the std::system_error is rethrown. One run at a time.
-  void run(const std::function<void(int device)>& body);
+  void run(const std::function<void(int device)>& body) override;
 
  private:
   std::unique_ptr<LocalWorld> world_;

@@ -19,6 +19,16 @@ class DataError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// How another process makes the same source, reading what it reads itself
+/// (the mpi backend's workers): `synthetic` from its seed, or `text` from the
+/// file at `file`.
+struct DataRecipe {
+  std::string kind;  ///< "synthetic" or "text"
+  std::uint64_t seed = 0;
+  std::string name;  ///< As the script named it (text only).
+  std::string file;  ///< The file to read (text only).
+};
+
 class DataSource {
  public:
   virtual ~DataSource() = default;
@@ -28,6 +38,7 @@ class DataSource {
                                               std::int64_t step) const = 0;
   /// One line for progress output and printing: `text(/path, 35149 characters)`.
   virtual std::string describe() const = 0;
+  virtual DataRecipe recipe() const = 0;
 };
 
 /// Random inputs from a seed: f32 inputs are standard normal; i32 inputs are
@@ -40,7 +51,12 @@ std::unique_ptr<DataSource> syntheticData(std::uint64_t seed);
 /// vocabulary has 96 entries); input `tokens` holds windows of the text and
 /// `labels` the characters that follow them. Windows advance through the text
 /// step by step. Throws DataError for text shorter than one window plus one.
-std::unique_ptr<DataSource> textData(std::string name, std::string text);
+/// `file`: where the text was read from, for recipe() (default: `name`).
+std::unique_ptr<DataSource> textData(std::string name, std::string text, std::string file = {});
+
+/// The source `recipe` describes; a text file is read now. Throws DataError
+/// naming the file when it cannot be read, or for an unknown kind.
+std::unique_ptr<DataSource> dataFromRecipe(const DataRecipe& recipe);
 
 /// The vocabulary size of textData's encoding.
 inline constexpr std::int32_t kTextVocabulary = 96;

@@ -48,6 +48,7 @@ class SyntheticData final : public DataSource {
   }
 
   std::string describe() const override { return fmt::format("synthetic(seed = {})", seed_); }
+  DataRecipe recipe() const override { return {"synthetic", seed_, {}, {}}; }
 
  private:
   std::uint64_t seed_;

@@ -1,5 +1,8 @@
 #include <fmt/format.h>
 
+#include <fstream>
+#include <sstream>
+
 #include "runtime/data/DataSource.h"
 
 namespace meshflow::runtime {
@@ -7,7 +10,7 @@ namespace {
 
 class TextData final : public DataSource {
  public:
-  TextData(std::string name, std::string text) : name_(std::move(name)) {
+  TextData(std::string name, std::string text, std::string file) : name_(std::move(name)), file_(std::move(file)) {
     tokens_.reserve(text.size());
     for (unsigned char c : text) tokens_.push_back(encodeCharacter(c));
   }
@@ -51,8 +54,10 @@ class TextData final : public DataSource {
     return fmt::format("text({}, {} characters)", name_, tokens_.size());
   }
 
+  DataRecipe recipe() const override { return {"text", 0, name_, file_}; }
+
  private:
-  std::string name_;
+  std::string name_, file_;
   std::vector<std::int32_t> tokens_;
 };
 
@@ -64,9 +69,20 @@ std::int32_t encodeCharacter(unsigned char c) {
   return '?' - 31;
 }
 
-std::unique_ptr<DataSource> textData(std::string name, std::string text) {
+std::unique_ptr<DataSource> textData(std::string name, std::string text, std::string file) {
   if (text.empty()) throw DataError(fmt::format("{} is empty", name));
-  return std::make_unique<TextData>(std::move(name), std::move(text));
+  if (file.empty()) file = name;
+  return std::make_unique<TextData>(std::move(name), std::move(text), std::move(file));
+}
+
+std::unique_ptr<DataSource> dataFromRecipe(const DataRecipe& recipe) {
+  if (recipe.kind == "synthetic") return syntheticData(recipe.seed);
+  if (recipe.kind != "text") throw DataError(fmt::format("unknown data source '{}'", recipe.kind));
+  std::ifstream in(recipe.file, std::ios::binary);
+  if (!in) throw DataError(fmt::format("cannot read '{}'", recipe.file));
+  std::ostringstream contents;
+  contents << in.rdbuf();
+  return textData(recipe.name, contents.str(), recipe.file);
 }
 
 }  // namespace meshflow::runtime

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <set>
 
 #include "passes/Lowering.h"
 #include "passes/schedules/Schedules.h"
@@ -95,8 +96,8 @@ passes::Recompute ParallelPlan::recomputeOf(int vs) const {
 }
 
 ParallelTrainer::ParallelTrainer(const passes::TrainingGraph& training, ParallelPlan plan,
-                                 ParallelOptions options)
-    : training_(training), plan_(std::move(plan)), options_(options) {
+                                 ParallelOptions options, std::unique_ptr<DeviceHost> host)
+    : training_(training), plan_(std::move(plan)), options_(options), host_(std::move(host)) {
   const int ranks = static_cast<int>(plan_.rankDevices.size());
   if (ranks < 1 || plan_.virtualStages % ranks != 0)
     throw ParallelRunError(fmt::format("{} virtual stages cannot be spread over {} pipeline ranks",
@@ -169,7 +170,8 @@ ParallelTrainer::ParallelTrainer(const passes::TrainingGraph& training, Parallel
   optimizerState_ = optimizerStateOf(training_.graph);
   deviceState_.resize(static_cast<std::size_t>(devices));
   for (int d = 0; d < devices; ++d) memory_.push_back(std::make_shared<DeviceMemory>(d, options_.deviceMemory));
-  cluster_ = std::make_unique<cpu::LocalCluster>(cpu::LocalClusterOptions{devices, options_.timeout, options_.hostCores});
+  if (!host_)
+    host_ = std::make_unique<cpu::LocalCluster>(cpu::LocalClusterOptions{devices, options_.timeout, options_.hostCores});
 }
 
 ParallelTrainer::~ParallelTrainer() = default;
@@ -239,7 +241,7 @@ void ParallelTrainer::setState(const TensorMap& state) {
   for (std::size_t d = 0; d < deviceState_.size(); ++d) {
     TensorMap& mine = deviceState_[d];
     mine.clear();
-    if (rankOf_[d] < 0) continue;
+    if (rankOf_[d] < 0 || !host_->runsHere(static_cast<int>(d))) continue;
     const SpmdRunner* spmd = spmd_[static_cast<std::size_t>(rankOf_[d])].get();
     for (int vs : stagesOfRank_[static_cast<std::size_t>(rankOf_[d])]) {
       const passes::StagePiece& piece = partition_.stages[static_cast<std::size_t>(vs)];
@@ -310,16 +312,50 @@ Tensor ParallelTrainer::wholeBox(const HeldState& s, int rank, int member) const
   return box;
 }
 
-std::vector<DeviceShard> ParallelTrainer::shards() const {
+const TensorMap& ParallelTrainer::deviceState(int device) const {
+  return deviceState_.at(static_cast<std::size_t>(device));
+}
+
+void ParallelTrainer::setDeviceState(int device, TensorMap held) {
+  deviceState_.at(static_cast<std::size_t>(device)) = std::move(held);
+}
+
+std::vector<int> ParallelTrainer::planDevices() const {
+  std::vector<int> devices;
+  for (const auto& rank : plan_.rankDevices) devices.insert(devices.end(), rank.begin(), rank.end());
+  std::sort(devices.begin(), devices.end());
+  return devices;
+}
+
+std::optional<ParallelTrainer::PieceKey> ParallelTrainer::pieceKey(int device, const HeldState& s) const {
+  const MeshPlace place = placeOf(device);
+  const Shape block = localShape(s.spec, s.shape, place);
+  PieceKey key{s.name, shardOffset(s.spec, s.shape, place), block, -1};
+  if (!s.flat) return key;
+  const std::int64_t n = shapeElements(block), c = flatShardSize(n, replicas());
+  key.flatBegin = std::int64_t{replicaOf(device)} * c;
+  if (key.flatBegin >= n) return std::nullopt;  // this replica's shard holds none of it
+  return key;
+}
+
+std::vector<DeviceShard> ParallelTrainer::shards(bool storedOnce) const {
   std::vector<DeviceShard> shards;
   for (std::size_t d = 0; d < deviceState_.size(); ++d) {
     if (deviceState_[d].empty()) continue;
+    // The pieces the plan's lower-numbered devices hold too (replicas).
+    std::set<PieceKey> lower;
+    if (storedOnce)
+      for (int other : planDevices())
+        if (other < static_cast<int>(d))
+          for (const HeldState& s : heldState(other))
+            if (auto key = pieceKey(other, s)) lower.insert(*key);
     DeviceShard shard{static_cast<int>(d), {}};
     MeshPlace place = placeOf(static_cast<int>(d));
     for (const HeldState& s : heldState(static_cast<int>(d))) {
-      ShardPiece piece{s.name, s.shape, shardOffset(s.spec, s.shape, place), deviceState_[d].at(s.name), {}};
-      if (s.flat && !flatPiece(piece, localShape(s.spec, s.shape, place), replicaOf(static_cast<int>(d)), replicas()))
-        continue;
+      std::optional<PieceKey> key = pieceKey(static_cast<int>(d), s);
+      if (!key || lower.count(*key)) continue;
+      ShardPiece piece{s.name, s.shape, key->offset, deviceState_[d].at(s.name), {}};
+      if (s.flat && !flatPiece(piece, key->block, replicaOf(static_cast<int>(d)), replicas())) continue;
       shard.pieces.push_back(std::move(piece));
     }
     shards.push_back(std::move(shard));
@@ -388,7 +424,7 @@ ParallelStepResult ParallelTrainer::step(const TensorMap& batch, std::int64_t st
   const std::vector<float> lossScales = shareLossScale();
   auto start = std::chrono::steady_clock::now();
   try {
-    cluster_->run([&](int device) {
+    host_->run([&](int device) {
       auto d = static_cast<std::size_t>(device);
       if (slotOf_[d] < 0) return;
       const int slot = slotOf_[d], rank = rankOf_[d];
@@ -406,8 +442,8 @@ ParallelStepResult ParallelTrainer::step(const TensorMap& batch, std::int64_t st
       s.mesh = placeOf(device);
       s.shardedCarries = plan_.sameMeshes();
       s.members = &members_;
-      s.comm = &cluster_->communicator(device);
-      s.cores = &cluster_->cores();
+      s.comm = &host_->communicator(device);
+      s.cores = host_->cores();
       s.state = &deviceState_[d];
       s.memory = memory_[d];
       s.microbatches = &inputs[static_cast<std::size_t>(slot / n)];
@@ -426,7 +462,14 @@ ParallelStepResult ParallelTrainer::step(const TensorMap& batch, std::int64_t st
     restoreLossScale(lossScales);
     // The executor's messages already name the device, step and instruction.
     const std::string& detail = failure.detail();
-    throw ParallelRunError(detail.rfind("device ", 0) == 0 ? detail : failure.what());
+    bool aborted = false;
+    try {
+      std::rethrow_exception(failure.cause());
+    } catch (const CommError& e) {
+      aborted = e.kind() == CommError::Kind::Aborted;
+    } catch (...) {
+    }
+    throw ParallelRunError(detail.rfind("device ", 0) == 0 ? detail : failure.what(), aborted);
   }
   restoreLossScale(lossScales);
   ParallelStepResult result;
@@ -439,6 +482,8 @@ ParallelStepResult ParallelTrainer::step(const TensorMap& batch, std::int64_t st
     result.devices.push_back(r.times);
   }
   for (const auto& memory : memory_) result.memory.push_back(memory->stats());
+  result.lossSum = sum;
+  result.losses = count;
   result.loss = count ? sum / count : 0;
   return result;
 }

@@ -27,13 +27,11 @@
 #include "passes/StagePartition.h"
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/parallel/DeviceExecutor.h"
+#include "runtime/parallel/DeviceHost.h"
 #include "runtime/parallel/SpmdRunner.h"
 
 namespace meshflow::runtime {
 
-namespace cpu {
-class LocalCluster;
-}
 
 /// What the runtime executes: stages, devices and the schedule.
 struct ParallelPlan {
@@ -101,11 +99,22 @@ struct ParallelOptions {
 /// names the device, step and instruction).
 class ParallelRunError : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit ParallelRunError(const std::string& message, bool aborted = false)
+      : std::runtime_error(message), aborted_(aborted) {}
+  /// The step failed here only because another device (in another process)
+  /// failed first and stopped the run: that device's error is the cause.
+  bool aborted() const { return aborted_; }
+
+ private:
+  bool aborted_ = false;
 };
 
 struct ParallelStepResult {
   double loss = 0;     ///< Mean over the step's microbatches and replicas.
+  /// The sum of the microbatch losses the devices here made, and how many:
+  /// what a controller adds up over processes (loss = lossSum / losses).
+  double lossSum = 0;
+  int losses = 0;
   double seconds = 0;  ///< Wall time of the step.
   std::vector<DeviceTimes> devices;
   /// Per device: the bytes its tensors held during the step, by category
@@ -117,7 +126,12 @@ class ParallelTrainer {
  public:
   /// Partitions and lowers; throws ParallelRunError (or StagePartitionError,
   /// LoweringError, ScheduleError) for a plan that does not fit the graph.
-  ParallelTrainer(const passes::TrainingGraph& training, ParallelPlan plan, ParallelOptions options);
+  /// The devices run on `host`: by default every device on a thread of this
+  /// process (cpu::LocalCluster); a host that runs only some devices here
+  /// (the mpi backend) leaves the others' state, steps and results to their
+  /// processes (state(), shards() and step() then see only the devices here).
+  ParallelTrainer(const passes::TrainingGraph& training, ParallelPlan plan, ParallelOptions options,
+                  std::unique_ptr<DeviceHost> host = nullptr);
   ~ParallelTrainer();
 
   /// Hands every device the parameters and optimizer state of its stages.
@@ -134,12 +148,23 @@ class ParallelTrainer {
   /// layout of each parameter), else whole tensors; replicas repeat them,
   /// except a sharded optimizer's state, of which each replica holds a flat
   /// run of each box (a flat piece, without the padding).
-  std::vector<DeviceShard> shards() const;
+  /// With `storedOnce`, a device leaves out the pieces a lower-numbered
+  /// device of the plan holds too (a replica's copies), so that processes
+  /// that each write their devices' pieces store every piece once.
+  std::vector<DeviceShard> shards(bool storedOnce = false) const;
 
   /// Runs training step `step` (1-based) on `batch`, the graph inputs of the
   /// whole step. After a failure the devices' state is inconsistent: resume
   /// from a checkpoint.
   ParallelStepResult step(const TensorMap& batch, std::int64_t step);
+
+  /// What device `device` holds (empty for a device that does not run here),
+  /// and, for a controller assembling the whole state, what another process's
+  /// device holds (state() then counts it).
+  const TensorMap& deviceState(int device) const;
+  void setDeviceState(int device, TensorMap held);
+  /// The devices the plan gives work (every device of every pipeline rank).
+  std::vector<int> planDevices() const;
 
   const ir::Program& program() const { return program_; }
   const passes::StagePartition& partition() const { return partition_; }
@@ -156,6 +181,16 @@ class ParallelTrainer {
     bool flat = false;
   };
   std::vector<HeldState> heldState(int device) const;
+  // Where device's piece of `s` lies: name, offset, block and (flat) the
+  // first element of its run; none when its flat shard holds none of it.
+  struct PieceKey {
+    std::string name;
+    std::vector<std::int64_t> offset;
+    Shape block;
+    std::int64_t flatBegin = -1;
+    auto operator<=>(const PieceKey&) const = default;
+  };
+  std::optional<PieceKey> pieceKey(int device, const HeldState& s) const;
   /// Divides the loss scale each device holds by the step's microbatches ×
   /// replicas for the step; returns what each held before, by device.
   std::vector<float> shareLossScale();
@@ -179,7 +214,7 @@ class ParallelTrainer {
   ir::Program program_;
   std::unique_ptr<OpRunner> runner_;
   std::vector<std::unique_ptr<SpmdRunner>> spmd_;  // per rank; null on a 1 × 1 mesh
-  std::unique_ptr<cpu::LocalCluster> cluster_;
+  std::unique_ptr<DeviceHost> host_;
   std::vector<std::shared_ptr<DeviceMemory>> memory_;  // per device
   std::vector<TensorMap> deviceState_;  // on a mesh of several devices: boxes
   std::vector<std::vector<int>> stagesOfRank_;  // per pipeline rank: its virtual stages

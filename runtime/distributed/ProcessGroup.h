@@ -1,0 +1,42 @@
+// runtime::ProcessGroup — the processes of a launched job (the mpi backend),
+// as the controller (rank 0) and its workers see them: a control channel
+// between the controller and each worker, and a DeviceHost that runs this
+// process's one device (device id = rank). Only the controller runs the
+// script; the workers wait for its commands (runtime/distributed/Worker.h).
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "runtime/parallel/DeviceHost.h"
+
+namespace meshflow::runtime {
+
+class ProcessGroup {
+ public:
+  virtual ~ProcessGroup() = default;
+  /// "mpi": the backend's name for messages.
+  virtual std::string backend() const = 0;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  /// How long a device waits for a message or collective before it fails
+  /// (`meshflow run --timeout`).
+  virtual std::chrono::milliseconds timeout() const { return std::chrono::minutes(5); }
+
+  /// Control messages, in order per (sender, receiver). send never blocks.
+  /// recv waits for the next message from `peer`: without a timeout as long
+  /// as it takes, else at most that long (CommError Timeout); either way it
+  /// ends with CommError(Aborted) when a process calls abort().
+  virtual void send(int peer, std::string bytes) = 0;
+  virtual std::string recv(int peer, std::optional<std::chrono::milliseconds> timeout = std::nullopt) = 0;
+  /// Tells every other process this one failed. Never blocks.
+  virtual void abort(const std::string& reason) = 0;
+
+  /// Runs this process's device, its collectives and messages timing out
+  /// after `timeout`.
+  virtual std::unique_ptr<DeviceHost> deviceHost(std::chrono::milliseconds timeout) = 0;
+};
+
+}  // namespace meshflow::runtime

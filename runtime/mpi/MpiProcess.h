@@ -1,0 +1,74 @@
+// mpi::MpiProcess — this process's place in an MPI job: MPI started once,
+// the Communicator of the one device this process runs (device id = world
+// rank), and a control channel between the controller (rank 0) and the
+// workers, apart from the Program's traffic (docs/distributed.md).
+//
+// Every wait (a recv, a collective, a control message) polls rather than
+// blocks, so it ends with CommError(Timeout) after the timeout, or with
+// CommError(Aborted) as soon as any rank calls abort(), naming that rank and
+// its reason: a failed rank never leaves the others hanging.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "runtime/Communicator.h"
+
+namespace meshflow::runtime::mpi {
+
+struct MpiOptions {
+  /// Longest wait for a message or collective of the Program.
+  std::chrono::milliseconds timeout{std::chrono::minutes(5)};
+  /// Reductions sum in group order, ((x_g0 + x_g1) + x_g2) + ..., as the cpu
+  /// backend does, so results are bit-identical to it; false: MPI_Allreduce's
+  /// own order (faster on many ranks; results within fp32 rounding).
+  bool deterministic = true;
+};
+
+class MpiProcess {
+ public:
+  /// Starts MPI (MPI_Init_thread, at least MPI_THREAD_FUNNELED: only the
+  /// thread that made the MpiProcess calls MPI). One per process.
+  MpiProcess(int* argc, char*** argv, MpiOptions options = {});
+  /// Finalizes MPI (after abort(): without waiting for the others).
+  ~MpiProcess();
+  MpiProcess(const MpiProcess&) = delete;
+  MpiProcess& operator=(const MpiProcess&) = delete;
+
+  int rank() const;
+  int size() const;
+  const MpiOptions& options() const;
+  void setOptions(const MpiOptions& options);
+
+  /// This process's device's endpoint: device() == rank(), deviceCount() ==
+  /// size(); groups are lists of world ranks. Implements every operation of
+  /// runtime/Communicator.h with its semantics (deterministic reductions in
+  /// group order unless options().deterministic is false), and startAllReduce
+  /// without blocking (finish() waits).
+  Communicator& communicator();
+
+  /// Control messages: bytes from the controller to a worker and back, in
+  /// order per (sender, receiver), never mixed with the communicator's.
+  /// sendControl does not block, and sends even after an abort (a worker
+  /// still answers the command that failed). recvControl returns a message
+  /// that has arrived, abort or not; when none has, it waits without a
+  /// timeout when none is given (the controller may run a script for long
+  /// between commands), else at most `timeout` (CommError Timeout), and ends
+  /// with CommError(Aborted) once any rank has aborted.
+  void sendControl(int peer, std::string bytes);
+  std::string recvControl(int peer, std::optional<std::chrono::milliseconds> timeout = std::nullopt);
+
+  /// Tells every other rank that this one failed: their waits end with
+  /// CommError(Aborted) "rank R failed: REASON". Never blocks.
+  void abort(const std::string& reason);
+  /// Ends the job now with exit code `code` on every rank (MPI_Abort).
+  [[noreturn]] void terminate(int code);
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace meshflow::runtime::mpi
