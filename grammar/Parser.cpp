@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "MeshLexer.h"
 #include "MeshParser.h"
@@ -67,6 +68,12 @@ std::optional<interp::SourceSpan> findInvalidUtf8(const interp::SourceFile& file
   return std::nullopt;
 }
 
+Diagnostic neverClosed(const interp::SourceFile& file, const antlr4::Token* bracket) {
+  return interp::makeDiagnostic(DiagnosticKind::SyntaxError,
+                                fmt::format("'{}' opened here is never closed", bracket->getText()),
+                                tokenSpan(file, bracket));
+}
+
 std::string describeToken(const antlr4::Token* token) {
   if (token->getType() == antlr4::Token::EOF) return "end of input";
   if (token->getType() == MeshLexer::NEWLINE) return "end of line";
@@ -105,6 +112,7 @@ class SyntaxErrorCollector : public antlr4::BaseErrorListener {
     // earlier error, more lines cannot make it parse.
     if (offending->getType() == antlr4::Token::EOF && count_ == 0) incomplete_ = true;
     if (++count_ > kMaxSyntaxErrors) return;
+    if (offending->getType() == antlr4::Token::EOF) atEnd_ = out_.size();
     std::string message = "unexpected " + describeToken(offending);
     if (offending->getType() == MeshLexer::UNTERMINATED_STRING)
       message = "unterminated string (a string ends on the line it starts on)";
@@ -115,6 +123,8 @@ class SyntaxErrorCollector : public antlr4::BaseErrorListener {
   }
 
   bool incomplete() const { return incomplete_; }
+  /// The diagnostic reported at the end of the input, if one was.
+  std::optional<std::size_t> atEnd() const { return atEnd_; }
   int count() const { return count_; }
 
  private:
@@ -147,6 +157,7 @@ class SyntaxErrorCollector : public antlr4::BaseErrorListener {
   std::vector<Diagnostic>& out_;
   bool incomplete_ = false;
   int count_ = 0;
+  std::optional<std::size_t> atEnd_;
 };
 
 }  // namespace
@@ -164,11 +175,17 @@ ParseResult parse(std::shared_ptr<const interp::SourceFile> file) {
   lexer.removeErrorListeners();
   auto tokens = lexer.getAllTokens();
   std::vector<std::unique_ptr<antlr4::Token>> filtered;
-  if (auto problem = filterNewlines(tokens, filtered)) {
-    result.diagnostics.push_back(interp::makeDiagnostic(
-        DiagnosticKind::NestingTooDeep,
-        fmt::format("brackets and blocks nest deeper than {} levels", kMaxNesting),
-        tokenSpan(*file, problem->token)));
+  const antlr4::Token* openAtEnd = nullptr;
+  if (auto problem = filterNewlines(tokens, filtered, openAtEnd)) {
+    // Reported once, where the mistake is; the parser's view of the tokens
+    // after it would only be a cascade.
+    result.diagnostics.push_back(
+        problem->kind == FilterProblem::Kind::TooDeep
+            ? interp::makeDiagnostic(
+                  DiagnosticKind::NestingTooDeep,
+                  fmt::format("brackets and blocks nest deeper than {} levels", kMaxNesting),
+                  tokenSpan(*file, problem->token))
+            : neverClosed(*file, problem->token));
     return result;
   }
   // ANTLR's ListTokenSource rejects an empty list: a source with nothing but
@@ -186,6 +203,10 @@ ParseResult parse(std::shared_ptr<const interp::SourceFile> file) {
   parser.addErrorListener(&collector);
   auto* tree = parser.program();
   result.incomplete = collector.incomplete();
+  // Input that ends inside brackets: the error is the bracket left open, not
+  // the end of the input (the REPL still asks for more lines).
+  if (auto atEnd = collector.atEnd(); atEnd && openAtEnd != nullptr)
+    result.diagnostics[*atEnd] = neverClosed(*file, openAtEnd);
   if (collector.count() > kMaxSyntaxErrors)
     result.diagnostics.back().notes.push_back(interp::makeDiagnostic(
         DiagnosticKind::SyntaxError,

@@ -28,19 +28,36 @@ bool opensRecord(const antlr4::Token* previous) {
   return text == ";" || text == "return" || text == "{" || needsRightOperand(text);
 }
 
+// Words that only start a statement: after a line break inside brackets, one
+// of them means the bracket was never closed (`print(f(x)` then `let y = 2`).
+bool startsStatement(const antlr4::Token& token) {
+  static const std::set<std::string> kWords = {"let",   "var", "fn",     "import", "for",
+                                               "while", "if",  "return", "break",  "continue"};
+  return token.getType() != MeshLexer::STRING && kWords.count(token.getText()) > 0;
+}
+
 enum class Open { Paren, Record, Block };
+
+struct OpenBracket {
+  Open kind;
+  const antlr4::Token* token;
+};
 
 }  // namespace
 
 std::optional<FilterProblem> filterNewlines(std::vector<std::unique_ptr<antlr4::Token>>& tokens,
-                                            std::vector<std::unique_ptr<antlr4::Token>>& out) {
-  std::vector<Open> open;
+                                            std::vector<std::unique_ptr<antlr4::Token>>& out,
+                                            const antlr4::Token*& openAtEnd) {
+  std::vector<OpenBracket> open;
   const antlr4::Token* previous = nullptr;  // last token kept
+  openAtEnd = nullptr;
   for (std::size_t i = 0; i < tokens.size(); ++i) {
     auto& token = tokens[i];
     const std::string text = token->getText();
     if (token->getType() == MeshLexer::NEWLINE) {
-      bool insideExpression = !open.empty() && open.back() != Open::Block;
+      bool insideExpression = !open.empty() && open.back().kind != Open::Block;
+      if (insideExpression && i + 1 < tokens.size() && startsStatement(*tokens[i + 1]))
+        return FilterProblem{FilterProblem::Kind::Unclosed, open.back().token};
       bool afterOperator = previous && needsRightOperand(previous->getText());
       bool repeated = !previous || previous->getType() == MeshLexer::NEWLINE;
       bool beforeElse = i + 1 < tokens.size() && tokens[i + 1]->getText() == "else" &&
@@ -54,9 +71,10 @@ std::optional<FilterProblem> filterNewlines(std::vector<std::unique_ptr<antlr4::
         // left unclosed (`fn f(x {`). Forgetting them keeps the newlines after
         // the block as statement ends, and the errors reported later real ones.
         if (kind == Open::Block)
-          while (!open.empty() && open.back() != Open::Block) open.pop_back();
-        open.push_back(kind);
-        if (static_cast<int>(open.size()) > kMaxNesting) return FilterProblem{token.get()};
+          while (!open.empty() && open.back().kind != Open::Block) open.pop_back();
+        open.push_back({kind, token.get()});
+        if (static_cast<int>(open.size()) > kMaxNesting)
+          return FilterProblem{FilterProblem::Kind::TooDeep, token.get()};
       } else if ((text == ")" || text == "]" || text == "}") && !open.empty()) {
         open.pop_back();
       }
@@ -64,6 +82,7 @@ std::optional<FilterProblem> filterNewlines(std::vector<std::unique_ptr<antlr4::
     previous = token.get();
     out.push_back(std::move(token));
   }
+  if (!open.empty()) openAtEnd = open.back().token;
   return std::nullopt;
 }
 

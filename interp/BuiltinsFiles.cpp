@@ -41,7 +41,8 @@ Value writeText(Evaluator& ev, BoundArgs& a) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out << text;
   if (!out)
-    argumentError(a, 0, DiagnosticKind::InvalidValue, fmt::format("cannot write '{}'", path.string()));
+    argumentError(a, 0, DiagnosticKind::InvalidValue,
+                  fmt::format("cannot write '{}': {}", path.string(), whyCannotWrite(path)));
   return Value();
 }
 

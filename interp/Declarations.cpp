@@ -229,6 +229,12 @@ Value boundOf(Evaluator& evaluator, const ast::BinaryExpr& compare,
     failAt(DiagnosticKind::UnitMismatch,
            fmt::format("'{}' is bounded by bytes (such as 70GB), not {}", name, limit.repr()),
            compare.rhs->span);
+  // Refused where it is written, as `microbatches = 0` is, rather than later
+  // as a plan that cannot fit.
+  if (!(limit.quantityValue() > 0))
+    invalid(fmt::format("'{}' must be bounded by a positive amount of bytes, not {}", name,
+                        limit.repr()),
+            compare.rhs->span);
   for (const auto& b : bounds)
     if (b.name == name)
       failAt(DiagnosticKind::Redefinition, fmt::format("'{}' is bounded twice", name), compare.span);

@@ -11,10 +11,27 @@
 
 namespace meshflow::interp {
 
+/// The module a name was defined in, when it reached a scope by `import`: the
+/// same definition reached through two imports is one definition, not a clash.
+/// Each loaded module has one ImportOrigin; bindings share it by pointer.
+struct ImportOrigin {
+  std::string key;   // the module's normalised path
+  std::string name;  // as the import named it: `std.layers`, `blocks`
+};
+
 struct Binding {
+  Binding() = default;
+  Binding(Value value, bool isMutable, SourceSpan definedAt,
+          std::shared_ptr<const ImportOrigin> origin = nullptr)
+      : value(std::move(value)),
+        isMutable(isMutable),
+        definedAt(definedAt),
+        origin(std::move(origin)) {}
+
   Value value;
   bool isMutable = false;
   SourceSpan definedAt;  // invalid for builtins and host definitions
+  std::shared_ptr<const ImportOrigin> origin;  // set for names brought in by `import`
 };
 
 class Environment {

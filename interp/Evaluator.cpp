@@ -84,7 +84,12 @@ std::optional<Value> Evaluator::run(const std::shared_ptr<const ast::Program>& p
   return last;
 }
 
+bool Evaluator::interruptRequested() const {
+  return state_.interrupted.load(std::memory_order_relaxed);
+}
+
 void Evaluator::step() {
+  if (interruptRequested()) throw ScriptError(DiagnosticKind::Interrupted, "interrupted (Ctrl-C)");
   if (++state_.steps > state_.config.limits.maxSteps)
     throw ScriptError(DiagnosticKind::StepLimit,
                       fmt::format("the script ran for more than {} steps without finishing "
@@ -131,11 +136,24 @@ void Evaluator::ensureRoom(std::size_t bytes) {
 }
 
 void Evaluator::define(const EnvPtr& env, const std::string& name, Value value, bool isMutable,
-                       const SourceSpan& span) {
-  if (env->define(name, Binding{std::move(value), isMutable, span})) return;
+                       const SourceSpan& span, std::shared_ptr<const ImportOrigin> origin) {
+  Binding binding{std::move(value), isMutable, span, std::move(origin)};
+  if (env->define(name, binding)) return;
+  Binding* previous = env->findLocal(name);
+  if (state_.config.allowRedefinition && env == state_.globals && previous) {
+    Diagnostic note = makeDiagnostic(DiagnosticKind::Redefinition,
+                                     fmt::format("'{}' replaces its earlier definition", name),
+                                     span, Severity::Note);
+    if (previous->definedAt.valid())
+      note.notes.push_back(makeDiagnostic(DiagnosticKind::Redefinition,
+                                          "the replaced definition was here", previous->definedAt,
+                                          Severity::Note));
+    state_.notes.push_back(std::move(note));
+    *previous = std::move(binding);
+    return;
+  }
   Diagnostic d = makeDiagnostic(DiagnosticKind::Redefinition,
                                 fmt::format("'{}' is already defined in this scope", name), span);
-  const Binding* previous = env->findLocal(name);
   if (previous && previous->definedAt.valid())
     d.notes.push_back(makeDiagnostic(DiagnosticKind::Redefinition, "previous definition is here",
                                      previous->definedAt, Severity::Note));

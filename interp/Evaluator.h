@@ -33,6 +33,8 @@ class Evaluator {
 
   /// Counts one evaluation step and checks the step budget and the native stack.
   void step();
+  /// Whether the host asked the run to stop (Interpreter::interrupt).
+  bool interruptRequested() const;
 
   InterpreterState& state() { return state_; }
   Heap& heap() { return state_.heap; }
@@ -53,8 +55,10 @@ class Evaluator {
   void bindParameters(const ast::FunctionDecl& decl,
                       const std::vector<std::optional<Value>>& matched, const EnvPtr& env);
   /// Defines `name` in `env`, or reports a Redefinition at `span`.
+  /// With Config::allowRedefinition, a definition in the main scope replaces an
+  /// earlier one instead, and a note saying so joins the current Status.
   void define(const EnvPtr& env, const std::string& name, Value value, bool isMutable,
-              const SourceSpan& span);
+              const SourceSpan& span, std::shared_ptr<const ImportOrigin> origin = nullptr);
 
  private:
   Value evalUnlocated(const ast::Expr& expr, const EnvPtr& env);

@@ -1,6 +1,7 @@
 #include "interp/FileAccess.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
 
@@ -21,7 +22,36 @@ bool underAny(const fs::path& path, const std::vector<std::string>& roots) {
   });
 }
 
+bool writable(const fs::path& path) { return ::access(path.c_str(), W_OK) == 0; }
+
 }  // namespace
+
+std::string whyCannotWrite(const fs::path& path) {
+  std::error_code error;
+  if (fs::is_directory(path, error)) return "it is a folder";
+  fs::path folder = path.parent_path();
+  if (!folder.empty()) {
+    if (!fs::exists(folder, error))
+      return fmt::format("the folder '{}' does not exist", folder.string());
+    if (!fs::is_directory(folder, error))
+      return fmt::format("'{}' is a file, not a folder", folder.string());
+    if (!writable(folder)) return fmt::format("no permission to write in '{}'", folder.string());
+  }
+  if (fs::exists(path, error) && !writable(path)) return "no permission to write it";
+  return "the write failed (is the disk full?)";
+}
+
+std::string whyCannotWriteUnder(const fs::path& folder) {
+  std::error_code error;
+  fs::path existing = folder;
+  while (!existing.empty() && !fs::exists(existing, error) && existing != existing.root_path())
+    existing = existing.parent_path();
+  if (existing.empty()) return "";
+  if (!fs::is_directory(existing, error))
+    return fmt::format("'{}' is a file, not a folder", existing.string());
+  if (!writable(existing)) return fmt::format("no permission to write in '{}'", existing.string());
+  return "";
+}
 
 fs::path normalisePath(const fs::path& path, const fs::path& base) {
   fs::path absolute = path.is_absolute() ? path : base / path;

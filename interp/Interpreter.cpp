@@ -1,6 +1,7 @@
 // The public embedding API (include/meshflow/meshflow.h).
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -34,10 +35,16 @@ void guarded(InterpreterState& state, Status& status, Body body) {
     status.diagnostics.push_back(
         interp::makeDiagnostic(DiagnosticKind::MemoryLimit, "out of memory", {}));
   }
+  status.notes = std::move(state.notes);
+  state.notes.clear();
   report(state.config, status);
 }
 
+// A script is a file: a folder opens as a stream on Linux and reads as
+// nothing, which would run as an empty script.
 std::optional<std::string> readWholeFile(const std::string& path) {
+  std::error_code error;
+  if (std::filesystem::is_directory(path, error)) return std::nullopt;
   std::ifstream in(path, std::ios::binary);
   if (!in) return std::nullopt;
   std::ostringstream text;
@@ -47,8 +54,14 @@ std::optional<std::string> readWholeFile(const std::string& path) {
 
 Status unreadable(const Config& config, const std::string& path) {
   Status status;
+  std::error_code error;
+  auto kind = std::filesystem::status(path, error).type();
+  std::string why = kind == std::filesystem::file_type::not_found ? "no such file"
+                    : kind == std::filesystem::file_type::directory
+                        ? "it is a folder, not a .mesh script"
+                        : "permission denied";
   status.diagnostics.push_back(interp::makeDiagnostic(
-      DiagnosticKind::ImportNotFound, fmt::format("cannot read '{}'", path), {}));
+      DiagnosticKind::ImportNotFound, fmt::format("cannot read '{}': {}", path, why), {}));
   report(config, status);
   return status;
 }
@@ -163,6 +176,10 @@ void Interpreter::defineFunction(const std::string& name, std::vector<std::strin
   state_->globals->define(name, interp::Binding{std::move(value), false, {}});
 }
 
+void Interpreter::interrupt() { state_->interrupted.store(true, std::memory_order_relaxed); }
+
+void Interpreter::forgetImports() { state_->modules.clear(); }
+
 std::vector<std::string> Interpreter::globalNames() const { return state_->globals->visibleNames(); }
 
 std::vector<std::string> Interpreter::memberNames(const std::string& expression) const {
@@ -178,6 +195,6 @@ std::vector<std::string> Interpreter::memberNames(const std::string& expression)
   return value ? interp::memberNames(*value) : std::vector<std::string>{};
 }
 
-std::string_view version() { return "0.1.0"; }
+std::string_view version() { return MESHFLOW_VERSION; }
 
 }  // namespace meshflow

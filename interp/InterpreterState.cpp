@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "interp/Builtins.h"
+#include "interp/StdlibLocation.h"
 #include "interp/Tracing.h"
 
 namespace meshflow::interp {
@@ -16,7 +17,7 @@ Config withDefaults(Config config) {
       std::fwrite(text.data(), 1, text.size(), stdout);
       std::fflush(stdout);
     };
-  if (config.stdlibDir.empty()) config.stdlibDir = MESHFLOW_STDLIB_DIR;
+  if (config.stdlibDir.empty()) config.stdlibDir = defaultStdlibDir();
   return config;
 }
 
@@ -54,6 +55,8 @@ void InterpreterState::beginRun() {
   steps = 0;
   callDepth = 0;
   tracer.reset();
+  notes.clear();
+  interrupted.store(false, std::memory_order_relaxed);
   stackLimit = stackLimitOfThisThread();
 }
 

@@ -1,6 +1,7 @@
 // Everything one Interpreter owns. No part of it is shared between interpreters.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -33,6 +34,11 @@ class InterpreterState {
   std::uintptr_t stackLimit = 0;  // the native stack may not grow below this address
   /// The model being traced, if any (interp/Tracing.h).
   std::shared_ptr<Tracer> tracer;
+  /// Set by Interpreter::interrupt (possibly from a signal handler).
+  std::atomic<bool> interrupted{false};
+  /// Remarks for the Status of this run that are not errors (what a
+  /// redefinition at the prompt replaced).
+  std::vector<Diagnostic> notes;
 
   /// Resets the per-run counters and measures the calling thread's stack.
   void beginRun();

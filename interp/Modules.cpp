@@ -69,6 +69,23 @@ std::shared_ptr<const ast::Program> parseModule(const fs::path& path, const std:
   throw ScriptError(std::move(first));
 }
 
+// Two imports bring different definitions of one name: say which modules.
+Diagnostic importClash(const std::string& name, const Binding& existing,
+                       const ImportOrigin& incoming, const SourceSpan& span) {
+  Diagnostic d = makeDiagnostic(
+      DiagnosticKind::Redefinition,
+      fmt::format("'{}' from module '{}' clashes with '{}' from module '{}', a different "
+                  "definition of the same name",
+                  name, incoming.name, name, existing.origin->name),
+      span);
+  if (existing.definedAt.valid())
+    d.notes.push_back(
+        makeDiagnostic(DiagnosticKind::Redefinition,
+                       fmt::format("'{}' came from '{}' here", name, existing.origin->name),
+                       existing.definedAt, Severity::Note));
+  return d;
+}
+
 }  // namespace
 
 std::optional<Value> ModuleObject::field(const std::string& name) const {
@@ -83,6 +100,11 @@ std::vector<std::string> ModuleObject::fieldNames() const {
   for (auto& name : scope_->localNames())
     if (isPublic(name)) names.push_back(name);
   return names;
+}
+
+std::shared_ptr<const ImportOrigin> ModuleObject::originOf(const std::string& name) const {
+  const Binding* binding = scope_ ? scope_->findLocal(name) : nullptr;
+  return binding && binding->origin ? binding->origin : origin_;
 }
 
 void ModuleObject::clearReferences() {
@@ -122,8 +144,19 @@ void ModuleLoader::import(Evaluator& evaluator, const ast::ImportStmt& stmt,
     evaluator.define(env, *stmt.alias, moduleValue, false, stmt.span);
     return;
   }
-  for (const auto& name : module->fieldNames())
-    evaluator.define(env, name, *module->field(name), false, stmt.span);
+  for (const auto& name : module->fieldNames()) {
+    auto origin = module->originOf(name);
+    if (const Binding* existing = env->findLocal(name); existing && existing->origin) {
+      // `import std.layers` then `import std.models` (which imports std.layers)
+      // brings std.layers' `mlp` twice: one definition, nothing to do.
+      // The module's instance, not its path: after forgetImports (:reload) a
+      // module read again defines its names anew.
+      if (existing->origin == origin) continue;
+      if (!evaluator.state().config.allowRedefinition || env != evaluator.state().globals)
+        throw ScriptError(importClash(name, *existing, *origin, stmt.span));
+    }
+    evaluator.define(env, name, *module->field(name), false, stmt.span, origin);
+  }
 }
 
 std::shared_ptr<ModuleObject> ModuleLoader::load(Evaluator& evaluator, const ast::ImportStmt& stmt,
@@ -179,7 +212,7 @@ std::shared_ptr<ModuleObject> ModuleLoader::load(Evaluator& evaluator, const ast
     throw;
   }
   loading_.pop_back();
-  auto module = std::make_shared<ModuleObject>(resolved.displayName, program, scope);
+  auto module = std::make_shared<ModuleObject>(key, resolved.displayName, program, scope);
   evaluator.heap().adopt(module, kObjectOverhead);
   loaded_.emplace(key, module);
   return module;

@@ -19,17 +19,24 @@ class Evaluator;
 /// A loaded module: its scope, whose public names (not starting with `_`) are its exports.
 class ModuleObject final : public Object {
  public:
-  ModuleObject(std::string name, std::shared_ptr<const ast::Program> program,
+  ModuleObject(std::string key, std::string name, std::shared_ptr<const ast::Program> program,
                std::shared_ptr<Environment> scope)
-      : name_(std::move(name)), program_(std::move(program)), scope_(std::move(scope)) {}
+      : origin_(std::make_shared<ImportOrigin>(ImportOrigin{std::move(key), name})),
+        name_(std::move(name)),
+        program_(std::move(program)),
+        scope_(std::move(scope)) {}
   std::string typeName() const override { return "module"; }
   std::string repr(int) const override { return "<module " + name_ + ">"; }
   std::optional<Value> field(const std::string& name) const override;
   std::vector<std::string> fieldNames() const override;
   void clearReferences() override;
   bool holdsReferences() const override { return true; }
+  /// Where the public `name` was first defined: this module, or the module it
+  /// imported the name from.
+  std::shared_ptr<const ImportOrigin> originOf(const std::string& name) const;
 
  private:
+  std::shared_ptr<const ImportOrigin> origin_;
   std::string name_;
   std::shared_ptr<const ast::Program> program_;
   std::shared_ptr<Environment> scope_;

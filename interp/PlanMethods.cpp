@@ -105,7 +105,7 @@ void writeFile(const BoundArgs& a, const std::filesystem::path& path, const std:
   out << text;
   if (!out)
     argumentError(a, 1, DiagnosticKind::InvalidValue,
-                  fmt::format("cannot write '{}'", path.string()));
+                  fmt::format("cannot write '{}': {}", path.string(), whyCannotWrite(path)));
 }
 
 Value specRows(Evaluator& ev, const std::vector<ir::SpecRow>& rows) {
@@ -146,7 +146,11 @@ Value explain(Evaluator& ev, BoundArgs& a) {
 
 Value timeline(Evaluator& ev, BoundArgs& a) {
   const PlanObject& plan = self(a);
-  std::string text = planTimeline(plan.plan(), plan.simulation());
+  std::int64_t width = intArg(a, 1, "width");
+  if (width < 8 || width > 1000)
+    argumentError(a, 1, DiagnosticKind::InvalidValue,
+                  fmt::format("width must be between 8 and 1000 columns, not {}", width));
+  std::string text = planTimeline(plan.plan(), plan.simulation(), static_cast<int>(width));
   text.pop_back();  // print() ends the line
   return ev.makeString(std::move(text));
 }
@@ -183,13 +187,14 @@ std::string explainPlan(const ir::Plan& plan, const std::string& scope) {
   return out;
 }
 
-std::string planTimeline(const ir::Plan& plan, const PlanSimulation& simulation) {
+std::string planTimeline(const ir::Plan& plan, const PlanSimulation& simulation, int columns) {
   const auto& result = simulation.result;
   const auto& ranks = simulation.description.stages;
   std::string out = fmt::format(
-      "one step, simulated: {} on {} pipeline rank{}, {}, {} microbatches; one column = {}\n",
+      "one step, simulated: {} on {} pipeline rank{}, {}, {} microbatch{}; one column = {}\n",
       seconds(result.makespan), ranks.size(), ranks.size() == 1 ? "" : "s",
-      ir::scheduleKindName(plan.schedule), plan.microbatches, seconds(result.makespan / runtime::sim::kTimelineColumns));
+      ir::scheduleKindName(plan.schedule), plan.microbatches, plan.microbatches == 1 ? "" : "es",
+      seconds(result.makespan / columns));
   std::vector<std::string> labels;
   std::size_t width = 0;
   for (std::size_t r = 0; r < ranks.size(); ++r) {
@@ -201,11 +206,11 @@ std::string planTimeline(const ir::Plan& plan, const PlanSimulation& simulation)
     double busy = result.makespan > 0
                       ? result.computeBusy[static_cast<std::size_t>(device)] / result.makespan
                       : 0;
-    out +=
-        fmt::format("{:<{}} |{}| busy {:.0f}%\n", labels[r], width,
-                    runtime::sim::timelineRow(simulation.program, device,
-                                result.timeline[static_cast<std::size_t>(device)], result.makespan),
-                    busy * 100);
+    out += fmt::format("{:<{}} |{}| busy {:.0f}%\n", labels[r], width,
+                       runtime::sim::timelineRow(simulation.program, device,
+                                                 result.timeline[static_cast<std::size_t>(device)],
+                                                 result.makespan, columns),
+                       busy * 100);
   }
   const bool recomputes = std::any_of(plan.stages.begin(), plan.stages.end(),
                                       [](const ir::PlanStage& s) { return s.costs.recompute != "none"; });
@@ -220,7 +225,7 @@ std::string planTimeline(const ir::Plan& plan, const PlanSimulation& simulation)
 MethodTable planMethods() {
   return {
       {"explain", {{{"scope", {}}}, explain}},
-      {"timeline", {{}, timeline}},
+      {"timeline", {{{"width", Value::integer(runtime::sim::kTimelineColumns)}}, timeline}},
       {"save", {{{"path", {}}}, save}},
       {"save_trace", {{{"path", {}}}, saveTrace}},
       {"megatron", {{}, megatron}},

@@ -14,6 +14,7 @@
 #include "ir/Program.h"
 #include "passes/PipelineDescription.h"
 #include "runtime/sim/Simulator.h"
+#include "runtime/sim/TimelineText.h"
 
 namespace meshflow::interp {
 
@@ -64,8 +65,9 @@ Value simulationRecord(Evaluator& evaluator, const PlanObject& plan);
 /// it could use with its cost, the chosen one marked `*`. Empty when no op matches.
 std::string explainPlan(const ir::Plan& plan, const std::string& scope);
 
-/// The text of p.timeline(): one row per pipeline rank of the simulated step
-/// (its first device), one column per 1/72 of the step.
-std::string planTimeline(const ir::Plan& plan, const PlanSimulation& simulation);
+/// The text of p.timeline(width): one row per pipeline rank of the simulated
+/// step (its first device), `columns` columns across the step (72 by default).
+std::string planTimeline(const ir::Plan& plan, const PlanSimulation& simulation,
+                         int columns = runtime::sim::kTimelineColumns);
 
 }  // namespace meshflow::interp

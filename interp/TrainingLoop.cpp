@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "interp/Builtins.h"
+#include "interp/FileAccess.h"
 #include "interp/MemoryReport.h"
 #include "runtime/parallel/ParallelTrainer.h"
 #include "runtime/reference/SerialExecutor.h"
@@ -133,7 +134,9 @@ void writeTrace(const TrainingLoop& loop, const StepRunner& runner) {
   std::ofstream out(*loop.trace, std::ios::binary | std::ios::trunc);
   out << trace->dump() << "\n";
   if (!out)
-    failAt(DiagnosticKind::InvalidValue, fmt::format("cannot write the trace '{}'", loop.trace->string()),
+    failAt(DiagnosticKind::InvalidValue,
+           fmt::format("cannot write the trace '{}': {}", loop.trace->string(),
+                       whyCannotWrite(*loop.trace)),
            loop.traceSpan);
 }
 
@@ -151,19 +154,43 @@ std::string skippedLine(std::int64_t step, const LossScale& now) {
   return fmt::format("step {:>4}: skipped, a gradient overflowed (loss scale now {:.0f})\n", step, now.scale);
 }
 
+std::string interruptedMessage(const TrainingLoop& loop, std::int64_t step,
+                               std::optional<std::int64_t> latest) {
+  std::string message =
+      fmt::format("training '{}' interrupted before step {} of {}", loop.model, step, loop.steps);
+  if (!loop.checkpoint) return message + " (no checkpoint was asked for)";
+  if (!latest)
+    return message +
+           fmt::format("; no checkpoint was written to {} yet", loop.checkpoint->string());
+  return message + fmt::format("; the latest checkpoint is step {} in {} (train again to resume)",
+                               *latest, loop.checkpoint->string());
+}
+
 }  // namespace
 
 Value runTrainingLoop(Evaluator& ev, const TrainingLoop& loop, StepRunner& runner, StepRunner* reference) {
   const std::int64_t first = startingState(ev, loop, runner, reference);
   if (loop.checkpoint && !loop.checkpointDenied.empty())
     failAt(DiagnosticKind::AccessDenied, loop.checkpointDenied, loop.checkpointSpan);
+  // Found now rather than at the first save, after the steps before it ran.
+  if (loop.checkpoint)
+    if (std::string why = whyCannotWriteUnder(*loop.checkpoint); !why.empty())
+      failAt(DiagnosticKind::CheckpointError,
+             fmt::format("cannot write checkpoints to '{}': {}", loop.checkpoint->string(), why),
+             loop.checkpointSpan);
   std::vector<Value> losses;
   double seconds = 0;
   MemoryReport memory(runner.predictedMemory());
   std::optional<LossScale> scale = loop.lossScaling ? lossScaleOf(runner) : std::nullopt;
   const std::int64_t skippedBefore = scale ? scale->skipped : 0;
+  // The latest complete checkpoint: resumed from, or saved by this run.
+  std::optional<std::int64_t> latest;
+  if (loop.checkpoint && first > 1) latest = first - 1;
   try {
     for (std::int64_t step = first; step <= loop.steps; ++step) {
+      // Ctrl-C stops between steps, where the state is whole.
+      if (ev.interruptRequested())
+        failAt(DiagnosticKind::Interrupted, interruptedMessage(loop, step, latest), loop.call);
       ev.step();
       runtime::TensorMap inputs = loop.data->batch(*loop.graph, loop.batch, step - 1);
       auto start = std::chrono::steady_clock::now();
@@ -181,8 +208,10 @@ Value runTrainingLoop(Evaluator& ev, const TrainingLoop& loop, StepRunner& runne
         // Printed even with log_every = 0: a skipped step changes what the run computed.
         if (scale && scale->skipped > skippedSoFar) ev.write(skippedLine(step, *scale));
       }
-      if (loop.checkpoint && ((loop.every > 0 && step % loop.every == 0) || step == loop.steps))
+      if (loop.checkpoint && ((loop.every > 0 && step % loop.every == 0) || step == loop.steps)) {
         saveCheckpoint(ev, loop, runner, step);
+        latest = step;
+      }
     }
   } catch (const runtime::DataError& error) {
     failAt(DiagnosticKind::DataError, error.what(), loop.dataSpan);

@@ -243,19 +243,6 @@ std::string seconds(double s) {
   return "0 s";
 }
 
-std::string bytes(double b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (b >= 1024 && u < 4) {
-    b /= 1024;
-    ++u;
-  }
-  if (u == 0) return fmt::format("{:.0f} B", b);
-  // Three significant digits, without an exponent for 1000-1023 (1015 KiB).
-  if (b >= 1000) return fmt::format("{:.0f} {}", b, units[u]);
-  return fmt::format("{:.3g} {}", b, units[u]);
-}
-
 std::string deviceRanges(const std::vector<int>& ids) { return ids.empty() ? "-" : idRanges(ids, ","); }
 
 }  // namespace
@@ -327,17 +314,36 @@ std::string idRanges(const std::vector<int>& ids, std::string_view separator) {
   return out;
 }
 
+std::string formatBytes(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (b >= 1024 && u < 4) {
+    b /= 1024;
+    ++u;
+  }
+  if (u == 0) return fmt::format("{:.0f} B", b);
+  // Three significant digits, without an exponent for 1000-1023 (1015 KiB).
+  if (b >= 1000) return fmt::format("{:.0f} {}", b, units[u]);
+  return fmt::format("{:.3g} {}", b, units[u]);
+}
+
 std::string planTable(const Plan& plan) {
+  // "1 stage", "2 stages"; "1 microbatch", "4 microbatches".
+  auto count = [](std::int64_t n, std::string_view one, std::string_view many) {
+    return fmt::format("{} {}", n, n == 1 ? one : many);
+  };
   std::string out = fmt::format(
-      "plan: {} stages on {} pipeline ranks, schedule {}, {} microbatches", plan.stages.size(),
-      plan.pipelineRanks(), scheduleKindName(plan.schedule), plan.microbatches);
+      "plan: {} on {}, schedule {}, {}",
+      count(static_cast<std::int64_t>(plan.stages.size()), "stage", "stages"),
+      count(plan.pipelineRanks(), "pipeline rank", "pipeline ranks"),
+      scheduleKindName(plan.schedule), count(plan.microbatches, "microbatch", "microbatches"));
   if (plan.chunks > 1) out += fmt::format(" ({} chunks per rank)", plan.chunks);
   out += "\n";
   out += fmt::format(
       "step {}, {:.4g} samples/s, {:.4g} TFLOP/s per device (MFU {:.1f}%), "
       "peak memory {} per device\n",
       seconds(plan.stepTime), plan.samplesPerSecond, plan.tflopsPerDevice, plan.mfu * 100,
-      bytes(plan.peakMemoryBytes()));
+      formatBytes(plan.peakMemoryBytes()));
   out += fmt::format("{:<6} {:<10} {:<9} {:<9} {:<14} {:<10} {}\n", "stage", "layers", "submesh",
                      "mesh", "devices", "latency", "memory");
   for (std::size_t i = 0; i < plan.stages.size(); ++i) {
@@ -346,7 +352,7 @@ std::string planTable(const Plan& plan) {
                        fmt::format("[{}, {})", s.firstLayer, s.endLayer),
                        fmt::format("({}, {})", s.submesh[0], s.submesh[1]),
                        fmt::format("({}, {})", s.logicalMesh[0], s.logicalMesh[1]),
-                       deviceRanges(s.devices), seconds(s.latency), bytes(s.peakMemoryBytes));
+                       deviceRanges(s.devices), seconds(s.latency), formatBytes(s.peakMemoryBytes));
   }
   if (!plan.alternatives.empty()) {
     out += "alternatives considered:\n";

@@ -17,8 +17,8 @@ std::string megatronScheduleProblem(const Plan& plan) {
   if (plan.schedule == ScheduleKind::kInterleaved && plan.chunks > 1) return "";
   return fmt::format(
       "Megatron-LM runs 1f1b and interleaved 1f1b schedules; this plan uses {} "
-      "with {} chunks per rank",
-      scheduleKindName(plan.schedule), plan.chunks);
+      "with {} chunk{} per rank",
+      scheduleKindName(plan.schedule), plan.chunks, plan.chunks == 1 ? "" : "s");
 }
 
 // Why the stages differ in a way Megatron's flags cannot say, or "".

@@ -2,6 +2,7 @@
 #include <string>
 #include <vector>
 
+#include "meshflow/meshflow.h"
 #include "repl/Commands.h"
 
 namespace {
@@ -12,7 +13,8 @@ void printUsage(std::ostream& out) {
   for (const auto& command : meshflow::cli::commands())
     out << "  " << command.name << std::string(16 - std::string(command.name).size(), ' ')
         << command.summary << "\n";
-  out << "\n`meshflow <command> --help` describes one command.\n";
+  out << "\n`meshflow <command> --help` describes one command; `meshflow --version`\n"
+         "prints the version.\n";
 }
 
 }  // namespace
@@ -22,6 +24,10 @@ int main(int argc, char** argv) {
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
     printUsage(args.empty() ? std::cerr : std::cout);
     return args.empty() ? 2 : 0;
+  }
+  if (args[0] == "--version") {
+    std::cout << "meshflow " << meshflow::version() << "\n";
+    return 0;
   }
   for (const auto& command : meshflow::cli::commands())
     if (args[0] == command.name)

@@ -4,13 +4,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cctype>
 #include <iostream>
 #include <optional>
 
 #include "interp/Handles.h"
 #include "interp/PlanObject.h"
 #include "repl/Commands.h"
+#include "repl/ScheduleSource.h"
 #include "repl/ScriptOptions.h"
 
 namespace meshflow::cli {
@@ -39,19 +39,9 @@ const char* kHelp =
 struct PlanOptions {
   std::string model, cluster, schedule;
   std::int64_t batch = 0;
-  std::vector<std::pair<std::string, std::string>> sets;
+  HintSettings sets;
   bool json = false;
 };
-
-// Hints whose value is a word (`pipeline=1f1b`), quoted for the schedule block.
-bool takesWord(const std::string& hint) { return hint == "pipeline" || hint == "recompute"; }
-
-bool isIdentifier(const std::string& text) {
-  if (text.empty() || std::isdigit(static_cast<unsigned char>(text[0]))) return false;
-  return std::all_of(text.begin(), text.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
-  });
-}
 
 // Splits off this command's options; the rest are the script options. Returns
 // false after writing a usage error.
@@ -98,17 +88,13 @@ bool parsePlanOptions(Args args, PlanOptions& options, std::vector<std::string>&
       }
     }
     if (arg == "--set") {
-      auto eq = value.find('=');
-      std::string hint = eq == std::string::npos ? "" : value.substr(0, eq);
-      std::string setting = eq == std::string::npos ? "" : value.substr(eq + 1);
-      // One hint per --set: the value may not end the block or start a statement.
-      if (!isIdentifier(hint) || setting.empty() ||
-          setting.find_first_of("\n;{}") != std::string::npos) {
+      auto setting = parseHintSetting(value);
+      if (!setting) {
         err << "meshflow plan: --set needs HINT=VALUE, such as microbatches=8, not '" << value
             << "'\n";
         return false;
       }
-      options.sets.emplace_back(hint, setting);
+      options.sets.push_back(std::move(*setting));
     }
   }
   return true;
@@ -131,33 +117,6 @@ const interp::ScheduleObject* asSchedule(const Value& value) {
   return value.kind() == ValueKind::Object
              ? dynamic_cast<const interp::ScheduleObject*>(value.object().get())
              : nullptr;
-}
-
-// The --set hints as a schedule block that starts from --schedule's hints, so
-// that the interpreter validates them together as it validates any block.
-std::string scheduleSource(const interp::ScheduleObject* base, const PlanOptions& options) {
-  auto overridden = [&](const std::string& name) {
-    return std::any_of(options.sets.begin(), options.sets.end(),
-                       [&](const auto& set) { return set.first == name; });
-  };
-  std::string source = "schedule __plan_set {\n";
-  if (base) {
-    for (const auto& [name, value] : base->hints())
-      if (!overridden(name)) source += fmt::format("  {} = __plan_base.{}\n", name, name);
-    for (const auto& bound : base->bounds())
-      if (!overridden(bound.name))
-        source += fmt::format("  {} <= __plan_base.{}\n", bound.name, bound.name);
-    for (std::size_t i = 0; i < base->pins().size(); ++i)
-      source += fmt::format("  __plan_base.pins[{}]\n", i);
-    for (std::size_t i = 0; i < base->exclusions().size(); ++i)
-      source += fmt::format("  __plan_base.exclusions[{}]\n", i);
-  }
-  for (const auto& [hint, value] : options.sets) {
-    bool quote = takesWord(hint) && value.front() != '"' && value != "auto";
-    source += fmt::format("  {} {} {}\n", hint, hint == "memory_per_device" ? "<=" : "=",
-                          quote ? "\"" + value + "\"" : value);
-  }
-  return source + "}\n__plan_set\n";
 }
 
 // The merged block with the spans of --schedule's own hints, pins and
@@ -199,7 +158,9 @@ std::optional<Value> scheduleOf(Interpreter& interpreter, const PlanOptions& opt
     if (options.sets.empty()) return value;
     interpreter.setGlobal("__plan_base", *value);
   }
-  auto merged = evaluate(interpreter, scheduleSource(base, options), "<--set>", err);
+  auto merged = evaluate(
+      interpreter, scheduleSource(base, "__plan_base", options.sets, "__plan_set") + "__plan_set\n",
+      "<--set>", err);
   if (!merged) return std::nullopt;
   return withBaseSpans(*asSchedule(*merged), base, options);
 }
@@ -227,7 +188,10 @@ int planCommand(Args args, std::ostream& out, std::ostream& err) {
     return 2;
   }
   applyDefaultFileAccess(*options);
-  options->config.write = [&out](std::string_view text) { out << text; };
+  // With --json, standard output is the JSON alone: what the script prints
+  // (its imports' top-level prints too) goes to standard error.
+  std::ostream& printed = plan.json ? err : out;
+  options->config.write = [&printed](std::string_view text) { printed << text; };
   Interpreter interpreter(options->config);
   Status status = interpreter.evalFile(options->file);
   err << renderAll(status.diagnostics);

@@ -7,16 +7,18 @@
 #include <string>
 
 #include "repl/Commands.h"
+#include "repl/Interrupts.h"
 #include "repl/LineEditor.h"
 #include "repl/ReplSession.h"
 #include "repl/ScriptOptions.h"
+#include "repl/TerminalStyle.h"
 
 namespace meshflow::cli {
 namespace {
 
 void show(const ReplReply& reply, std::ostream& out, std::ostream& err) {
   out << reply.output << std::flush;
-  err << reply.diagnostics << std::flush;
+  err << styledFor(STDERR_FILENO, reply.diagnostics) << std::flush;
 }
 
 int readPlainLines(ReplSession& session, std::istream& in, std::ostream& out, std::ostream& err) {
@@ -33,9 +35,13 @@ int readPlainLines(ReplSession& session, std::istream& in, std::ostream& out, st
 
 int readTerminalLines(ReplSession& session, std::ostream& out, std::ostream& err) {
   LineEditor editor(session, LineEditor::defaultHistoryPath());
+  // Ctrl-C while an input runs stops it; at the prompt libedit reads it as a key.
+  InterruptOnSigint interrupts([](void* s) { static_cast<ReplSession*>(s)->interrupt(); },
+                               &session);
   out << "meshflow " << version() << " — :help for help, :quit or Ctrl-D to leave\n";
   while (auto line = editor.read()) {
     if (line->interrupted) {
+      if (!session.continuing()) out << "(Ctrl-C drops an input; :quit or Ctrl-D leaves)\n";
       session.cancel();
       continue;
     }
@@ -63,8 +69,10 @@ int replCommand(Args args, std::ostream& out, std::ostream& err) {
            "unfinished input (an open bracket or block, a trailing operator) continues\n"
            "at the `...> ` prompt. On a terminal: line editing, history (saved in\n"
            "~/.meshflow_history), TAB completion of names and of members after a dot,\n"
-           "Ctrl-C drops the current input. :help lists the commands; :quit, :q or\n"
-           "Ctrl-D leaves (exit status 0).\n\n"
+           "Ctrl-C drops the current input, or stops what runs (a loop, training)\n"
+           "keeping what it defined. At the prompt a definition may replace an earlier\n"
+           "one. :plan, :set, :alts, :compare, :explain, :timeline and :memory explore\n"
+           "plans; :help lists every command; :quit, :q or Ctrl-D leaves (exit status 0).\n\n"
            "When standard input is not a terminal, lines are read without prompts:\n"
            "  echo 'print(1 + 1)' | meshflow repl\n"
            "\noptions:\n"

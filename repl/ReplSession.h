@@ -4,21 +4,16 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "meshflow/meshflow.h"
+#include "repl/PlanExplorer.h"
+#include "repl/ReplReply.h"
 
 namespace meshflow::cli {
-
-/// What the REPL shows after a line. Script output (`print`) does not pass
-/// through here: it goes to the Config's `write` callback as it happens.
-struct ReplReply {
-  std::string output;       // values and command text, for standard output
-  std::string diagnostics;  // rendered in full, for standard error
-  bool quit = false;        // `:quit` was entered
-};
 
 /// What TAB may put in place of the word before the cursor.
 struct ReplCompletion {
@@ -37,6 +32,8 @@ class ReplSession {
   /// The name diagnostics give to REPL input.
   static constexpr const char* kSourceName = "<repl>";
 
+  /// At the prompt a definition may replace an earlier one of its name (a
+  /// note says so): the session sets Config::allowRedefinition.
   explicit ReplSession(Config config = {});
 
   /// Takes one line without its newline. A complete input runs and its value
@@ -48,6 +45,9 @@ class ReplSession {
   ReplReply finish();
   /// Drops the pending unfinished input (Ctrl-C at a continuation prompt).
   void cancel() { pending_.clear(); }
+  /// Stops what runs now at its next step (Ctrl-C while it runs); what it
+  /// defined before stays. Safe from a signal handler.
+  void interrupt() { interpreter_->interrupt(); }
 
   /// True while an unfinished input waits for more lines.
   bool continuing() const { return !pending_.empty(); }
@@ -60,14 +60,21 @@ class ReplSession {
   /// The text `:help` prints.
   static std::string helpText();
 
-  Interpreter& interpreter() { return interpreter_; }
+  Interpreter& interpreter() { return *interpreter_; }
 
  private:
-  ReplReply command(std::string_view command) const;
+  ReplReply command(std::string_view command);
   ReplReply run(bool atEnd);
+  ReplReply load(const std::string& file, const char* verb);
+  ReplReply save(const std::string& file) const;
+  void reset();
 
-  Interpreter interpreter_;
-  std::string pending_;  // lines of an unfinished input, joined by newlines
+  Config config_;  // for :reset
+  std::unique_ptr<Interpreter> interpreter_;
+  PlanExplorer explorer_;
+  std::string pending_;              // lines of an unfinished input, joined by newlines
+  std::vector<std::string> inputs_;  // inputs that ran without error, for :save
+  std::string loaded_;               // the script :load ran last, for :reload
 };
 
 }  // namespace meshflow::cli

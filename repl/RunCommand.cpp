@@ -1,9 +1,13 @@
 // `meshflow run FILE` and `meshflow check FILE`.
+#include <unistd.h>
+
 #include <iostream>
 
 #include "repl/Backends.h"
 #include "repl/Commands.h"
+#include "repl/Interrupts.h"
 #include "repl/ScriptOptions.h"
+#include "repl/TerminalStyle.h"
 
 namespace meshflow::cli {
 namespace {
@@ -28,8 +32,11 @@ int runOrCheck(Args args, std::ostream& out, std::ostream& err, bool justCheck) 
   options->config.write = [&out](std::string_view text) { out << text << std::flush; };
   auto script = [&](Config& config) {
     Interpreter interpreter(config);
+    // Ctrl-C stops the script at its next step (training: between steps).
+    InterruptOnSigint interrupts([](void* i) { static_cast<Interpreter*>(i)->interrupt(); },
+                                 &interpreter);
     Status status = justCheck ? interpreter.checkFile(options->file) : interpreter.evalFile(options->file);
-    err << renderAll(status.diagnostics);
+    err << styledFor(STDERR_FILENO, renderAll(status.diagnostics));
     return status;
   };
   if (justCheck) return script(options->config).ok ? 0 : 1;

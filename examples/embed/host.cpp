@@ -34,9 +34,23 @@ fn fits(params) = params * 16B <= memory
 print("cluster memory:", devices * memory)
 )";
 
+// `meshflow_embed_example --where` says which meshflow the host runs: its
+// version and the stdlib folder `import std.x` reads (beside the installed
+// library, for a host built against an installed package).
+int printWhere() {
+  meshflow::Interpreter interpreter;
+  meshflow::Status imported = interpreter.eval("import std.clusters", "where.mesh");
+  std::cout << "meshflow " << meshflow::version() << "\n"
+            << "stdlib " << interpreter.config().stdlibDir << "\n"
+            << "import std.clusters " << (imported ? "ok" : "failed") << "\n"
+            << meshflow::renderAll(imported.diagnostics);
+  return imported ? 0 : 1;
+}
+
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "--where") return printWhere();
   // 1. Configure: everything the script prints lands in `captured`.
   std::string captured;
   meshflow::Config config;

@@ -58,6 +58,10 @@ struct Config {
   std::string stdlibDir;
   FileAccess files;
   Limits limits;
+  /// Lets a `let`, `var`, `fn`, `layer`, `model`, `cluster` or `schedule` at the
+  /// top level replace an earlier definition of its name, with a note in the
+  /// Status saying what it replaced, as the REPL does. Off: a Redefinition error.
+  bool allowRedefinition = false;
   void* userData = nullptr;
   /// Where train() runs a plan's devices: null (the default) for threads of
   /// this process, the cpu backend. `meshflow run --backend mpi` sets the
@@ -76,6 +80,9 @@ struct Status {
   std::optional<Value> value;
   /// The source ended inside an unfinished construct (the REPL asks for more).
   bool incomplete = false;
+  /// Remarks that are not errors (Severity::Note): what a redefinition replaced
+  /// under Config::allowRedefinition.
+  std::vector<Diagnostic> notes;
 
   explicit operator bool() const { return ok; }
 };
@@ -121,6 +128,16 @@ class Interpreter {
   Status call(const Value& callee, std::vector<Value> args);
   /// Calls the global named `name`.
   Status call(const std::string& name, std::vector<Value> args);
+
+  /// Stops the running eval or call at its next step (a statement, a call, a
+  /// training step) with an Interrupted diagnostic; definitions made so far
+  /// stay. Safe to call from another thread or a signal handler (Ctrl-C).
+  /// A request made while nothing runs is dropped when the next eval starts.
+  void interrupt();
+
+  /// Forgets the modules imported so far, so that the next `import` of each
+  /// reads and runs its file again (the REPL's :reload after an edit).
+  void forgetImports();
   /// Registers `fn` as a global function taking exactly the parameters `params`
   /// (callable with positional or keyword arguments).
   void defineFunction(const std::string& name, std::vector<std::string> params, HostFunction fn);

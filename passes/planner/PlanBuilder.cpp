@@ -29,8 +29,9 @@ std::string Candidate::describe(const std::vector<MeshConfig>& configs) const {
   }
   std::string kind(ir::scheduleKindName(schedule));
   if (chunks > 1) kind += fmt::format(" v={}", chunks);
-  return fmt::format("{}, {} microbatches of {}, {} stages: {}", kind, microbatches, microbatch,
-                     ranks.size(), meshes);
+  return fmt::format("{}, {} microbatch{} of {}, {} stage{}: {}", kind, microbatches,
+                     microbatches == 1 ? "" : "es", microbatch, ranks.size(),
+                     ranks.size() == 1 ? "" : "s", meshes);
 }
 
 int Candidate::rankOf(std::size_t k) const {

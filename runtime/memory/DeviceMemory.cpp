@@ -5,6 +5,8 @@
 #include <bit>
 #include <new>
 
+#include "ir/Plan.h"
+
 namespace meshflow::runtime {
 namespace {
 
@@ -40,15 +42,8 @@ const char* memoryCategoryName(MemoryCategory category) {
   return "?";
 }
 
-std::string bytesText(double bytes) {
-  static const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int unit = 0;
-  while (bytes >= 1024 && unit < 4) {
-    bytes /= 1024;
-    ++unit;
-  }
-  return unit == 0 ? fmt::format("{:.0f} B", bytes) : fmt::format("{:.2f} {}", bytes, kUnits[unit]);
-}
+// One convention for bytes in every table and message (ir::formatBytes).
+std::string bytesText(double bytes) { return ir::formatBytes(bytes); }
 
 DeviceMemory::DeviceMemory(int device, std::int64_t limit) : device_(device), limit_(limit) {}
 

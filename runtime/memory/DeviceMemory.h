@@ -57,7 +57,7 @@ class DeviceMemoryError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-/// "1.50 MiB".
+/// Bytes in binary units, three significant digits: "1.5 MiB" (ir::formatBytes).
 std::string bytesText(double bytes);
 
 class DeviceMemory {

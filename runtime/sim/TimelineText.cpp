@@ -17,16 +17,16 @@ char letterOf(const ir::Instruction& in) {
 
 }  // namespace
 
-std::string timelineRow(const ir::Program& program, int device, const std::vector<TimedInstruction>& timeline,
-                        double span) {
-  if (!(span > 0)) return std::string(kTimelineColumns, '.');
-  const double width = span / kTimelineColumns;
-  std::vector<std::map<char, double>> cover(kTimelineColumns);
+std::string timelineRow(const ir::Program& program, int device,
+                        const std::vector<TimedInstruction>& timeline, double span, int columns) {
+  if (!(span > 0)) return std::string(static_cast<std::size_t>(columns), '.');
+  const double width = span / columns;
+  std::vector<std::map<char, double>> cover(static_cast<std::size_t>(columns));
   for (const TimedInstruction& timed : timeline) {
     const ir::Instruction& in = program.devices[static_cast<std::size_t>(device)].code[timed.index];
     if (in.op != ir::Opcode::kRun && in.op != ir::Opcode::kUpdate) continue;
-    int first = std::clamp(static_cast<int>(timed.start / width), 0, kTimelineColumns - 1);
-    int last = std::clamp(static_cast<int>(timed.end / width), 0, kTimelineColumns - 1);
+    int first = std::clamp(static_cast<int>(timed.start / width), 0, columns - 1);
+    int last = std::clamp(static_cast<int>(timed.end / width), 0, columns - 1);
     for (int c = first; c <= last; ++c) {
       double overlap = std::min(timed.end, (c + 1) * width) - std::max(timed.start, c * width);
       if (overlap > 0) cover[static_cast<std::size_t>(c)][letterOf(in)] += overlap;

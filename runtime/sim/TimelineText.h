@@ -15,11 +15,12 @@ namespace meshflow::runtime::sim {
 /// Columns of a timeline row.
 inline constexpr int kTimelineColumns = 72;
 
-/// One row for `device` over [0, span): per column the letter of the compute
-/// instruction (F, B, I, W; lower case for odd microbatches; U for the
-/// optimizer step) that covers most of it, '.' where less than half of the
+/// One row of `columns` for `device` over [0, span): per column the letter of
+/// the compute instruction (F, B, I, W; lower case for odd microbatches; U for
+/// the optimizer step) that covers most of it, '.' where less than half of the
 /// column is busy. `timeline` indexes `program`'s code of `device`.
-std::string timelineRow(const ir::Program& program, int device, const std::vector<TimedInstruction>& timeline,
-                        double span);
+std::string timelineRow(const ir::Program& program, int device,
+                        const std::vector<TimedInstruction>& timeline, double span,
+                        int columns = kTimelineColumns);
 
 }  // namespace meshflow::runtime::sim

@@ -38,7 +38,7 @@ endfunction()
 set(plan_file tests/golden/planning/_cli.mesh)
 set(plan_args --model tiny --cluster "cpu(devices = 4)" --batch 8)
 cli_test(help_lists_plan COMMAND ${mf} --help EXPECT "plan +plan a model's parallel training")
-cli_exit_test(plan_table 0 "plan: [0-9]+ stages on [0-9]+ pipeline ranks.*stage +layers +submesh"
+cli_exit_test(plan_table 0 "plan: [0-9]+ stages? on [0-9]+ pipeline ranks?.*stage +layers +submesh"
               ${mf} plan ${plan_file} ${plan_args})
 cli_exit_test(plan_json 0
               "\"microbatches\":[0-9]+.*\"peak_memory_bytes\":[0-9.e+]+.*\"schedule\":\"[a-z0-9-]+\".*\"stages\":\\[\\{.*\"devices\":\\[0.*\"layers\":\\[0,[0-9]+\\].*\"logical_mesh\":\\[[0-9]+,[0-9]+\\].*\"submesh\":\\[[0-9]+,[0-9]+\\].*\"step_time_s\":[0-9.e+-]+.*\"tflops_per_device\":"
@@ -70,3 +70,37 @@ set_tests_properties(cli.plan_save PROPERTIES PASS_REGULAR_EXPRESSION "true true
 add_test(NAME cli.train_trace COMMAND ${mf} run ${src}/tests/golden/training/_trace.mesh
          WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
 set_tests_properties(cli.train_trace PROPERTIES PASS_REGULAR_EXPRESSION "true true true")
+
+# A folder is not a script: a clear error and exit status 1, not an empty run.
+cli_exit_test(run_folder 1 "cannot read 'examples': it is a folder, not a .mesh script"
+              ${mf} run examples)
+cli_exit_test(check_folder 1 "cannot read 'examples': it is a folder, not a .mesh script"
+              ${mf} check examples)
+cli_exit_test(run_missing_file 1 "cannot read 'no_such_script.mesh': no such file"
+              ${mf} run no_such_script.mesh)
+cli_test(version COMMAND ${mf} --version EXPECT "^meshflow [0-9]+\\.[0-9]+\\.[0-9]+\n$")
+# Writing into a folder that does not exist says why it failed.
+add_test(NAME cli.save_missing_folder
+         COMMAND sh -c "\"$@\" 2>&1; echo \"exit=$?\"" sh ${mf} run ${src}/tests/golden/planning/_save_missing_folder.mesh
+         WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
+set_tests_properties(cli.save_missing_folder PROPERTIES PASS_REGULAR_EXPRESSION
+  "cannot write '[^']*/no_such_folder/plan.json': the folder '[^']*/no_such_folder' does not exist \\[InvalidValue\\].*exit=1")
+# A checkpoint folder that cannot be written is found before the first step.
+add_test(NAME cli.checkpoint_checked_first
+         COMMAND sh -c "\"$@\" 2>&1; echo \"exit=$?\"" sh ${mf} run ${src}/tests/golden/training/_checkpoint_unwritable.mesh
+         WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
+set_tests_properties(cli.checkpoint_checked_first PROPERTIES
+  PASS_REGULAR_EXPRESSION "error: cannot write checkpoints to '[^']*/not_a_folder/ckpt': '[^']*/not_a_folder' is a file, not a folder \\[CheckpointError\\].*exit=1"
+  FAIL_REGULAR_EXPRESSION "step +1")
+# --json: standard output is one JSON line even when the script's imports print.
+add_test(NAME cli.plan_json_alone
+         COMMAND sh -c "\"$@\" 2>/dev/null" sh ${mf} plan tests/golden/planning/_cli_prints.mesh
+                 --model tiny --cluster "cpu(devices = 4)" --batch 8 --json
+         WORKING_DIRECTORY ${src})
+set_tests_properties(cli.plan_json_alone PROPERTIES PASS_REGULAR_EXPRESSION "^{\"[^\n]*}\n$")
+# The examples run as a user runs them (the training example is ./dev.sh example).
+cli_test(run_plan_my_model COMMAND ${mf} run examples/plan_my_model.mesh
+         EXPECT "the planner's choice is [0-9.]+ times faster")
+cli_test(run_moe COMMAND ${mf} run examples/moe.mesh EXPECT "MoE step: [0-9.]+ ms")
+cli_test(run_megatron_table COMMAND ${mf} run examples/megatron_table.mesh
+         EXPECT "Megatron-LM: --tensor-model-parallel-size")

@@ -70,6 +70,11 @@ void defineHostFunctions(Interpreter& interpreter) {
     if (!call[0].isInt()) throw ScriptError(DiagnosticKind::TypeMismatch, "host_twice needs an int");
     return Value::integer(2 * call[0].asInt());
   });
+  // As a host's Ctrl-C handler would: the script stops at its next step.
+  interpreter.defineFunction("host_interrupt", {}, [&interpreter](HostCall&) {
+    interpreter.interrupt();
+    return Value();
+  });
 }
 
 // Scripts may read anything under the tests/golden folder that holds `file`.

@@ -40,12 +40,17 @@ void check(bool ok, const std::string& what, const std::string& screen = "") {
 // One `meshflow repl` on the slave side of a pseudo-terminal.
 class PtySession {
  public:
-  PtySession(const std::string& meshflow, const std::string& home) {
+  /// `colour`: leave NO_COLOR unset, so diagnostics come coloured.
+  PtySession(const std::string& meshflow, const std::string& home, bool colour = false) {
     winsize size{24, 100, 0, 0};
     pid_ = forkpty(&master_, nullptr, nullptr, &size);
     if (pid_ == 0) {
       setenv("HOME", home.c_str(), 1);
       setenv("TERM", "vt100", 1);
+      if (colour)
+        unsetenv("NO_COLOR");
+      else
+        setenv("NO_COLOR", "1", 1);
       execl(meshflow.c_str(), meshflow.c_str(), "repl", static_cast<char*>(nullptr));
       _exit(127);
     }
@@ -190,6 +195,50 @@ void aSessionAtTheTerminal(const std::string& meshflow, const std::filesystem::p
         "the history is saved in $HOME/.meshflow_history", saved.str());
 }
 
+// The plan explorer as a person types it: commands, their completion, hint
+// names, Ctrl-C while something runs and at an empty prompt.
+void planExplorerAtTheTerminal(const std::string& meshflow, const std::filesystem::path& home) {
+  PtySession repl(meshflow, home.string(), true);
+  check(enter(repl, "import std.models"), "prompt before the plan commands", repl.screen());
+  check(enter(repl, "nope") && repl.waitFor("\x1b[1;31merror:\x1b[0m unknown name 'nope'"),
+        "on a terminal without NO_COLOR, errors are coloured", repl.screen());
+  check(enter(repl,
+              ":plan gpt(layers = 2, hidden = 64, heads = 2, seq = 16, vocab = 64) on "
+              "cpu(devices = 4) batch=8 microbatches=2") &&
+            repl.waitFor("2 microbatches"),
+        ":plan prints the plan", repl.screen());
+  check(repl.waitFor("mesh> "), "prompt before completing a hint", repl.screen());
+  repl.type(":set micro\t");
+  check(repl.waitFor("batches"), "TAB completes a hint name after :set", repl.screen());
+  repl.type("=4\r");
+  check(repl.waitFor("microbatches: 2 -> 4"), ":set shows what changed", repl.screen());
+  check(repl.waitFor("mesh> "), "prompt before completing a command", repl.screen());
+  repl.type(":comp\t");
+  check(repl.waitFor("are"), "TAB completes a command after a colon", repl.screen());
+  repl.type(" p p\r");
+  check(repl.waitFor("the same estimated step time"), ":compare compares two plans", repl.screen());
+  check(repl.waitFor("mesh> "), "prompt before completing a plan member", repl.screen());
+  repl.type("p.timel\t");
+  check(repl.waitFor("ine"), "TAB completes a plan's method", repl.screen());
+  repl.type("()\r");
+  check(repl.waitFor("one step, simulated"), "the completed method runs", repl.screen());
+
+  check(enter(repl, "var n = 0") && enter(repl, "while true { n = n + 1 }"),
+        "a loop that runs until stopped", repl.screen());
+  usleep(300 * 1000);
+  repl.type("\x03");
+  check(repl.waitFor("[Interrupted]"), "Ctrl-C stops the running loop", repl.screen());
+  check(enter(repl, "n > 0") && repl.waitFor("true"), "what the loop did is kept", repl.screen());
+  check(repl.waitFor("mesh> "), "prompt before Ctrl-C at an empty prompt", repl.screen());
+  repl.type("\x03");
+  check(repl.waitFor(":quit or Ctrl-D leaves"), "Ctrl-C at an empty prompt says how to leave",
+        repl.screen());
+  check(enter(repl, "let n = 5") && repl.waitFor("replaces its earlier definition"),
+        "a redefinition at the prompt replaces, with a note", repl.screen());
+  check(enter(repl, ":quit"), "prompt before :quit", repl.screen());
+  check(repl.waitExit() == 0, ":quit leaves after the plan commands", repl.screen());
+}
+
 void ctrlDWithoutWritableHome(const std::string& meshflow) {
   PtySession repl(meshflow, "/nonexistent/meshflow-home");
   check(enter(repl, "1 + 1") && repl.waitFor("2"), "a session without a writable HOME works",
@@ -249,6 +298,7 @@ int main(int argc, char** argv) {
       std::filesystem::temp_directory_path() / ("meshflow-pty-home-" + std::to_string(getpid()));
   std::filesystem::create_directories(home);
   aSessionAtTheTerminal(meshflow, home);
+  planExplorerAtTheTerminal(meshflow, home);
   ctrlDWithoutWritableHome(meshflow);
   pipedInput(meshflow);
   std::filesystem::remove_all(home);

@@ -166,7 +166,7 @@ TEST_CASE("Megatron flags explain why a plan is not uniform", "[plan][export]") 
   zb.schedule = ScheduleKind::kZeroBubbleH1;
   CHECK(megatronFlags(zb).whyNot ==
         "Megatron-LM runs 1f1b and interleaved 1f1b schedules; this plan uses zb-h1 with 1 "
-        "chunks per rank");
+        "chunk per rank");
 }
 
 TEST_CASE("JAX PartitionSpecs of single specs", "[plan][export]") {

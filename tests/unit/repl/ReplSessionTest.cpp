@@ -5,6 +5,7 @@
 
 #include "repl/LineEditor.h"
 #include "repl/ReplSession.h"
+#include "repl/TerminalStyle.h"
 
 namespace meshflow::cli {
 namespace {
@@ -112,7 +113,7 @@ TEST_CASE("the pending input runs at the end of input and can be cancelled", "[r
   Fixture f;
   f.session.feed("fn g() {");
   ReplReply end = f.session.finish();
-  CHECK(end.diagnostics.find("end of input") != std::string::npos);
+  CHECK(end.diagnostics.find("'{' opened here is never closed") != std::string::npos);
   CHECK_FALSE(f.session.continuing());
   CHECK(f.session.finish().diagnostics.empty());
 
@@ -121,6 +122,16 @@ TEST_CASE("the pending input runs at the end of input and can be cancelled", "[r
   f.session.cancel();
   CHECK_FALSE(f.session.continuing());
   CHECK(f.session.feed("5").output == "5\n");
+}
+
+TEST_CASE("diagnostics are coloured by severity for a terminal", "[repl]") {
+  CHECK(coloured("<repl>:1:1: error: unknown name 'x' [UnknownName]\nx\n^\n") ==
+        "<repl>:1:1: \x1b[1;31merror:\x1b[0m unknown name 'x' [UnknownName]\nx\n^\n");
+  CHECK(coloured("error: unknown REPL command\n<repl>:2:1: note: here\n") ==
+        "\x1b[1;31merror:\x1b[0m unknown REPL command\n<repl>:2:1: \x1b[1;36mnote:\x1b[0m here\n");
+  // Only the severity: the same word inside a message or a source line stays.
+  CHECK(coloured("a.mesh:1:1: error: print(\"error: x\")\n") ==
+        "a.mesh:1:1: \x1b[1;31merror:\x1b[0m print(\"error: x\")\n");
 }
 
 TEST_CASE(":help lists the commands and examples", "[repl]") {
@@ -152,7 +163,10 @@ TEST_CASE("REPL commands complete after a colon", "[repl][completion]") {
   CHECK(c.candidates == std::vector<std::string>{"help"});
   CHECK(c.wordLength == 2);
   CHECK(c.commonPrefix == "help");
-  CHECK(f.session.complete(":", 1).candidates == std::vector<std::string>{"help", "quit"});
+  CHECK(f.session.complete(":", 1).candidates ==
+        std::vector<std::string>{"alts", "compare", "explain", "help", "load", "memory", "plan",
+                                 "quit", "reload", "reset", "save", "set", "time", "timeline"});
+  CHECK(f.session.complete(":ti", 3).commonPrefix == "time");
 }
 
 TEST_CASE("the session's completion knows the word length and common prefix",
