@@ -16,8 +16,17 @@ set(MESHFLOW_CUDA_ARCHS "90-real;90-virtual" CACHE STRING "CUDA architectures of
 string(TOUPPER "${MESHFLOW_CUDA}" meshflow_cuda_choice)
 set(MESHFLOW_WITH_CUDA OFF)
 if(NOT meshflow_cuda_choice MATCHES "^(OFF|FALSE|0|NO)$")
+  # nvcc on PATH (or CUDACXX, CMAKE_CUDA_COMPILER), else in the toolkit's
+  # default location.
   include(CheckLanguage)
   check_language(CUDA)
+  if(NOT CMAKE_CUDA_COMPILER)
+    find_program(MESHFLOW_NVCC nvcc PATHS /usr/local/cuda/bin NO_DEFAULT_PATH)
+    if(MESHFLOW_NVCC)
+      set(CMAKE_CUDA_COMPILER "${MESHFLOW_NVCC}" CACHE FILEPATH "The CUDA compiler" FORCE)
+      set(CMAKE_CUDA_COMPILER "${MESHFLOW_NVCC}")
+    endif()
+  endif()
   if(CMAKE_CUDA_COMPILER)
     set(MESHFLOW_WITH_CUDA ON)
   elseif(meshflow_cuda_choice STREQUAL "AUTO")
