@@ -106,14 +106,27 @@ DeviceMemory::Block DeviceMemory::allocate(std::size_t bytes, MemoryCategory cat
 
 // The bytes are charged already; a failure uncharges them. Blocks cached in
 // other size classes go back to the source before the request fails, as a
-// GPU caching allocator does when cudaMalloc runs out.
+// GPU caching allocator does when cudaMalloc runs out. A source that throws
+// (a CUDA error other than out-of-memory) leaves the accounting as it was.
 void* DeviceMemory::allocateFromSource(std::size_t capacity, std::size_t bytes, MemoryCategory category) {
-  if (void* data = source_->allocate(capacity)) return data;
-  emptyCache();
-  if (void* data = source_->allocate(capacity)) return data;
-  std::lock_guard lock(mutex_);
-  allocated_ -= static_cast<std::int64_t>(bytes);
-  held_[static_cast<std::size_t>(category)] -= static_cast<std::int64_t>(bytes);
+  auto uncharge = [&] {
+    std::lock_guard lock(mutex_);
+    allocated_ -= static_cast<std::int64_t>(bytes);
+    held_[static_cast<std::size_t>(category)] -= static_cast<std::int64_t>(bytes);
+  };
+  void* data = nullptr;
+  try {
+    data = source_->allocate(capacity);
+    if (data == nullptr) {
+      emptyCache();
+      data = source_->allocate(capacity);
+    }
+  } catch (...) {
+    uncharge();
+    throw;
+  }
+  if (data != nullptr) return data;
+  uncharge();
   throw DeviceMemoryError(fmt::format("out of {} memory on device {}: {} for {}", source_->name(), device_,
                                       bytesText(double(bytes)), memoryCategoryName(category)));
 }

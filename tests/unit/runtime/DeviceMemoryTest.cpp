@@ -1,6 +1,7 @@
 // A device's accounting, caching allocator (runtime/memory/DeviceMemory.h) and
 // the tensors that draw from it.
 #include <catch2/catch.hpp>
+#include <stdexcept>
 #include <thread>
 
 #include "runtime/Tensor.h"
@@ -132,6 +133,7 @@ class FakeBlocks final : public BlockSource {
  public:
   FakeBlocks(std::size_t capacity, int* live) : capacity_(capacity), live_(live) {}
   void* allocate(std::size_t bytes) override {
+    if (bytes == 3008) throw std::runtime_error("the device fell off the bus");
     if (used_ + bytes > capacity_) return nullptr;
     used_ += bytes;
     ++*live_;
@@ -185,4 +187,12 @@ TEST_CASE("a source out of memory gets the cache back first, then the error name
   }
   CHECK(memory.stats().allocated == 48 * 1024);  // the failed request is not charged
   memory.release(b, 48 * 1024, MemoryCategory::kParameters);
+}
+
+TEST_CASE("a source that throws leaves the accounting as it was", "[runtime][memory]") {
+  int live = 0;
+  DeviceMemory memory(0, 0, std::make_unique<FakeBlocks>(1 << 20, &live));
+  CHECK_THROWS_WITH(memory.allocate(3000, MemoryCategory::kActivations), "the device fell off the bus");
+  CHECK(memory.stats().allocated == 0);
+  CHECK(live == 0);
 }
