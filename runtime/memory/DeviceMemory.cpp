@@ -21,6 +21,13 @@ std::size_t sizeClass(std::size_t bytes) {
   return (bytes + step - 1) / step * step;
 }
 
+class HostBlocks final : public BlockSource {
+ public:
+  void* allocate(std::size_t bytes) override { return ::operator new(bytes, kAlignment, std::nothrow); }
+  void free(void* data, std::size_t) override { ::operator delete(data, kAlignment); }
+  std::string name() const override { return "host"; }
+};
+
 thread_local std::shared_ptr<DeviceMemory> tCurrent;
 thread_local MemoryCategory tCategory = MemoryCategory::kActivations;
 
@@ -45,7 +52,10 @@ const char* memoryCategoryName(MemoryCategory category) {
 // One convention for bytes in every table and message (ir::formatBytes).
 std::string bytesText(double bytes) { return ir::formatBytes(bytes); }
 
-DeviceMemory::DeviceMemory(int device, std::int64_t limit) : device_(device), limit_(limit) {}
+DeviceMemory::DeviceMemory(int device, std::int64_t limit, std::unique_ptr<BlockSource> source)
+    : device_(device),
+      source_(source ? std::move(source) : std::make_unique<HostBlocks>()),
+      limit_(limit) {}
 
 DeviceMemory::~DeviceMemory() { emptyCache(); }
 
@@ -86,15 +96,34 @@ DeviceMemory::Block DeviceMemory::allocate(std::size_t bytes, MemoryCategory cat
       return {data, capacity};
     }
   }
-  try {
-    return {::operator new(capacity, kAlignment), capacity};
-  } catch (const std::bad_alloc&) {
+  return {allocateFromSource(capacity, bytes, category), capacity};
+}
+
+// The bytes are charged already; a failure uncharges them. Blocks cached in
+// other size classes go back to the source before the request fails, as a
+// GPU caching allocator does when cudaMalloc runs out. A source that throws
+// (a CUDA error other than out-of-memory) leaves the accounting as it was.
+void* DeviceMemory::allocateFromSource(std::size_t capacity, std::size_t bytes, MemoryCategory category) {
+  auto uncharge = [&] {
     std::lock_guard lock(mutex_);
     allocated_ -= static_cast<std::int64_t>(bytes);
     held_[static_cast<std::size_t>(category)] -= static_cast<std::int64_t>(bytes);
-    throw DeviceMemoryError(fmt::format("out of host memory on device {}: {} for {}", device_,
-                                        bytesText(double(bytes)), memoryCategoryName(category)));
+  };
+  void* data = nullptr;
+  try {
+    data = source_->allocate(capacity);
+    if (data == nullptr) {
+      emptyCache();
+      data = source_->allocate(capacity);
+    }
+  } catch (...) {
+    uncharge();
+    throw;
   }
+  if (data != nullptr) return data;
+  uncharge();
+  throw DeviceMemoryError(fmt::format("out of {} memory on device {}: {} for {}", source_->name(), device_,
+                                      bytesText(double(bytes)), memoryCategoryName(category)));
 }
 
 void DeviceMemory::release(Block block, std::size_t bytes, MemoryCategory category) {
@@ -137,7 +166,7 @@ void DeviceMemory::resetPeak() {
 void DeviceMemory::emptyCache() {
   std::lock_guard lock(mutex_);
   for (auto& [capacity, blocks] : cache_)
-    for (void* data : blocks) ::operator delete(data, kAlignment);
+    for (void* data : blocks) source_->free(data, capacity);
   cache_.clear();
   cachedBytes_ = 0;
 }

@@ -60,10 +60,24 @@ class DeviceMemoryError : public std::runtime_error {
 /// Bytes in binary units, three significant digits: "1.5 MiB" (ir::formatBytes).
 std::string bytesText(double bytes);
 
+/// Where a DeviceMemory's blocks come from: the host's heap by default; the
+/// cuda backend passes one over cudaMalloc (runtime/cuda/DeviceAllocator.h),
+/// so both backends share one accounting. The tests pass fakes.
+class BlockSource {
+ public:
+  virtual ~BlockSource() = default;
+  /// A block of `bytes`, or null when the memory has no more.
+  virtual void* allocate(std::size_t bytes) = 0;
+  /// Gives back a block of allocate(bytes).
+  virtual void free(void* data, std::size_t bytes) = 0;
+  /// The memory in an error message: "host", "CUDA device 0 (NVIDIA H100)".
+  virtual std::string name() const = 0;
+};
+
 class DeviceMemory {
  public:
-  /// `limit` 0: unlimited.
-  DeviceMemory(int device, std::int64_t limit);
+  /// `limit` 0: unlimited. `source` null: the host's heap, 64-byte aligned.
+  DeviceMemory(int device, std::int64_t limit, std::unique_ptr<BlockSource> source = nullptr);
   ~DeviceMemory();
   DeviceMemory(const DeviceMemory&) = delete;
   DeviceMemory& operator=(const DeviceMemory&) = delete;
@@ -73,7 +87,8 @@ class DeviceMemory {
     std::size_t capacity = 0;  ///< The block's size class, >= the bytes asked for.
   };
   /// A block of at least `bytes`, charged to `category`; throws DeviceMemoryError
-  /// past the limit.
+  /// past the limit, or when the source has no block even after the cache is
+  /// given back to it.
   Block allocate(std::size_t bytes, MemoryCategory category);
   /// Gives back a block of allocate(bytes, category) for reuse.
   void release(Block block, std::size_t bytes, MemoryCategory category);
@@ -95,8 +110,10 @@ class DeviceMemory {
 
  private:
   void chargeLocked(std::size_t bytes, MemoryCategory category);
+  void* allocateFromSource(std::size_t capacity, std::size_t bytes, MemoryCategory category);
 
   const int device_;
+  const std::unique_ptr<BlockSource> source_;
   const std::int64_t limit_;
   mutable std::mutex mutex_;
   MemoryBreakdown held_{};

@@ -1,6 +1,7 @@
 // A device's accounting, caching allocator (runtime/memory/DeviceMemory.h) and
 // the tensors that draw from it.
 #include <catch2/catch.hpp>
+#include <stdexcept>
 #include <thread>
 
 #include "runtime/Tensor.h"
@@ -121,4 +122,76 @@ TEST_CASE(
   CHECK(survivor.f32()[3] == 7);
   std::thread([t = std::move(survivor)]() mutable { t = Tensor(); }).join();
   CHECK(watch.expired());
+}
+
+namespace {
+
+// A fake device memory of `capacity` bytes, as the cuda backend's CudaBlocks
+// is one over cudaMalloc: the accounting above it is DeviceMemory's own.
+class FakeBlocks final : public BlockSource {
+ public:
+  FakeBlocks(std::size_t capacity, int* live) : capacity_(capacity), live_(live) {}
+  void* allocate(std::size_t bytes) override {
+    if (bytes == 3008) throw std::runtime_error("the device fell off the bus");
+    if (used_ + bytes > capacity_) return nullptr;
+    used_ += bytes;
+    ++*live_;
+    return ::operator new(bytes);
+  }
+  void free(void* data, std::size_t bytes) override {
+    used_ -= bytes;
+    --*live_;
+    ::operator delete(data);
+  }
+  std::string name() const override { return "fake GPU"; }
+
+ private:
+  std::size_t capacity_, used_ = 0;
+  int* live_;
+};
+
+}  // namespace
+
+TEST_CASE("a block source's memory is counted, cached and given back like the host's", "[runtime][memory]") {
+  int live = 0;
+  {
+    DeviceMemory memory(1, 0, std::make_unique<FakeBlocks>(1 << 20, &live));
+    auto a = memory.allocate(1000, MemoryCategory::kActivations);
+    CHECK(live == 1);
+    CHECK(memory.stats().allocated == 1000);
+    memory.release(a, 1000, MemoryCategory::kActivations);
+    auto b = memory.allocate(1000, MemoryCategory::kGradients);  // from the cache
+    CHECK(b.data == a.data);
+    CHECK(live == 1);
+    CHECK(memory.stats().reused == 1);
+    memory.release(b, 1000, MemoryCategory::kGradients);
+  }
+  CHECK(live == 0);  // the cache went back to the source
+}
+
+TEST_CASE("a source out of memory gets the cache back first, then the error names it", "[runtime][memory]") {
+  int live = 0;
+  DeviceMemory memory(2, 0, std::make_unique<FakeBlocks>(96 * 1024, &live));
+  auto a = memory.allocate(64 * 1024, MemoryCategory::kActivations);
+  memory.release(a, 64 * 1024, MemoryCategory::kActivations);
+  // 48 KiB fits only once the cached 64 KiB block is freed.
+  auto b = memory.allocate(48 * 1024, MemoryCategory::kParameters);
+  CHECK(live == 1);
+  CHECK(memory.stats().cached == 0);
+  try {
+    memory.allocate(64 * 1024, MemoryCategory::kActivations);
+    FAIL("no error");
+  } catch (const DeviceMemoryError& e) {
+    CHECK(std::string(e.what()) == "out of fake GPU memory on device 2: 64.00 KiB for activations");
+  }
+  CHECK(memory.stats().allocated == 48 * 1024);  // the failed request is not charged
+  memory.release(b, 48 * 1024, MemoryCategory::kParameters);
+}
+
+TEST_CASE("a source that throws leaves the accounting as it was", "[runtime][memory]") {
+  int live = 0;
+  DeviceMemory memory(0, 0, std::make_unique<FakeBlocks>(1 << 20, &live));
+  CHECK_THROWS_WITH(memory.allocate(3000, MemoryCategory::kActivations), "the device fell off the bus");
+  CHECK(memory.stats().allocated == 0);
+  CHECK(live == 0);
 }

@@ -1,0 +1,41 @@
+#include "runtime/cuda/DeviceAllocator.h"
+
+#include <cuda_runtime_api.h>
+#include <fmt/format.h>
+
+#include "runtime/cuda/CudaError.h"
+#include "runtime/cuda/DeviceProbe.h"
+
+namespace meshflow::runtime::cuda {
+
+CudaBlocks::CudaBlocks(int index) : index_(index) {
+  DeviceInfo info = deviceInfo(index);
+  name_ = fmt::format("CUDA device {} ({})", index, info.name);
+}
+
+void* CudaBlocks::allocate(std::size_t bytes) {
+  MESHFLOW_CUDA_CHECK(cudaSetDevice(index_));
+  void* data = nullptr;
+  cudaError_t status = cudaMalloc(&data, bytes);
+  if (status == cudaErrorMemoryAllocation) {
+    (void)cudaGetLastError();
+    return nullptr;
+  }
+  MESHFLOW_CUDA_CHECK(status);
+  return data;
+}
+
+void CudaBlocks::free(void* data, std::size_t) {
+  MESHFLOW_CUDA_CHECK(cudaSetDevice(index_));
+  MESHFLOW_CUDA_CHECK(cudaFree(data));
+}
+
+std::string CudaBlocks::name() const { return name_; }
+
+std::shared_ptr<DeviceMemory> makeDeviceMemory(int device, int index, std::int64_t limit) {
+  auto blocks = std::make_unique<CudaBlocks>(index);
+  if (limit == 0) limit = deviceInfo(index).totalMemory;
+  return std::make_shared<DeviceMemory>(device, limit, std::move(blocks));
+}
+
+}  // namespace meshflow::runtime::cuda

@@ -1,0 +1,13 @@
+# The GPU check's executables, for the main build (tests/CMakeLists.txt) and the
+# standalone one (tests/gpu/CMakeLists.txt). Both need meshflow_cuda and a
+# meshflow_runtime with the cpu kernels they are checked against.
+#
+# test_cuda_kernels: each CUDA kernel and GEMM against the cpu kernels on fresh
+# random inputs; prints "SKIPPED: no CUDA device" and passes without a GPU.
+# bench_cuda_gemm: cuBLAS GEMM TFLOP/s in bf16, f16 and fp32 on this GPU.
+set(meshflow_gpu_dir ${CMAKE_CURRENT_LIST_DIR})
+add_executable(test_cuda_kernels ${meshflow_gpu_dir}/KernelParity.cpp)
+target_link_libraries(test_cuda_kernels PRIVATE meshflow_cuda)
+add_executable(bench_cuda_gemm ${meshflow_gpu_dir}/GemmBench.cpp)
+target_link_libraries(bench_cuda_gemm PRIVATE meshflow_cuda)
+add_test(NAME gpu.kernels COMMAND test_cuda_kernels)
