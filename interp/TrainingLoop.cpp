@@ -181,7 +181,10 @@ Value runTrainingLoop(Evaluator& ev, const TrainingLoop& loop, StepRunner& runne
   std::vector<Value> losses;
   double seconds = 0;
   MemoryReport memory(runner.predictedMemory());
-  std::optional<LossScale> scale = loop.lossScaling ? lossScaleOf(runner) : std::nullopt;
+  // (Assigned, not initialised from a conditional: GCC 12 then takes the
+  // optional's value for maybe uninitialised.)
+  std::optional<LossScale> scale;
+  if (loop.lossScaling) scale = lossScaleOf(runner);
   const std::int64_t skippedBefore = scale ? scale->skipped : 0;
   // The latest complete checkpoint: resumed from, or saved by this run.
   std::optional<std::int64_t> latest;

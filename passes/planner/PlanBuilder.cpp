@@ -135,7 +135,6 @@ ir::Plan buildPlan(const PlanInputs& in, const Candidate& best,
   plan.chunks = best.chunks;
   plan.globalBatch = in.globalBatch;
   plan.stepTime = best.stepTime;
-  int ranks = static_cast<int>(best.ranks.size());
   const std::vector<double> peaks = candidatePeaks(best, *in.table, *in.configs, *in.cluster);
   for (std::size_t k = 0; k < best.stages.size(); ++k) {
     const StageChoice& s = best.stages[k];

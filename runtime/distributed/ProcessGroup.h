@@ -25,12 +25,16 @@ class ProcessGroup {
   /// (`meshflow run --timeout`).
   virtual std::chrono::milliseconds timeout() const { return std::chrono::minutes(5); }
 
-  /// Control messages, in order per (sender, receiver). send never blocks.
-  /// recv waits for the next message from `peer`: without a timeout as long
-  /// as it takes, else at most that long (CommError Timeout); either way it
-  /// ends with CommError(Aborted) when a process calls abort().
+  /// Control messages, in order per (sender, receiver). send never blocks,
+  /// and sends after an abort too. recv returns a message that has arrived;
+  /// else it waits for the next one from `peer`: without a timeout as long as
+  /// it takes, else at most that long (CommError Timeout), and once a process
+  /// has called abort() it ends with CommError(Aborted) — unless
+  /// `evenAfterAbort`: the answers to a failed command, and a worker's last
+  /// word from the controller, are still awaited (until the timeout).
   virtual void send(int peer, std::string bytes) = 0;
-  virtual std::string recv(int peer, std::optional<std::chrono::milliseconds> timeout = std::nullopt) = 0;
+  virtual std::string recv(int peer, std::optional<std::chrono::milliseconds> timeout = std::nullopt,
+                           bool evenAfterAbort = false) = 0;
   /// Tells every other process this one failed. Never blocks.
   virtual void abort(const std::string& reason) = 0;
 

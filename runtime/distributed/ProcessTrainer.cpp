@@ -10,9 +10,9 @@ using nlohmann::json;
 
 namespace {
 
-/// How long the controller waits for a worker's answer once its own part
-/// failed: the worker's own waits end within the job's timeout.
-std::chrono::milliseconds answerWait(const ParallelOptions& options) { return options.timeout * 2 + std::chrono::seconds(5); }
+/// How long, after a failure, the controller waits for each worker's answer:
+/// their waits end at the abort, so a healthy worker answers at once.
+constexpr std::chrono::milliseconds kAnswerAfterFailure{5000};
 
 }  // namespace
 
@@ -45,6 +45,7 @@ std::vector<int> ProcessTrainer::workers() const {
 }
 
 std::vector<json> ProcessTrainer::everywhere(const json& command, const std::function<void()>& local) {
+  if (broken_) throw ParallelRunError("the job stopped at an earlier failure");
   const std::string bytes = distributed::encode(command);
   for (int w : workers()) group_.send(w, bytes);
   std::optional<std::string> failure;
@@ -64,24 +65,37 @@ std::vector<json> ProcessTrainer::everywhere(const json& command, const std::fun
     group_.abort(e.what());
     note(e.what(), false);
   }
+  // Once this process's part is done every worker answers within the
+  // timeout; after a failure within seconds (the others' waits end at the
+  // abort). One that does not is stopped, hung or dead.
   std::vector<json> replies;
+  std::vector<int> silent;
   for (int w : workers()) {
-    json reply;
+    json reply = json::object();
+    const auto wait = failure ? std::min(job_.options.timeout, kAnswerAfterFailure) : job_.options.timeout;
     try {
-      reply = distributed::decode(group_.recv(w, failure ? std::optional(answerWait(job_.options)) : std::nullopt));
-    } catch (const CommError& e) {
-      note(fmt::format("rank {} did not answer: {}", w, e.detail()), e.kind() == CommError::Kind::Aborted);
-      replies.push_back(json::object());
-      continue;
+      reply = distributed::decode(group_.recv(w, wait, true));
+      if (!reply.value("ok", false)) note(reply.value("error", "failed"), reply.value("aborted", false));
+    } catch (const CommError&) {
+      silent.push_back(w);
     } catch (const JobFormatError& e) {
       note(fmt::format("rank {} answered {}", w, e.what()), false);
-      replies.push_back(json::object());
-      continue;
     }
-    if (!reply.value("ok", false)) note(reply.value("error", "failed"), reply.value("aborted", false));
     replies.push_back(std::move(reply));
   }
-  if (failure) throw ParallelRunError(*failure);
+  if (!silent.empty()) {
+    std::string ranks;
+    for (int w : silent) ranks += (ranks.empty() ? "" : ", ") + std::to_string(w);
+    const std::string message =
+        fmt::format("rank{} {} did not answer (stopped, hung or dead){}", silent.size() == 1 ? "" : "s", ranks,
+                    failure ? "; the first error: " + *failure : "");
+    group_.abort(message);
+    failure = message;
+  }
+  if (failure) {
+    broken_ = true;
+    throw ParallelRunError(*failure);
+  }
   return replies;
 }
 

@@ -50,14 +50,17 @@ class ProcessTrainer {
 
  private:
   /// Sends `command` to every worker, then (after `local`, this process's
-  /// part) gathers their replies; throws ParallelRunError with the first
-  /// failure that is not an abort (this process's or a worker's).
+  /// part) gathers their replies, waiting at most the job's timeout for
+  /// each; throws ParallelRunError with the first failure that is not an
+  /// abort (this process's or a worker's), led by the ranks that did not
+  /// answer. After a failure every command throws.
   std::vector<nlohmann::json> everywhere(const nlohmann::json& command, const std::function<void()>& local);
   std::vector<int> workers() const;
 
   ProcessGroup& group_;
   TrainingJob job_;
   std::unique_ptr<ParallelTrainer> trainer_;
+  bool broken_ = false;  // a command failed: the workers' state is unknown
 };
 
 }  // namespace meshflow::runtime

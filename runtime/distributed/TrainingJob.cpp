@@ -92,7 +92,8 @@ ir::Graph graphOf(const json& j) {
   for (const json& o : j.at("ops")) {
     auto kind = ir::parseOpKind(o.at("kind").get<std::string>());
     if (!kind) throw JobFormatError(fmt::format("an unknown op '{}'", o.at("kind").get<std::string>()));
-    ir::Op op{*kind, o.at("in").get<std::vector<ir::ValueId>>(), o.at("out").get<std::vector<ir::ValueId>>(), {}, {}, {}};
+    ir::Op op{*kind, o.at("in").get<std::vector<ir::ValueId>>(), o.at("out").get<std::vector<ir::ValueId>>(),
+              {}, {}, {}, ir::Phase::Forward, std::nullopt};
     for (const auto& [name, value] : o.at("attrs").items()) op.attrs[name] = attributeOf(value);
     op.scope = o.at("scope").get<std::string>();
     const json& loc = o.at("loc");

@@ -28,6 +28,13 @@ class Worker {
  public:
   explicit Worker(ProcessGroup& group) : group_(group) {}
 
+  /// A command failed here: the controller's next word (exit) is awaited
+  /// even after the abort, at most this long.
+  std::optional<std::chrono::milliseconds> lastWordWait() const {
+    if (!failed_) return std::nullopt;
+    return (job_ ? job_->description.options.timeout : std::chrono::minutes(5)) + std::chrono::seconds(30);
+  }
+
   // Carries out one command; returns the exit code when it is `exit`.
   std::optional<int> serve(const json& command) {
     const std::string name = command.at("command").get<std::string>();
@@ -41,10 +48,12 @@ class Worker {
       reply = distributed::okReply(carryOut(name, command));
     } catch (const ParallelRunError& e) {
       reply = distributed::errorReply(e.what(), e.aborted());
+      failed_ = true;
     } catch (const std::exception& e) {
       const std::string message = fmt::format("rank {}: {}", group_.rank(), e.what());
       group_.abort(message);
       reply = distributed::errorReply(message, false);
+      failed_ = true;
     }
     group_.send(0, distributed::encode(reply));
     return std::nullopt;
@@ -95,6 +104,7 @@ class Worker {
 
   ProcessGroup& group_;
   std::unique_ptr<Job> job_;
+  bool failed_ = false;
 };
 
 }  // namespace
@@ -114,7 +124,8 @@ int runWorker(ProcessGroup& group, std::ostream& err) {
   Worker worker(group);
   try {
     for (;;) {
-      json command = distributed::decode(group.recv(0));
+      const auto wait = worker.lastWordWait();
+      json command = distributed::decode(group.recv(0, wait, wait.has_value()));
       if (auto code = worker.serve(command)) {
         if (*code != 0 && command.contains("message"))
           err << fmt::format("rank {}: the controller stopped: {}\n", group.rank(),

@@ -245,8 +245,8 @@ void MpiWorld::abort(const std::string& reason) {
 }
 
 void MpiWorld::await(const std::string& what, std::optional<std::chrono::milliseconds> timeout,
-                     const std::function<bool()>& ready,
-                     const std::function<std::string()>& missing) {
+                     const std::function<bool()>& ready, const std::function<std::string()>& missing,
+                     bool abortEnds) {
   auto start = Clock::now();
   auto idleSince = start;
   for (;;) {
@@ -254,7 +254,7 @@ void MpiWorld::await(const std::string& what, std::optional<std::chrono::millise
     // What has arrived is taken even after an abort (the controller still
     // gathers the failed step's replies); only a wait for more ends.
     if (ready()) return;
-    throwIfAborted(what);
+    if (abortEnds) throwIfAborted(what);
     auto now = Clock::now();
     if (timeout && now - start > *timeout) {
       failed = true;
@@ -343,7 +343,8 @@ void MpiProcess::sendControl(int peer, std::string bytes) {
   world.sendHolders.push_back(text);
 }
 
-std::string MpiProcess::recvControl(int peer, std::optional<std::chrono::milliseconds> timeout) {
+std::string MpiProcess::recvControl(int peer, std::optional<std::chrono::milliseconds> timeout,
+                                    bool evenAfterAbort) {
   MpiWorld& world = state_->world;
   std::string what = fmt::format("control message from rank {}", peer);
   checkPeer(world, peer, what);
@@ -362,7 +363,7 @@ std::string MpiProcess::recvControl(int peer, std::optional<std::chrono::millise
         MPI_Iprobe(peer, 0, world.comms[kControlChannel], &flag, &status);
         return flag != 0;
       },
-      [] { return std::string(); });
+      [] { return std::string(); }, !evenAfterAbort);
   // A long message (a serialised Program) arrives while this rank polls, so
   // an abort still ends the wait; the buffer outlives an abandoned receive.
   int length = 0;
@@ -380,7 +381,7 @@ std::string MpiProcess::recvControl(int peer, std::optional<std::chrono::millise
                    "MPI_Testall");
           return flag != 0;
         },
-        [] { return std::string(); });
+        [] { return std::string(); }, !evenAfterAbort);
   } catch (...) {
     world.abandon(requests, bytes);
     throw;

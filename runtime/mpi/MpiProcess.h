@@ -63,7 +63,10 @@ class MpiProcess {
   /// between commands), else at most `timeout` (CommError Timeout), and ends
   /// with CommError(Aborted) once any rank has aborted.
   void sendControl(int peer, std::string bytes);
-  std::string recvControl(int peer, std::optional<std::chrono::milliseconds> timeout = std::nullopt);
+  /// With `evenAfterAbort`, an abort does not end the wait: the controller
+  /// still gathers the answers to a failed command, a worker its last word.
+  std::string recvControl(int peer, std::optional<std::chrono::milliseconds> timeout = std::nullopt,
+                          bool evenAfterAbort = false);
 
   /// Tells every other rank that this one failed: their waits end with
   /// CommError(Aborted) "rank R failed: REASON". Never blocks.

@@ -16,8 +16,8 @@ class MpiProcessGroup final : public ProcessGroup {
   int size() const override { return process_.size(); }
   std::chrono::milliseconds timeout() const override { return timeout_; }
   void send(int peer, std::string bytes) override { process_.sendControl(peer, std::move(bytes)); }
-  std::string recv(int peer, std::optional<std::chrono::milliseconds> timeout) override {
-    return process_.recvControl(peer, timeout);
+  std::string recv(int peer, std::optional<std::chrono::milliseconds> timeout, bool evenAfterAbort) override {
+    return process_.recvControl(peer, timeout, evenAfterAbort);
   }
   void abort(const std::string& reason) override { process_.abort(reason); }
   std::unique_ptr<DeviceHost> deviceHost(std::chrono::milliseconds timeout) override;

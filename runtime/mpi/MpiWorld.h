@@ -121,8 +121,11 @@ struct MpiWorld {
   /// abort notice is seen, CommError(Timeout) "WHAT timed out after T" +
   /// missing() after `timeout` (none: no timeout). Every round also completes
   /// sends and advances the background operations.
+  /// With `abortEnds` false an abort does not end the wait (only the
+  /// timeout does): a control message still expected after a failure.
   void await(const std::string& what, std::optional<std::chrono::milliseconds> timeout,
-             const std::function<bool()>& ready, const std::function<std::string()>& missing);
+             const std::function<bool()>& ready, const std::function<std::string()>& missing,
+             bool abortEnds = true);
   /// Throws CommError(Aborted) when an abort was seen (receiving a pending notice).
   void throwIfAborted(const std::string& what);
   /// Sends the abort notice (once) and records this rank's failure.

@@ -47,13 +47,15 @@ unset MESHFLOW_INJECT_FAULT
 echo "--- the failed run (exit $code, every rank stopped ${stopped_ms} ms after the failure)"
 tail -25 run.txt
 [ $code -ne 0 ] || fail "the run succeeded"
-[ $stopped_ms -lt $(((timeout_s + 20) * 1000)) ] || fail "stopping took ${stopped_ms} ms"
+# A hang: the timeout finds it, then the controller waits up to the timeout
+# for every answer; anything else stops within the timeout.
+[ $stopped_ms -lt $(((2 * timeout_s + 20) * 1000)) ] || fail "stopping took ${stopped_ms} ms"
 case $mode in
   throw) grep -q "error: training .* failed: device 2, step 7, instruction 1.*injected fault" run.txt || fail "no error naming device 2, step 7"
          [ $stopped_ms -lt $((timeout_s * 1000)) ] || fail "the others waited for their timeout" ;;
   kill) grep -Eq "rank 2 .*(signal 9|Killed)|exited on signal 9" run.txt || fail "nothing names the killed rank 2" ;;
-  hang) grep -q "device 2" run.txt || fail "nothing names the hung device 2"
-        grep -q "timed out" run.txt || fail "no rank timed out" ;;
+  hang) grep -q "error: .*rank 2 did not answer" run.txt ||
+          fail "the controller's error does not name the hung rank 2" ;;
 esac
 latest=$(cat ckpt/latest) || fail "no checkpoint"
 echo "--- the latest checkpoint: $latest"

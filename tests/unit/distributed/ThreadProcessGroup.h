@@ -32,9 +32,9 @@ class ThreadJob {
     changed_.notify_all();
   }
 
-  std::string recv(int from, int to, std::optional<std::chrono::milliseconds> timeout) {
+  std::string recv(int from, int to, std::optional<std::chrono::milliseconds> timeout, bool evenAfterAbort) {
     std::unique_lock lock(mutex_);
-    auto ready = [&] { return !boxes_[{from, to}].empty() || !abortReason_.empty(); };
+    auto ready = [&] { return !boxes_[{from, to}].empty() || (!evenAfterAbort && !abortReason_.empty()); };
     if (timeout) {
       if (!changed_.wait_for(lock, *timeout, ready))
         throw runtime::CommError(runtime::CommError::Kind::Timeout, to, "control message timed out");
@@ -73,8 +73,8 @@ class ThreadProcessGroup final : public runtime::ProcessGroup {
   int rank() const override { return rank_; }
   int size() const override { return job_.ranks(); }
   void send(int peer, std::string bytes) override { job_.send(rank_, peer, std::move(bytes)); }
-  std::string recv(int peer, std::optional<std::chrono::milliseconds> timeout) override {
-    return job_.recv(peer, rank_, timeout);
+  std::string recv(int peer, std::optional<std::chrono::milliseconds> timeout, bool evenAfterAbort) override {
+    return job_.recv(peer, rank_, timeout, evenAfterAbort);
   }
   void abort(const std::string& reason) override { job_.abort(rank_, reason); }
   std::unique_ptr<runtime::DeviceHost> deviceHost(std::chrono::milliseconds) override {

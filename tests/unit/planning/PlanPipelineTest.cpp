@@ -176,7 +176,12 @@ TEST_CASE("plans that describe no pipeline are refused", "[planning]") {
 TEST_CASE("a described plan lowers and simulates to the 1F1B closed form", "[planning]") {
   // p = 2, m = 4, t_F = 1, t_B = 2, nothing to send: (m + p − 1)(t_F + t_B) = 15.
   Plan p = plan({stage(0, 1, {0}, {1, 1}), stage(1, 2, {1}, {1, 1})});
-  for (PlanStage& s : p.stages) s.costs = {1, 2, 1, 0, 0, 0, 0, 0, 0, "none", false};
+  for (PlanStage& s : p.stages) {
+    s.costs = ir::StageCosts{};
+    s.costs.forwardSeconds = 1;
+    s.costs.backwardSeconds = 2;
+    s.costs.weightGradSeconds = 1;
+  }
   auto result = meshflow::runtime::sim::simulate(
       meshflow::passes::lowerPipeline(describePipeline(p)),
       meshflow::passes::simulatorOptions(meshflow::ir::p3_16xlarge(1)));

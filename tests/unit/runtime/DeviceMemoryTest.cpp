@@ -182,7 +182,7 @@ TEST_CASE("a source out of memory gets the cache back first, then the error name
     memory.allocate(64 * 1024, MemoryCategory::kActivations);
     FAIL("no error");
   } catch (const DeviceMemoryError& e) {
-    CHECK(std::string(e.what()) == "out of fake GPU memory on device 2: 64.00 KiB for activations");
+    CHECK(std::string(e.what()) == "out of fake GPU memory on device 2: 64 KiB for activations");
   }
   CHECK(memory.stats().allocated == 48 * 1024);  // the failed request is not charged
   memory.release(b, 48 * 1024, MemoryCategory::kParameters);
