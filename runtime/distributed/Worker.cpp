@@ -28,6 +28,8 @@ class Worker {
  public:
   explicit Worker(ProcessGroup& group) : group_(group) {}
 
+  void noteFailure() { failed_ = true; }
+
   /// A command failed here: the controller's next word (exit) is awaited
   /// even after the abort, at most this long.
   std::optional<std::chrono::milliseconds> lastWordWait() const {
@@ -125,7 +127,17 @@ int runWorker(ProcessGroup& group, std::ostream& err) {
   try {
     for (;;) {
       const auto wait = worker.lastWordWait();
-      json command = distributed::decode(group.recv(0, wait, wait.has_value()));
+      std::string bytes;
+      try {
+        bytes = group.recv(0, wait, wait.has_value());
+      } catch (const CommError& e) {
+        // A rank failed before this one's next command came: the controller
+        // still sends it (and its last word), which it answers as failed.
+        if (e.kind() != CommError::Kind::Aborted || wait) throw;
+        worker.noteFailure();
+        continue;
+      }
+      json command = distributed::decode(bytes);
       if (auto code = worker.serve(command)) {
         if (*code != 0 && command.contains("message"))
           err << fmt::format("rank {}: the controller stopped: {}\n", group.rank(),
