@@ -214,8 +214,14 @@ std::vector<ScheduleChoice> scheduleCandidates(const PlanRequest& r) {
 // each rank's layers cut into `chunks` virtual stages in Megatron's order
 // (virtual stage c·p + r is chunk c of rank r). Nothing when the stages cannot
 // be cut that way (unequal meshes, too few layers).
+// A schedule the stages cannot take: the hint at fault and why.
+struct ScheduleRefusal {
+  std::string hint;
+  std::string why;
+};
+
 std::optional<Candidate> withSchedule(const StageSearchResult& found, ScheduleChoice schedule,
-                                      int microbatches, const StageSearchInput& in) {
+                                      int microbatches, const StageSearchInput& in, ScheduleRefusal& refusal) {
   Candidate c;
   c.microbatches = microbatches;
   c.microbatch = in.microbatch;
@@ -232,8 +238,17 @@ std::optional<Candidate> withSchedule(const StageSearchResult& found, ScheduleCh
         return {};
     int layers = found.stages.back().endLayer;
     int virtualStages = p * schedule.chunks;
-    if (layers < virtualStages) return {};
-    if (schedule.kind == ir::ScheduleKind::kInterleaved && microbatches % p != 0) return {};
+    if (layers < virtualStages) {
+      refusal = {"virtual_stages", fmt::format("{} pipeline rank{} × {} chunks need at least {} layers; the model has {}",
+                                               p, p == 1 ? "" : "s", schedule.chunks, virtualStages, layers)};
+      return {};
+    }
+    if (schedule.kind == ir::ScheduleKind::kInterleaved && microbatches % p != 0) {
+      refusal = {"microbatches", fmt::format("the interleaved schedule needs microbatches divisible by the {} "
+                                             "pipeline ranks, not {}",
+                                             p, microbatches)};
+      return {};
+    }
     RangePricer pricer(*in.table, first.config, (*in.configs)[first.config], in.microbatch,
                        1.0 / microbatches, first.variant, *in.cluster);
     for (int k = 0; k < virtualStages; ++k) {
@@ -330,7 +345,7 @@ class Search {
         for (ScheduleChoice schedule : scheduleCandidates(request_)) {
           // One rank cut into chunks runs as 1F1B does, in more pieces: only on request.
           if (schedule.chunks > 1 && result.stages.size() == 1 && !request_.schedule) continue;
-          if (auto c = withSchedule(result, schedule, microbatches, in)) {
+          if (auto c = withSchedule(result, schedule, microbatches, in, scheduleRefusal_)) {
             c->search = search;
             ++searched_;
             keep(std::move(*c));
@@ -572,6 +587,9 @@ class Search {
                                          pins, lastWhy_));
       }
     }
+    // Stages fit, but the schedule asked for could not run on any of them.
+    if (lastWhy_.empty() && !scheduleRefusal_.why.empty())
+      return PlanningError(scheduleRefusal_.hint, "no plan takes the schedule: " + scheduleRefusal_.why);
     std::string limit = request_.memoryPerDevice
                             ? fmt::format("memory_per_device <= {:.4g} GB", budget_ / 1e9)
                             : fmt::format("the device's {:.4g} GB", budget_ / 1e9);
@@ -608,6 +626,7 @@ class Search {
   std::vector<MeshConfig> configs_;
   std::vector<Candidate> candidates_;
   std::string lastWhy_;
+  ScheduleRefusal scheduleRefusal_;  // the last schedule the stages found could not take
   std::size_t searched_ = 0;
 };
 
