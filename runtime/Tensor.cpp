@@ -288,8 +288,9 @@ Tensor randomInts(Shape shape, std::int32_t lo, std::int32_t hi, std::uint64_t s
   if (hi <= lo) throw std::invalid_argument("randomInts needs lo < hi");
   Tensor t(ir::DType::I32, std::move(shape));
   std::mt19937_64 rng(seed);
-  auto range = static_cast<std::uint64_t>(hi - lo);
-  for (auto& v : t.i32()) v = lo + static_cast<std::int32_t>(rng() % range);
+  // In 64 bits: hi - lo may pass 2^31 (lo = -2e9, hi = 2e9).
+  const auto range = static_cast<std::uint64_t>(std::int64_t{hi} - lo);
+  for (auto& v : t.i32()) v = static_cast<std::int32_t>(std::int64_t{lo} + static_cast<std::int64_t>(rng() % range));
   return t;
 }
 
