@@ -44,12 +44,29 @@ class SerialRunner final : public StepRunner {
   runtime::TensorMap state_;
 };
 
-class ParallelRunner final : public StepRunner {
+// Writes a checkpoint of what `trainer` holds: the cpu backend's devices are
+// all here; a ProcessTrainer has every process write its own shards.
+void saveTrainerCheckpoint(const runtime::ParallelTrainer& trainer, const std::filesystem::path& dir,
+                           std::int64_t step, const nlohmann::json& info) {
+  runtime::writeCheckpoint(dir, step, info, trainer.shards());
+}
+void saveTrainerCheckpoint(runtime::ProcessTrainer& trainer, const std::filesystem::path& dir, std::int64_t step,
+                           const nlohmann::json& info) {
+  trainer.saveCheckpoint(dir, step, info);
+}
+
+// A plan on the parallel runtime: its devices on this process's threads
+// (ParallelTrainer) or on the processes of a job (ProcessTrainer, the
+// controller's view; each device's trace is timed from when its process
+// began the step, the processes beginning within a control message's
+// latency of each other).
+template <typename Trainer>
+class PlanRunner final : public StepRunner {
  public:
-  ParallelRunner(const passes::TrainingGraph& training, runtime::ParallelPlan plan,
-                 runtime::ParallelOptions options, std::optional<runtime::sim::SimulatorOptions> simulator,
-                 std::string description, std::vector<double> predictedMemory)
-      : trainer_(training, std::move(plan), options),
+  template <typename... TrainerArgs>
+  PlanRunner(std::optional<runtime::sim::SimulatorOptions> simulator, std::string description,
+             std::vector<double> predictedMemory, TrainerArgs&&... args)
+      : trainer_(std::forward<TrainerArgs>(args)...),
         description_(std::move(description)),
         predictedMemory_(std::move(predictedMemory)) {
     if (simulator) predicted_ = runtime::sim::simulate(trainer_.program(), *simulator).makespan;
@@ -65,7 +82,7 @@ class ParallelRunner final : public StepRunner {
   }
   void setState(const runtime::TensorMap& state) override { trainer_.setState(state); }
   void saveCheckpoint(const std::filesystem::path& dir, std::int64_t step, const nlohmann::json& info) override {
-    runtime::writeCheckpoint(dir, step, info, trainer_.shards());
+    saveTrainerCheckpoint(trainer_, dir, step, info);
   }
   bool parallel() const override { return true; }
   std::optional<double> predictedSeconds() const override { return predicted_; }
@@ -74,56 +91,12 @@ class ParallelRunner final : public StepRunner {
   }
   std::vector<double> predictedMemory() const override { return predictedMemory_; }
   std::string describe() const override { return description_; }
-
   std::optional<nlohmann::json> lastStepTrace() const override { return measuredTrace(trainer_.program(), last_); }
 
  private:
-  runtime::ParallelTrainer trainer_;
-  std::optional<runtime::ParallelStepResult> last_;
-  std::optional<double> predicted_;
-  std::string description_;
-  std::vector<double> predictedMemory_;
-};
-
-// A plan on the processes of a job: the controller's view. The trace of a
-// step is not gathered from the workers (only their times and memory).
-class ProcessRunner final : public StepRunner {
- public:
-  ProcessRunner(runtime::ProcessGroup& group, runtime::TrainingJob job,
-                std::optional<runtime::sim::SimulatorOptions> simulator, std::string description,
-                std::vector<double> predictedMemory)
-      : trainer_(group, std::move(job)),
-        description_(std::move(description)),
-        predictedMemory_(std::move(predictedMemory)) {
-    if (simulator) predicted_ = runtime::sim::simulate(trainer_.program(), *simulator).makespan;
-  }
-
-  double step(const runtime::TensorMap& batch, std::int64_t step) override {
-    last_ = trainer_.step(batch, step);
-    return last_->loss;
-  }
-  runtime::TensorMap state() const override { return trainer_.state(); }
-  std::optional<runtime::Tensor> stateTensor(const std::string& name) const override {
-    return trainer_.replicatedState(name);
-  }
-  void setState(const runtime::TensorMap& state) override { trainer_.setState(state); }
-  void saveCheckpoint(const std::filesystem::path& dir, std::int64_t step, const nlohmann::json& info) override {
-    trainer_.saveCheckpoint(dir, step, info);
-  }
-  bool parallel() const override { return true; }
-  std::optional<double> predictedSeconds() const override { return predicted_; }
-  std::vector<runtime::MemoryStats> lastMemory() const override {
-    return last_ ? last_->memory : std::vector<runtime::MemoryStats>{};
-  }
-  std::vector<double> predictedMemory() const override { return predictedMemory_; }
-  std::string describe() const override { return description_; }
-  /// Each device's instructions timed from when its process began the step
-  /// (the processes begin within a control message's latency of each other).
-  std::optional<nlohmann::json> lastStepTrace() const override { return measuredTrace(trainer_.program(), last_); }
-
- private:
-  // Gathering the state asks the workers; it changes nothing a caller sees.
-  mutable runtime::ProcessTrainer trainer_;
+  // A ProcessTrainer gathers the state by asking its workers: that changes
+  // nothing a caller sees.
+  mutable Trainer trainer_;
   std::optional<runtime::ParallelStepResult> last_;
   std::optional<double> predicted_;
   std::string description_;
@@ -135,8 +108,8 @@ class ProcessRunner final : public StepRunner {
 std::unique_ptr<StepRunner> processRunner(runtime::ProcessGroup& group, runtime::TrainingJob job,
                                           std::optional<runtime::sim::SimulatorOptions> simulator,
                                           std::string description, std::vector<double> predictedMemory) {
-  return std::make_unique<ProcessRunner>(group, std::move(job), simulator, std::move(description),
-                                         std::move(predictedMemory));
+  return std::make_unique<PlanRunner<runtime::ProcessTrainer>>(simulator, std::move(description),
+                                                               std::move(predictedMemory), group, std::move(job));
 }
 
 std::unique_ptr<StepRunner> serialRunner(const passes::TrainingGraph& training, std::int64_t batch) {
@@ -147,8 +120,9 @@ std::unique_ptr<StepRunner> parallelRunner(const passes::TrainingGraph& training
                                            runtime::ParallelOptions options,
                                            std::optional<runtime::sim::SimulatorOptions> simulator,
                                            std::string description, std::vector<double> predictedMemory) {
-  return std::make_unique<ParallelRunner>(training, std::move(plan), options, simulator, std::move(description),
-                                          std::move(predictedMemory));
+  return std::make_unique<PlanRunner<runtime::ParallelTrainer>>(simulator, std::move(description),
+                                                                std::move(predictedMemory), training,
+                                                                std::move(plan), options);
 }
 
 }  // namespace meshflow::interp
