@@ -9,7 +9,8 @@
 # Run on the GPU machine, from the repository root, with build-gpu-deps/ sent:
 #   tools/gpu_check.sh
 # Environment: BUILD (default build-gpu), JOBS (default 16). Exit status: 0
-# when every check passed (or there is no GPU: the checks print SKIPPED).
+# when every check passed; without a GPU the kernel checks print SKIPPED and
+# exit 77, and so does not pass.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build-gpu}

@@ -2,7 +2,9 @@
 // the cpu kernel it stands in for (runtime/cpu/), on fresh random inputs each
 // run (the seed is printed; MESHFLOW_SEED=<n> repeats a run), to the tolerance
 // of its precision. Without a GPU it prints "SKIPPED: no CUDA device" and
-// passes, so CI runs it everywhere. Exits 1 if any check fails.
+// exits 77, which ctest reports as skipped (not passed); CI builds and runs
+// it everywhere, and it can fail only where a GPU is. Exits 1 if any check
+// fails.
 //
 // Tolerances, as |gpu - cpu| <= atol + rtol·|cpu| per element:
 // - add, mul, relu, relu_grad: exact (one fp32 rounding on both sides);
@@ -252,10 +254,13 @@ void checkAllocator() {
 
 }  // namespace
 
+// ctest's SKIP_RETURN_CODE for gpu.kernels (tests/gpu/Gpu.cmake).
+constexpr int kSkipped = 77;
+
 int main() {
   if (cuda::deviceCount() == 0) {
     std::printf("SKIPPED: no CUDA device (%s)\n", cuda::noDeviceReason().c_str());
-    return 0;
+    return kSkipped;
   }
   try {
     cuda::DeviceInfo info = cuda::deviceInfo(0);
