@@ -4,6 +4,7 @@
 
 #include <stdexcept>
 
+#include "runtime/cpu/CoreGate.h"
 #include "runtime/cpu/LocalCluster.h"
 
 namespace meshflow::runtime {
@@ -15,6 +16,7 @@ Communicator& SingleDeviceHost::communicator(int device) {
 
 void SingleDeviceHost::run(const std::function<void(int device)>& body) {
   try {
+    cpu::CoreGate::Hold core(cores_, device_);
     body(device_);
   } catch (const CommError& e) {
     if (e.kind() != CommError::Kind::Aborted) abort_(fmt::format("device {}: {}", device_, e.detail()));

@@ -58,6 +58,7 @@ class Reader {
     at_ += sizeof(T);
     return value;
   }
+  std::size_t consumed() const { return at_; }
 
  private:
   std::span<const std::byte> in_;
@@ -203,7 +204,9 @@ struct CallInfo {
     for (const TensorType& t : types) t.write(w);
     return w.take();
   }
-  static CallInfo decode(std::span<const std::byte> bytes, std::uint64_t& number) {
+  /// `consumed`: where the header ends in `bytes` (a payload may follow).
+  static CallInfo decode(std::span<const std::byte> bytes, std::uint64_t& number,
+                         std::size_t& consumed) {
     Reader r(bytes);
     CallInfo call;
     call.op = static_cast<Op>(r.get<std::uint8_t>());
@@ -214,6 +217,7 @@ struct CallInfo {
     for (std::uint32_t i = 0; i < members; ++i) call.group.push_back(r.get<std::int32_t>());
     auto count = r.get<std::uint32_t>();
     for (std::uint32_t i = 0; i < count; ++i) call.types.push_back(TensorType::read(r));
+    consumed = r.consumed();
     return call;
   }
 };
@@ -297,9 +301,18 @@ class Call {
   /// Keeps the buffers of this call's receives alive if the call is abandoned.
   void holdBuffers(std::shared_ptr<const void> holder) { holder_ = std::move(holder); }
 
-  void sendHeader(std::size_t k) {
-    auto bytes = std::make_shared<const std::vector<std::byte>>(info_.encode(number_));
+  /// Sends member k this call's header, and `payload` after it in the same
+  /// message (a small operand: one message instead of two halves the latency).
+  void sendHeader(std::size_t k, std::span<const std::byte> payload = {}) {
+    std::vector<std::byte> message = info_.encode(number_);
+    message.insert(message.end(), payload.begin(), payload.end());
+    auto bytes = std::make_shared<const std::vector<std::byte>>(std::move(message));
     world_.postSend(kCallHeaders, member(k), tag_, bytes->data(), bytes->size(), bytes);
+  }
+  /// What member k sent after its header (once the header is in).
+  std::span<const std::byte> payload(std::size_t k) const {
+    const Peer& peer = peers_[k];
+    return std::span<const std::byte>(peer.message).subspan(peer.payloadAt);
   }
   void expectHeader(std::size_t k) { peers_[k].headerExpected = true; }
 
@@ -424,6 +437,8 @@ class Call {
     std::vector<std::size_t> expectedBytes;
     bool wrongSize = false;
     std::uint64_t number = 0;  // the call number in its header
+    std::vector<std::byte> message;  // the header's message, payload included
+    std::size_t payloadAt = 0;       // where the payload starts in it
   };
 
   int tagOf(Groups& groups, const std::vector<int>& members) {
@@ -454,11 +469,12 @@ class Call {
     if (!flag) return;
     int length = 0;
     MPI_Get_count(&status, MPI_BYTE, &length);
-    std::vector<std::byte> bytes(static_cast<std::size_t>(length));
-    checkMpi(MPI_Recv(bytes.data(), length, MPI_BYTE, member(k), tag_, world_.comms[kCallHeaders],
-                      MPI_STATUS_IGNORE),
+    Peer& peer = peers_[k];
+    peer.message.resize(static_cast<std::size_t>(length));
+    checkMpi(MPI_Recv(peer.message.data(), length, MPI_BYTE, member(k), tag_,
+                      world_.comms[kCallHeaders], MPI_STATUS_IGNORE),
              "MPI_Recv");
-    peers_[k].header = CallInfo::decode(bytes, peers_[k].number);
+    peer.header = CallInfo::decode(peer.message, peer.number, peer.payloadAt);
   }
 
   MpiWorld& world_;
@@ -495,6 +511,21 @@ class AllReduceOp final : public BackgroundOp {
     std::size_t total = 0;
     for (const Tensor& input : buffers_->inputs) total += input.bytes();
     whole_ = total <= kWholeBytes;
+    if (whole_) {
+      // Small operands travel inside the header: one message to each peer.
+      std::vector<std::byte> operands;
+      operands.reserve(total);
+      for (const Tensor& input : buffers_->inputs) {
+        auto raw = std::as_const(input).raw();
+        operands.insert(operands.end(), raw.begin(), raw.end());
+      }
+      for (std::size_t k = 0; k < n; ++k) {
+        if (k == me) continue;
+        call_->sendHeader(k, operands);
+        call_->expectHeader(k);
+      }
+      return;
+    }
     for (std::size_t k = 0; k < n; ++k) {
       if (k == me) continue;
       call_->sendHeader(k);
@@ -507,7 +538,6 @@ class AllReduceOp final : public BackgroundOp {
         auto& into = buffers_->received[i * n + k];
         if (myBytes > 0) into = world.takeScratch(myBytes);
         call_->recvData(k, kCallData, into.data(), myBytes, 0);
-        if (whole_) continue;
         auto [theirs, theirBytes] = chunk(i, k);
         call_->recvData(k, kCallGather, buffers_->outputs[i].raw().data() + theirs, theirBytes, 1);
       }
@@ -561,15 +591,38 @@ class AllReduceOp final : public BackgroundOp {
     return {begin * size, (end - begin) * size};
   }
 
+  // Where member k's part of tensor i is: this member's own input, the
+  // operands in k's header (whole), or k's chunk received.
+  const std::byte* partOf(std::size_t i, std::size_t k, std::size_t begin) const {
+    if (k == call_->position()) return std::as_const(buffers_->inputs[i]).raw().data() + begin;
+    if (!whole_) return buffers_->received[i * call_->members() + k].data();
+    std::size_t offset = 0;
+    for (std::size_t j = 0; j < i; ++j) offset += buffers_->inputs[j].bytes();
+    return call_->payload(k).data() + offset;
+  }
+
+  // Whole operands: every peer's header carried all of them (a header that
+  // agrees with this call but with other bytes is a Mismatch, as a data
+  // message of another size is).
+  void checkPayloads() const {
+    std::size_t total = 0;
+    for (const Tensor& input : buffers_->inputs) total += input.bytes();
+    for (std::size_t k = 0; k < call_->members(); ++k)
+      if (k != call_->position() && call_->payload(k).size() != total)
+        throw world_.error(Kind::Mismatch,
+                           fmt::format("{}: device {} sent a message of another size than this "
+                                       "call expects",
+                                       call_->describe(), call_->member(k)));
+  }
+
   void sumAndSend() {
     std::size_t n = call_->members(), me = call_->position();
+    if (whole_) checkPayloads();
     for (std::size_t i = 0; i < buffers_->inputs.size(); ++i) {
       Tensor& out = buffers_->outputs[i];
       auto [begin, bytes] = chunk(i, me);
       std::vector<const std::byte*> parts;
-      for (std::size_t k = 0; k < n; ++k)
-        parts.push_back(k == me ? std::as_const(buffers_->inputs[i]).raw().data() + begin
-                                : buffers_->received[i * n + k].data());
+      for (std::size_t k = 0; k < n; ++k) parts.push_back(partOf(i, k, begin));
       std::size_t size = ir::dtypeBytes(out.dtype());
       orderedSum(out.dtype(), parts, out.raw().data() + begin, bytes / size);
       if (whole_) continue;
@@ -630,10 +683,14 @@ class MpiOwnAllReduce final : public PendingAllReduce {
         requests_.push_back(request);
       }
     }
+    ++world_.mpiCollectivesUnderWay;
   }
 
   // A collective's requests cannot be cancelled: they stay until MPI ends them.
-  ~MpiOwnAllReduce() override { world_.abandon(requests_, buffers_, false); }
+  ~MpiOwnAllReduce() override {
+    if (!requests_.empty()) --world_.mpiCollectivesUnderWay;
+    world_.abandon(requests_, buffers_, false);
+  }
 
   void finish() override {
     world_.await(
@@ -647,6 +704,7 @@ class MpiOwnAllReduce final : public PendingAllReduce {
         },
         [] { return std::string(); });
     requests_.clear();
+    --world_.mpiCollectivesUnderWay;
     for (std::size_t i = 0; i < tensors_.size(); ++i) *tensors_[i] = (*buffers_)[i];
   }
 

@@ -60,9 +60,11 @@ MpiWorld::MpiWorld(int* argc, char*** argv, MpiOptions options) : options(option
            "MPI_Comm_split_type");
   int onNode = 1;
   MPI_Comm_size(node, &onNode);
+  int cores = NodeCores::hostCores();
+  nodeCores = NodeCores::share(node, rank, cores);
+  if (nodeCores && nodeCores->gate()) nodeCores->gate()->setWaitLimit(options.timeout);
   MPI_Comm_free(&node);
-  if (onNode > static_cast<int>(std::thread::hardware_concurrency()))
-    spinBeforeYield = std::chrono::microseconds(0);
+  if (onNode > cores) spinBeforeYield = std::chrono::microseconds(0);
   int* limit = nullptr;
   int found = 0;
   MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &limit, &found);
@@ -101,6 +103,7 @@ void MpiWorld::postSend(Channel channel, int peer, int tag, const void* data, st
     from += piece;
     bytes -= piece;
   } while (bytes > 0);
+  if (nodeCores) nodeCores->ring(peer);
 }
 
 void MpiWorld::postRecv(Channel channel, int peer, int tag, void* data, std::size_t bytes,
@@ -249,11 +252,18 @@ void MpiWorld::await(const std::string& what, std::optional<std::chrono::millise
                      bool abortEnds) {
   auto start = Clock::now();
   auto idleSince = start;
+  // A rank that must wait gives its host core to the next in line (when the
+  // node's ranks share cores) and takes it back once what it waits for came.
+  std::optional<cpu::CoreGate::Yield> offCore;
   for (;;) {
+    // The bell as it was before looking: a message that comes after the look
+    // rings it, and the sleep below returns at once.
+    std::uint32_t bell = nodeCores ? nodeCores->bell() : 0;
     bool moved = progress();
     // What has arrived is taken even after an abort (the controller still
     // gathers the failed step's replies); only a wait for more ends.
     if (ready()) return;
+    if (!offCore && nodeCores && nodeCores->gate()) offCore.emplace(nodeCores->gate(), rank);
     if (abortEnds) throwIfAborted(what);
     auto now = Clock::now();
     if (timeout && now - start > *timeout) {
@@ -272,8 +282,18 @@ void MpiWorld::await(const std::string& what, std::optional<std::chrono::millise
     if (moved) idleSince = now;
     auto idle = now - idleSince;
     if (idle < spinBeforeYield) continue;
+    // The sleeps end when a rank of the node sends this one something
+    // (NodeCores' doorbells). They last at most 50 us while messages may
+    // come from other nodes, which ring no bell, or while this rank's own
+    // sends or MPI's collectives are under way (MPI moves them only while
+    // this rank polls).
     if (idle < std::chrono::microseconds(200))
       sched_yield();
+    else if (nodeCores)
+      nodeCores->sleepUntilRung(bell, nodeCores->wholeJob() && sendRequests.empty() &&
+                                              mpiCollectivesUnderWay == 0
+                                          ? std::chrono::microseconds(2000)
+                                          : std::chrono::microseconds(50));
     else
       std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
@@ -308,9 +328,14 @@ void MpiProcess::setOptions(const MpiOptions& options) {
     throw std::invalid_argument(fmt::format("the communication timeout must be positive, not {}",
                                             durationText(options.timeout)));
   state_->world.options = options;
+  if (cpu::CoreGate* gate = hostCores()) gate->setWaitLimit(options.timeout);
 }
 
 Communicator& MpiProcess::communicator() { return *state_->communicator; }
+
+cpu::CoreGate* MpiProcess::hostCores() {
+  return state_->world.nodeCores ? state_->world.nodeCores->gate() : nullptr;
+}
 
 namespace {
 

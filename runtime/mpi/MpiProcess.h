@@ -15,6 +15,7 @@
 #include <string>
 
 #include "runtime/Communicator.h"
+#include "runtime/cpu/CoreGate.h"
 
 namespace meshflow::runtime::mpi {
 
@@ -53,6 +54,11 @@ class MpiProcess {
   /// group order unless options().deterministic is false), and startAllReduce
   /// without blocking (finish() waits).
   Communicator& communicator();
+
+  /// The host cores this node's ranks take turns on (runtime/mpi/
+  /// MpiNodeCores.h): this rank's device computes only while it holds one
+  /// and gives it up in every wait. Null when the node has a core per rank.
+  cpu::CoreGate* hostCores();
 
   /// Control messages: bytes from the controller to a worker and back, in
   /// order per (sender, receiver), never mixed with the communicator's.

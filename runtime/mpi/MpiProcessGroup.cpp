@@ -9,8 +9,9 @@ std::unique_ptr<DeviceHost> MpiProcessGroup::deviceHost(std::chrono::millisecond
   options.timeout = timeout;
   process_.setOptions(options);
   MpiProcess& process = process_;
-  return std::make_unique<SingleDeviceHost>(process.rank(), process.communicator(),
-                                            [&process](const std::string& reason) { process.abort(reason); });
+  return std::make_unique<SingleDeviceHost>(
+      process.rank(), process.communicator(),
+      [&process](const std::string& reason) { process.abort(reason); }, process.hostCores());
 }
 
 }  // namespace meshflow::runtime::mpi

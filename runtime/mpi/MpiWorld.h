@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "runtime/Communicator.h"
+#include "runtime/mpi/MpiNodeCores.h"
 #include "runtime/mpi/MpiProcess.h"
 
 namespace meshflow::runtime::mpi {
@@ -78,6 +79,11 @@ struct MpiWorld {
   /// runs more ranks than it has cores (a spinning rank would keep the one
   /// it waits for from running).
   std::chrono::microseconds spinBeforeYield{50};
+  /// What this node's ranks share (cores, doorbells); null when alone.
+  std::unique_ptr<NodeCores> nodeCores;
+  /// MPI's own collectives (MPI_Iallreduce) under way: MPI moves them only
+  /// while this rank polls, so its waits do not sleep long meanwhile.
+  int mpiCollectivesUnderWay = 0;
 
   /// The first abort seen: "rank R failed: REASON" (this rank's or another's).
   std::optional<std::string> abortReason;

@@ -1,0 +1,73 @@
+// mpi::NodeCores — what the ranks of one node share in memory: the host
+// cores, when the ranks outnumber them, and a doorbell per rank.
+//
+// Cores: 4 ranks on a 2-core machine, left to the kernel, are time-sliced
+// (every kernel at half speed, and the rank a pipeline waits for runnable
+// behind ranks nobody waits for). One cpu::CoreGate in POSIX shared memory
+// makes them take turns as the cpu backend's device threads do: a rank
+// computes only while it holds a core and gives it up whenever it waits
+// (MpiWorld::await).
+//
+// Doorbells: a rank that has waited a while sleeps until a rank of its node
+// sends it something (every send rings the receiver's bell), instead of
+// waking every 50 µs to look — so an idle rank costs its node nothing and
+// wakes the moment its message is there.
+#pragma once
+
+#include <mpi.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "runtime/cpu/CoreGate.h"
+
+namespace meshflow::runtime::mpi {
+
+class NodeCores {
+ public:
+  /// Collective over `node`, the ranks of this node (MPI_Comm_split_type),
+  /// `worldRank` being this rank: the memory they share, with a gate of
+  /// `cores` cores (none when the node has no more ranks than cores, or
+  /// `cores` is 0). Null for a rank alone on its node, or when the memory
+  /// cannot be made (each rank then computes freely and polls).
+  static std::unique_ptr<NodeCores> share(MPI_Comm node, int worldRank, int cores);
+  ~NodeCores();
+  NodeCores(const NodeCores&) = delete;
+  NodeCores& operator=(const NodeCores&) = delete;
+
+  /// The gate of the node's cores; null when each rank has a core.
+  cpu::CoreGate* gate() { return gate_->cores() > 0 ? gate_.get() : nullptr; }
+
+  /// Rings the bell of `worldRank` if it runs on this node (after a send to it).
+  void ring(int worldRank);
+  /// This rank's bell: read it before looking for messages, then sleep
+  /// until it changes (sleepUntilRung(seen, ...)).
+  std::uint32_t bell() const;
+  /// Sleeps until this rank's bell rings after `seen`, at most `limit`.
+  void sleepUntilRung(std::uint32_t seen, std::chrono::microseconds limit);
+  /// Whether every rank of the job runs on this node (so every message
+  /// that can come rings the bell).
+  bool wholeJob() const { return wholeJob_; }
+
+  /// The cores this node's ranks share: MESHFLOW_HOST_CORES when set (0: as
+  /// many as ranks, no gate), else the machine's online cores.
+  static int hostCores();
+
+ private:
+  struct Bell;
+  NodeCores(void* memory, std::size_t bytes) : memory_(memory), bytes_(bytes) {}
+  Bell& bellOf(int slot) const;
+
+  void* memory_;
+  std::size_t bytes_;
+  std::size_t bellsAt_ = 0;          // where the bells start in memory_
+  std::unique_ptr<cpu::CoreGate> gate_;
+  std::vector<int> slotOfRank_;      // world rank -> node slot, -1 off this node
+  int slot_ = 0;
+  bool wholeJob_ = false;
+};
+
+}  // namespace meshflow::runtime::mpi
