@@ -42,7 +42,7 @@ CudaKernels::~CudaKernels() {
 
 void CudaKernels::run(const ir::Op& op, const std::vector<const Tensor*>& inputs, std::vector<Tensor*>& outputs,
                       const cpu::KernelContext& ctx) {
-  if (placementOf(op, inputs) == Placement::kHost) {
+  if (placementOf(op, inputs, outputs) == Placement::kHost) {
     ++hostOps_[ir::opName(op.kind)];
     cpu::runKernel(op, inputs, outputs, ctx);
     return;

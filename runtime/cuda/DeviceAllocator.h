@@ -17,13 +17,14 @@ namespace meshflow::runtime::cuda {
 /// Blocks from cudaMalloc on `device` (cudaMallocManaged with `managed`:
 /// memory the host can read and write too), given back with cudaFree. allocate()
 /// answers null when the GPU is out of memory (DeviceMemory then frees its
-/// cache and tries once more); any other CUDA error throws CudaError.
+/// cache and tries once more); any other CUDA error throws CudaError. free()
+/// never throws (it runs in destructors, possibly at exit).
 class CudaBlocks final : public BlockSource {
  public:
   /// `index`: the CUDA device (cudaSetDevice's number).
   explicit CudaBlocks(int index, bool managed = false);
   void* allocate(std::size_t bytes) override;
-  void free(void* data, std::size_t bytes) override;
+  void free(void* data, std::size_t bytes) noexcept override;
   std::string name() const override;
 
  private:

@@ -18,8 +18,16 @@ bool fullPrecision(const std::vector<const Tensor*>& inputs) {
   });
 }
 
-bool gemmOperands(const std::vector<const Tensor*>& in) {
-  return in.size() == 2 && in[0]->dtype() == in[1]->dtype() && in[0]->dtype() != ir::DType::I32;
+// The dtypes of the outputs whose caller fixed one all equal `dtype`.
+bool outputsAre(const std::vector<Tensor*>& outputs, ir::DType dtype) {
+  return std::all_of(outputs.begin(), outputs.end(), [dtype](const Tensor* t) {
+    return !t || !(t->allocated() || t->isPlaceholder()) || t->dtype() == dtype;
+  });
+}
+
+bool gemmOperands(const std::vector<const Tensor*>& in, const std::vector<Tensor*>& out) {
+  return in.size() == 2 && in[0]->dtype() == in[1]->dtype() && in[0]->dtype() != ir::DType::I32 &&
+         outputsAre(out, in[0]->dtype());
 }
 
 // like's shape is the trailing part of dy's: the sum runs over whole rows.
@@ -56,10 +64,12 @@ bool skipsStep(const ir::Op& op, const std::vector<const Tensor*>& in) {
 
 }  // namespace
 
-Placement placementOf(const ir::Op& op, const std::vector<const Tensor*>& inputs) {
+Placement placementOf(const ir::Op& op, const std::vector<const Tensor*>& inputs,
+                      const std::vector<Tensor*>& outputs) {
   if (!allocated(inputs)) return Placement::kHost;  // the cpu kernel names what is missing
-  if (op.kind == ir::OpKind::MatMul) return gemmOperands(inputs) ? Placement::kGpu : Placement::kHost;
-  if (!gpuKind(op.kind) || !fullPrecision(inputs) || skipsStep(op, inputs)) return Placement::kHost;
+  if (op.kind == ir::OpKind::MatMul) return gemmOperands(inputs, outputs) ? Placement::kGpu : Placement::kHost;
+  if (!gpuKind(op.kind) || !fullPrecision(inputs) || !outputsAre(outputs, ir::DType::F32) || skipsStep(op, inputs))
+    return Placement::kHost;
   if (op.kind == ir::OpKind::ReduceToShape && !trailingPart(inputs)) return Placement::kHost;
   for (const Tensor* t : inputs)
     if (t->rank() > static_cast<std::size_t>(kMaxRank)) return Placement::kHost;

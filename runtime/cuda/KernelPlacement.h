@@ -20,7 +20,10 @@ enum class Placement { kGpu, kHost };
 /// and Adam updates, all on f32 (i32 ids and labels). kHost for the rest:
 /// shape ops that copy nothing (Reshape) or little, constants, scalar
 /// bookkeeping (ClipScale, LossScaleUpdate), casts, MoE routing, other reductions,
-/// and any op with a half-precision operand other than MatMul's.
-Placement placementOf(const ir::Op& op, const std::vector<const Tensor*>& inputs);
+/// and any op with a half-precision operand other than MatMul's — an input,
+/// or an output whose dtype the caller fixed (a placeholder or an allocated
+/// tensor): the cpu kernels widen those and round once (HalfPrecision.cpp).
+Placement placementOf(const ir::Op& op, const std::vector<const Tensor*>& inputs,
+                      const std::vector<Tensor*>& outputs = {});
 
 }  // namespace meshflow::runtime::cuda

@@ -26,7 +26,9 @@ ir::Op opOf(ir::OpKind kind) {
   return op;
 }
 
-cuda::Placement placed(ir::OpKind kind, std::vector<const Tensor*> in) { return cuda::placementOf(opOf(kind), in); }
+cuda::Placement placed(ir::OpKind kind, std::vector<const Tensor*> in, std::vector<Tensor*> out = {}) {
+  return cuda::placementOf(opOf(kind), in, out);
+}
 
 }  // namespace
 
@@ -48,7 +50,7 @@ TEST_CASE("matmuls of one float type and the f32 training ops run on the GPU", "
   CHECK(placed(K::MatMul, {&a, &b}) == cuda::Placement::kGpu);
   CHECK(placed(K::MatMul, {&ah, &bh}) == cuda::Placement::kGpu);
   CHECK(placed(K::MatMul, {&ah, &b}) == cuda::Placement::kHost);  // mixed types: the cpu kernel widens
-  for (K kind : {K::Add, K::Sub, K::Mul, K::Div}) CHECK(placed(kind, {&a, &b}) == cuda::Placement::kGpu);
+  for (K kind : {K::Add, K::Sub, K::Mul, K::Div}) CHECK(placed(kind, {&a, &a}) == cuda::Placement::kGpu);
   for (K kind : {K::Gelu, K::Relu, K::Softmax, K::Dropout, K::Exp, K::Scale})
     CHECK(placed(kind, {&a}) == cuda::Placement::kGpu);
   CHECK(placed(K::Embedding, {&a, &ids}) == cuda::Placement::kGpu);
@@ -57,6 +59,13 @@ TEST_CASE("matmuls of one float type and the f32 training ops run on the GPU", "
     CHECK(placed(kind, {&a}) == cuda::Placement::kHost);
   Tensor missing;
   CHECK(placed(K::Relu, {&missing}) == cuda::Placement::kHost);  // the cpu kernel names what is missing
+  // An output the caller typed half: the cpu kernel computes in f32 and rounds once.
+  Tensor halfOut = Tensor::placeholder(ir::DType::BF16, {2, 4});
+  CHECK(placed(K::MatMul, {&a, &b}, {&halfOut}) == cuda::Placement::kHost);
+  CHECK(placed(K::MatMul, {&ah, &bh}, {&halfOut}) == cuda::Placement::kGpu);
+  Tensor sumHalf = Tensor::placeholder(ir::DType::BF16, {2, 3}), sumF32 = Tensor::placeholder(ir::DType::F32, {2, 3});
+  CHECK(placed(K::Add, {&a, &a}, {&sumHalf}) == cuda::Placement::kHost);
+  CHECK(placed(K::Add, {&a, &a}, {&sumF32}) == cuda::Placement::kGpu);
 }
 
 TEST_CASE("ReduceToShape runs on the GPU when it sums whole rows", "[cuda]") {
