@@ -140,7 +140,7 @@ const ClusterObject* clusterArg(const BoundArgs& a) {
 
 // A GPU cluster (cuda(...), or devices from gpu(...)) trains on the cuda
 // backend, as does every cluster under `meshflow run --backend cuda`.
-bool onGpus(const Evaluator& ev, const ClusterObject* cluster) {
+bool onGpus(Evaluator& ev, const ClusterObject* cluster) {
   return ev.state().config.cuda || (cluster && cluster->field("device")->field("kind").str() == "gpu");
 }
 

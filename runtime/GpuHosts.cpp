@@ -31,8 +31,9 @@ std::unique_ptr<DeviceHost> makeGpuHost(const GpuHostRequest& request) {
   }
   if (!factory)
     throw GpuUnavailable(
-        "this build of meshflow has no CUDA backend (it needs the CUDA toolkit, cuBLAS and NCCL at build time, "
-        "-DMESHFLOW_CUDA=ON, and an NVIDIA GPU to run); train on cpu(...) clusters or use --backend cpu or mpi");
+        "no CUDA backend is available here: it comes with the meshflow executable of a build with CUDA "
+        "(-DMESHFLOW_CUDA=ON and the CUDA toolkit at build time) and needs an NVIDIA GPU to run; train on cpu(...) "
+        "clusters, or use --backend cpu or mpi");
   try {
     return factory(request);
   } catch (const GpuUnavailable&) {

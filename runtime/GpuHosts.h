@@ -31,7 +31,7 @@ void installGpuHosts(GpuHostFactory factory);
 /// Whether a factory is installed.
 bool gpuHostsInstalled();
 /// A host for `request`: throws GpuUnavailable when no factory is installed
-/// ("this build of meshflow has no CUDA backend ..."), or what the factory
+/// ("no CUDA backend is available here ..."), or what the factory
 /// throws (the cuda backend: no GPU, no driver) as GpuUnavailable.
 std::unique_ptr<DeviceHost> makeGpuHost(const GpuHostRequest& request);
 

@@ -61,7 +61,7 @@ void OpRunner::runKernel(ir::OpId id, const std::vector<const Tensor*>& in, std:
                          std::int64_t step, std::int64_t firstSample) const {
   try {
     runtime::runKernel(graph_.op(id), in, out,
-                   cpu::KernelContext{step, id, dropoutElementOffset(graph_, id, microbatch_, firstSample)});
+                       cpu::KernelContext{step, id, dropoutElementOffset(graph_, id, microbatch_, firstSample)});
   } catch (const ExecutionError&) {
     throw;
   } catch (const std::exception& e) {

@@ -11,6 +11,7 @@
 // or sums run in another order (see each case).
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>

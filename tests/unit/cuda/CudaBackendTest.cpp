@@ -101,7 +101,7 @@ TEST_CASE("train() reaches GPUs only through an installed factory", "[cuda]") {
   namespace rt = meshflow::runtime;
   rt::installGpuHosts(nullptr);
   CHECK_FALSE(rt::gpuHostsInstalled());
-  CHECK_THROWS_WITH(rt::makeGpuHost({1}), Contains("no CUDA backend"));
+  CHECK_THROWS_WITH(rt::makeGpuHost({1}), Contains("no CUDA backend is available"));
   int asked = 0;
   rt::installGpuHosts([&](const rt::GpuHostRequest& request) -> std::unique_ptr<rt::DeviceHost> {
     asked = request.devices;

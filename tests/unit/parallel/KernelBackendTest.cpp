@@ -61,21 +61,29 @@ class ScopedHost final : public runtime::DeviceHost {
   std::vector<CountingKernels> kernels_;
 };
 
-RunResult runScoped(const passes::TrainingGraph& training, const runtime::ParallelPlan& plan, int devices,
-                    ScopedHost*& host) {
+// A run on a ScopedHost, with what its devices' backends saw.
+struct ScopedRun {
+  RunResult run;
+  std::vector<int> ops;  // per device
+  int memories = 0;
+};
+
+ScopedRun runScoped(const passes::TrainingGraph& training, const runtime::ParallelPlan& plan, int devices) {
   auto owned = std::make_unique<ScopedHost>(devices);
-  host = owned.get();
+  ScopedHost* host = owned.get();
   runtime::ParallelOptions options = optionsFor(8);
   options.devices = devices;
   runtime::ParallelTrainer trainer(training, plan, options, std::move(owned));
-  RunResult r;
+  ScopedRun r;
   runtime::TensorMap state;
   runtime::initializeParameters(training.graph, 5, state);
   trainer.setState(state);
   auto data = runtime::syntheticData(5);
   for (int step = 1; step <= 2; ++step)
-    r.losses.push_back(trainer.step(data->batch(training.graph, 8, step - 1), step).loss);
-  r.state = trainer.state();
+    r.run.losses.push_back(trainer.step(data->batch(training.graph, 8, step - 1), step).loss);
+  r.run.state = trainer.state();
+  for (int d = 0; d < devices; ++d) r.ops.push_back(host->opsOn(d));
+  r.memories = host->memories;
   return r;
 }
 
@@ -120,19 +128,18 @@ TEST_CASE("a pipelined, replicated step runs every kernel on its device's backen
   ir::Graph forward = traceModel(kMlp, "mlp3()");
   auto training = passes::buildTrainingGraph(forward, passes::OptimizerConfig::adam());
   runtime::ParallelPlan plan = twoStagesTwoReplicas(forward);
-  ScopedHost* host = nullptr;
-  RunResult scoped = runScoped(training, plan, 4, host);
+  ScopedRun scoped = runScoped(training, plan, 4);
   runtime::ParallelOptions options = optionsFor(8);
   options.devices = 4;
   RunResult plain = runParallel(training, plan, options, 2, 5);
-  REQUIRE(scoped.losses == plain.losses);  // the same kernels: the same bits
-  for (const auto& [name, tensor] : plain.state) REQUIRE(scoped.state.at(name).bitEqual(tensor));
-  CHECK(host->memories == 4);
+  REQUIRE(scoped.run.losses == plain.losses);  // the same kernels: the same bits
+  for (const auto& [name, tensor] : plain.state) REQUIRE(scoped.run.state.at(name).bitEqual(tensor));
+  CHECK(scoped.memories == 4);
   for (int d = 0; d < 4; ++d) {
     INFO("device " << d);
-    CHECK(host->opsOn(d) > 0);
+    CHECK(scoped.ops[static_cast<std::size_t>(d)] > 0);
   }
-  CHECK(host->opsOn(0) == host->opsOn(2));  // replicas run the same ops
+  CHECK(scoped.ops[0] == scoped.ops[2]);  // replicas run the same ops
 }
 
 TEST_CASE("tensor-parallel ops run on the device's backend too", "[parallel][backend]") {
@@ -147,12 +154,11 @@ TEST_CASE("tensor-parallel ops run on the device's backend too", "[parallel][bac
   plan.strategies = randomStrategies(forward, 8, {1, 2}, rng);
   plan.schedule = "1f1b";
   plan.microbatches = 1;
-  ScopedHost* host = nullptr;
-  RunResult scoped = runScoped(training, plan, 2, host);
-  CHECK(host->opsOn(0) > 0);
-  CHECK(host->opsOn(1) > 0);
+  ScopedRun scoped = runScoped(training, plan, 2);
+  CHECK(scoped.ops[0] > 0);
+  CHECK(scoped.ops[1] > 0);
   runtime::ParallelOptions options = optionsFor(8);
   options.devices = 2;
   RunResult plain = runParallel(training, plan, options, 2, 5);
-  REQUIRE(scoped.losses == plain.losses);
+  REQUIRE(scoped.run.losses == plain.losses);
 }
