@@ -148,22 +148,30 @@ Value exclude(Evaluator& ev, BoundArgs& a) {
 // take); train() uses this machine's when it is not given. `memory` is each
 // device's memory (4 GiB unless given): plans fit it, and train() refuses a
 // plan that does not and stops a device that would hold more.
-Value cpu(Evaluator& ev, BoundArgs& a) {
+// devices = N (argument 0) and mesh = [nodes, devices_per_node] (argument 1,
+// optional: one node of N).
+struct MeshShape {
+  std::int64_t nodes = 1, perNode = 1;
+};
+
+MeshShape meshArgs(const BoundArgs& a) {
   std::int64_t devices = intArg(a, 0, "devices");
   if (devices < 1) argumentError(a, 0, DiagnosticKind::InvalidValue, "devices must be >= 1");
-  std::int64_t nodes = 1, perNode = devices;
-  if (!a[1].isNone()) {
-    const auto& mesh = a[1].items();
-    if (a[1].kind() != ValueKind::List || mesh.size() != 2 || !mesh[0].isInt() || !mesh[1].isInt() ||
-        mesh[0].asInt() < 1 || mesh[1].asInt() < 1)
-      argumentError(a, 1, DiagnosticKind::InvalidValue, "mesh must be [nodes, devices_per_node]");
-    nodes = mesh[0].asInt();
-    perNode = mesh[1].asInt();
-    if (nodes * perNode != devices)
-      argumentError(a, 1, DiagnosticKind::InvalidValue,
-                    fmt::format("mesh [{}, {}] has {} devices, not {}", nodes, perNode,
-                                nodes * perNode, devices));
-  }
+  if (a[1].isNone()) return {1, devices};
+  const auto& mesh = a[1].items();
+  if (a[1].kind() != ValueKind::List || mesh.size() != 2 || !mesh[0].isInt() || !mesh[1].isInt() ||
+      mesh[0].asInt() < 1 || mesh[1].asInt() < 1)
+    argumentError(a, 1, DiagnosticKind::InvalidValue, "mesh must be [nodes, devices_per_node]");
+  MeshShape shape{mesh[0].asInt(), mesh[1].asInt()};
+  if (shape.nodes * shape.perNode != devices)
+    argumentError(a, 1, DiagnosticKind::InvalidValue,
+                  fmt::format("mesh [{}, {}] has {} devices, not {}", shape.nodes, shape.perNode,
+                              shape.nodes * shape.perNode, devices));
+  return shape;
+}
+
+Value cpu(Evaluator& ev, BoundArgs& a) {
+  auto [nodes, perNode] = meshArgs(a);
   if (!a[4].isNone() && (!a[4].isInt() || a[4].asInt() < 1))
     argumentError(a, 4, DiagnosticKind::InvalidValue,
                   fmt::format("cores must be an integer >= 1, not {}", a[4].isInt() ? a[4].repr() : a[4].aTypeName()));
@@ -190,6 +198,38 @@ Value cpu(Evaluator& ev, BoundArgs& a) {
   return Value::object(ValueKind::Object, std::move(cluster));
 }
 
+// cuda(devices = 2, mesh = [1, 2], memory = 80GB, peak = 989TFLOPS,
+// memory_bandwidth = 3350GB/s): N devices on this machine's GPUs, which
+// train() runs on the cuda backend (several virtual devices share a GPU when
+// it has fewer, docs/gpu.md). Its figures, for plans and simulations, are an
+// H100 SXM's (dense bf16 peak) unless given.
+Value cuda(Evaluator& ev, BoundArgs& a) {
+  auto [nodes, perNode] = meshArgs(a);
+  if (!a[2].isNone()) positiveQuantity(a, 2, kBytes, "memory");
+  if (!a[3].isNone()) positiveQuantity(a, 3, kFlopPerSecond, "peak");
+  if (!a[4].isNone()) positiveQuantity(a, 4, kBytesPerSecond, "memory_bandwidth");
+  Value device = ev.makeRecord({{"kind", ev.makeString("gpu")},
+                                {"name", ev.makeString("cuda-gpu")},
+                                {"memory", a[2].isNone() ? Value::quantity(80e9, kBytes) : a[2]},
+                                {"peak", a[3].isNone() ? Value::quantity(989e12, kFlopPerSecond) : a[3]},
+                                {"memory_bandwidth",
+                                 a[4].isNone() ? Value::quantity(3350e9, kBytesPerSecond) : a[4]}});
+  Value nvlink = ev.makeRecord({{"kind", ev.makeString("link")},
+                                {"bandwidth", Value::quantity(450e9, kBytesPerSecond)},
+                                {"latency", Value::quantity(2e-6, kSeconds)}});
+  Value network = ev.makeRecord({{"kind", ev.makeString("link")},
+                                 {"bandwidth", Value::quantity(50e9, kBytesPerSecond)},
+                                 {"latency", Value::quantity(10e-6, kSeconds)}});
+  Fields fields{{"nodes", Value::integer(nodes)},
+                {"devices_per_node", Value::integer(perNode)},
+                {"device", device},
+                {"intra_node", nvlink},
+                {"inter_node", network}};
+  auto cluster = std::make_shared<ClusterObject>("cuda", std::move(fields));
+  ev.heap().adopt(cluster, kObjectOverhead);
+  return Value::object(ValueKind::Object, std::move(cluster));
+}
+
 }  // namespace
 
 void installDeclarationBuiltins(Environment& env) {
@@ -203,6 +243,13 @@ void installDeclarationBuiltins(Environment& env) {
                  {"cores", Value()},
                  {"memory", Value()}},
                 cpu);
+  defineBuiltin(env, "cuda",
+                {{"devices", Value::integer(1)},
+                 {"mesh", Value()},
+                 {"memory", Value()},
+                 {"peak", Value()},
+                 {"memory_bandwidth", Value()}},
+                cuda);
   defineBuiltin(env, "link", {{"bandwidth", {}}, {"latency", Value::quantity(0, kSeconds)}}, link);
   defineOptimizer(env, "adam",
                   {{"lr", Value::number(1e-3)}, {"beta1", Value::number(0.9)},

@@ -16,6 +16,7 @@
 #include "interp/FileAccess.h"
 #include "interp/Tracing.h"
 #include "passes/Autodiff.h"
+#include "runtime/GpuHosts.h"
 #include "runtime/data/DataSource.h"
 #include "runtime/reference/SerialExecutor.h"
 #include "interp/PlanInputs.h"
@@ -134,12 +135,25 @@ const ClusterObject* clusterArg(const BoundArgs& a) {
   if (!cluster)
     argumentError(a, kCluster, DiagnosticKind::TypeMismatch,
                   fmt::format("cluster must be a cluster such as cpu(devices = 4), not {}", a[kCluster].aTypeName()));
-  if (cluster->field("device")->field("kind").str() != "cpu")
-    argumentError(a, kCluster, DiagnosticKind::InvalidValue,
-                  fmt::format("training runs on cpu(...) clusters; {} needs the CUDA backend, which this "
-                              "build does not have",
-                              cluster->name()));
   return cluster;
+}
+
+// A GPU cluster (cuda(...), or devices from gpu(...)) trains on the cuda
+// backend, as does every cluster under `meshflow run --backend cuda`.
+bool onGpus(Evaluator& ev, const ClusterObject* cluster) {
+  return ev.state().config.cuda || (cluster && cluster->field("device")->field("kind").str() == "gpu");
+}
+
+// The cuda backend's devices, made before anything is planned: without a GPU
+// (or a CUDA build) train() fails at once, naming CUDA.
+std::unique_ptr<runtime::DeviceHost> gpuHost(const BoundArgs& a, const ClusterObject* cluster, std::int64_t devices) {
+  try {
+    return runtime::makeGpuHost({static_cast<int>(devices), runtime::ParallelOptions{}.timeout});
+  } catch (const runtime::GpuUnavailable& e) {
+    failAt(DiagnosticKind::TrainingError,
+           fmt::format("cannot train on {}: {}", cluster ? cluster->name() : std::string("the cuda backend"), e.what()),
+           cluster ? a.spans[kCluster] : a.callSpan);
+  }
 }
 
 // The plan to run: the one given, or (plan = auto or none on several devices)
@@ -213,7 +227,16 @@ std::unique_ptr<StepRunner> makeRunner(Evaluator& ev, const BoundArgs& a, const 
   if (clusterObject) cluster = clusterOf(*clusterObject);
   else if (planObject) cluster = planObject->cluster();
   std::int64_t devices = cluster ? cluster->nodes * cluster->devicesPerNode : 1;
-  if (devices == 1 && a[kPlan].isNone()) return serialRunner(training, batch);
+  std::unique_ptr<runtime::DeviceHost> gpus;
+  if (onGpus(ev, clusterObject)) {
+    if (ev.state().config.processes)
+      failAt(DiagnosticKind::TrainingError,
+             "GPU clusters do not train under --backend mpi yet (the cuda backend's NCCL communicator is not built); "
+             "use --backend cuda on one machine",
+             clusterObject ? a.spans[kCluster] : a.callSpan);
+    gpus = gpuHost(a, clusterObject, devices);
+  }
+  if (devices == 1 && a[kPlan].isNone() && !gpus) return serialRunner(training, batch);
   if (!cluster) argumentError(a, kPlan, DiagnosticKind::InvalidValue, "plan = auto needs a cluster");
   ir::Plan plan = planToRun(a, forward, *cluster, batch);
   refuseIfTooBig(a, plan, cluster->device.memoryBytes);
@@ -241,8 +264,12 @@ std::unique_ptr<StepRunner> makeRunner(Evaluator& ev, const BoundArgs& a, const 
                            passes::simulatorOptions(*cluster), std::move(described),
                            predictedMemory(plan, static_cast<int>(devices)));
     }
+    if (gpus) {
+      options.hostCores = 0;
+      text += " on the cuda backend";
+    }
     return parallelRunner(training, std::move(parallel), options, passes::simulatorOptions(host), text,
-                          predictedMemory(plan, static_cast<int>(devices)));
+                          predictedMemory(plan, static_cast<int>(devices)), std::move(gpus));
   } catch (const std::runtime_error& error) {
     failAt(DiagnosticKind::TrainingError, fmt::format("cannot run the plan: {}", error.what()),
            a[kPlan].isNone() ? a.callSpan : a.spans[kPlan]);

@@ -119,10 +119,11 @@ std::unique_ptr<StepRunner> serialRunner(const passes::TrainingGraph& training, 
 std::unique_ptr<StepRunner> parallelRunner(const passes::TrainingGraph& training, runtime::ParallelPlan plan,
                                            runtime::ParallelOptions options,
                                            std::optional<runtime::sim::SimulatorOptions> simulator,
-                                           std::string description, std::vector<double> predictedMemory) {
+                                           std::string description, std::vector<double> predictedMemory,
+                                           std::unique_ptr<runtime::DeviceHost> host) {
   return std::make_unique<PlanRunner<runtime::ParallelTrainer>>(simulator, std::move(description),
                                                                 std::move(predictedMemory), training,
-                                                                std::move(plan), options);
+                                                                std::move(plan), options, std::move(host));
 }
 
 }  // namespace meshflow::interp

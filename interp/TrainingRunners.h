@@ -15,6 +15,7 @@
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/distributed/ProcessGroup.h"
 #include "runtime/distributed/TrainingJob.h"
+#include "runtime/parallel/DeviceHost.h"
 #include "runtime/parallel/ParallelTrainer.h"
 #include "runtime/sim/Simulator.h"
 
@@ -49,13 +50,15 @@ class StepRunner {
 
 std::unique_ptr<StepRunner> serialRunner(const passes::TrainingGraph& training, std::int64_t batch);
 
-/// A plan on the cpu backend; with `simulator`, its Program is also simulated
-/// once so progress lines can show the predicted step time. `predictedMemory`:
+/// A plan on the cpu backend (or on `host`'s devices: the cuda backend's,
+/// runtime/GpuHosts.h); with `simulator`, its Program is also simulated once
+/// so progress lines can show the predicted step time. `predictedMemory`:
 /// the plan's peak bytes per device.
 std::unique_ptr<StepRunner> parallelRunner(const passes::TrainingGraph& training, runtime::ParallelPlan plan,
                                            runtime::ParallelOptions options,
                                            std::optional<runtime::sim::SimulatorOptions> simulator,
-                                           std::string description, std::vector<double> predictedMemory);
+                                           std::string description, std::vector<double> predictedMemory,
+                                           std::unique_ptr<runtime::DeviceHost> host = nullptr);
 
 /// A plan run by the processes of `group` (the mpi backend), this process
 /// their controller: the same as parallelRunner, the devices in processes.

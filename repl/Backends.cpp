@@ -4,6 +4,10 @@
 
 #include "runtime/distributed/Worker.h"
 #include "runtime/mpi/LaunchEnvironment.h"
+#if MESHFLOW_HAVE_CUDA
+#include "runtime/cuda/CudaHost.h"
+#include "runtime/cuda/DeviceProbe.h"
+#endif
 #if MESHFLOW_HAVE_MPI
 #include "runtime/mpi/MpiProcess.h"
 #include "runtime/mpi/MpiProcessGroup.h"
@@ -43,10 +47,25 @@ int runOnMpi(ScriptOptions& options, std::ostream& err, const std::function<Stat
 }  // namespace
 
 int runOnBackend(ScriptOptions& options, std::ostream& err, const std::function<Status(Config&)>& script) {
+#if MESHFLOW_HAVE_CUDA
+  // GPU clusters train on the cuda backend whatever the backend (BuiltinsTrain.cpp).
+  runtime::cuda::installCudaBackend();
+#endif
   if (options.backend == "cuda") {
+#if MESHFLOW_HAVE_CUDA
+    try {
+      runtime::cuda::requireDevice(0);  // at once, before the script runs
+    } catch (const std::exception& e) {
+      err << "meshflow: --backend cuda: " << e.what() << "\n";
+      return 1;
+    }
+    options.config.cuda = true;
+    return script(options.config).ok ? 0 : 1;
+#else
     err << "meshflow: --backend cuda: this build of meshflow has no CUDA backend (it needs the CUDA toolkit, "
-           "cuBLAS and NCCL at build time and an NVIDIA GPU to run); use --backend cpu or mpi\n";
+           "cuBLAS and NCCL at build time, -DMESHFLOW_CUDA=ON, and an NVIDIA GPU to run); use --backend cpu or mpi\n";
     return 1;
+#endif
   }
   if (options.backend == "mpi") {
 #if MESHFLOW_HAVE_MPI

@@ -1,13 +1,49 @@
 #!/usr/bin/env bash
 # Prepares what the GPU check (tools/gpu_check.sh) needs beside the working
-# tree on a GPU machine that has no Debian packages: fmt's headers, which the
-# standalone build (tests/gpu/CMakeLists.txt) uses in header-only mode. They
-# go to build-gpu-deps/ (git ignores build*/): send it with the tree.
+# tree on a GPU machine that has CUDA 13, CMake, ninja and PyTorch but no
+# Debian packages, into build-gpu-deps/ (git ignores build*/; send it with the
+# tree, e.g. the device run tool's carry = ["build-gpu-deps"]):
+#
+# - include/fmt: fmt's headers, for the standalone build of the kernel checks
+#   (tests/gpu/CMakeLists.txt, header-only mode);
+# - meshflow/: the meshflow executable of a CUDA build ($BUILD, default build;
+#   built first if it is missing) with every shared library it needs that a
+#   bare GPU image lacks — Debian's loader and C library included, so it runs
+#   whatever the image's own are — but not the CUDA runtime, cuBLAS, NCCL or
+#   the driver, which it finds there (gpu_check.sh sets the library path).
+#   Large libraries are stored xz-compressed (gpu_check.sh unpacks them).
+#   The tiny-GPT parity test and the benchmark run on it.
+#
+# Environment: BUILD (default build), JOBS (default 2). Fails if the bundle
+# would pass 60 MiB (the device tool carries 64 MiB in all).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+JOBS=${JOBS:-2}
 src=${FMT_INCLUDE_DIR:-/usr/include}
 [ -f "$src/fmt/format.h" ] || { echo "gpu_bundle: no fmt headers in $src (Debian: libfmt-dev)" >&2; exit 1; }
 rm -rf build-gpu-deps
-mkdir -p build-gpu-deps/include
+mkdir -p build-gpu-deps/include build-gpu-deps/meshflow/bin build-gpu-deps/meshflow/lib
 cp -r "$src/fmt" build-gpu-deps/include/
-echo "gpu_bundle: build-gpu-deps/ ($(du -sh build-gpu-deps | cut -f1)) holds fmt's headers; send it with the tree"
+
+if [ ! -f "$BUILD/CMakeCache.txt" ] || ! grep -q "^MESHFLOW_CUDA:STRING=\(AUTO\|ON\)" "$BUILD/CMakeCache.txt"; then
+  echo "gpu_bundle: $BUILD is not a CUDA build of meshflow: configure it with -DMESHFLOW_CUDA=ON" >&2
+  exit 1
+fi
+cmake --build "$BUILD" -j "$JOBS" --target meshflow > /dev/null
+exe="$BUILD/repl/meshflow"
+ldd "$exe" | grep -q libcudart || { echo "gpu_bundle: $exe has no CUDA backend (no libcudart)" >&2; exit 1; }
+objcopy --strip-debug "$exe" build-gpu-deps/meshflow/bin/meshflow
+# Every library ldd resolves, but those of CUDA and the driver: the GPU image's own.
+ldd "$exe" | awk '/=> \// { print $3 } /^\t\/.*ld-linux/ { print $1 }' | sort -u | while read -r lib; do
+  case "$(basename "$lib")" in
+    libcuda.so*|libcudart.so*|libcublas*.so*|libnccl.so*|libnvidia*) continue ;;
+  esac
+  cp -L "$lib" build-gpu-deps/meshflow/lib/
+done
+for lib in build-gpu-deps/meshflow/lib/*; do
+  [ "$(stat -c %s "$lib")" -gt $((4 << 20)) ] && xz -T2 -6 "$lib"
+done
+size=$(du -sm build-gpu-deps | cut -f1)
+[ "$size" -le 60 ] || { echo "gpu_bundle: build-gpu-deps/ is $size MiB, more than 60" >&2; exit 1; }
+echo "gpu_bundle: build-gpu-deps/ ($(du -sh build-gpu-deps | cut -f1)): fmt's headers and meshflow with its libraries; send it with the tree"

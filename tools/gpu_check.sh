@@ -1,16 +1,24 @@
 #!/usr/bin/env bash
-# The GPU check (docs/cuda.md): on a machine with an NVIDIA GPU, the CUDA
-# toolkit and CMake, and nothing else of meshflow's dependencies, builds the
-# cuda backend's library with its checks alone (tests/gpu/CMakeLists.txt),
-# runs every CUDA kernel against the cpu kernels (test_cuda_kernels) and
-# measures cuBLAS GEMM TFLOP/s (bench_cuda_gemm), naming the card.
+# The GPU check (docs/gpu.md): on a machine with an NVIDIA GPU, the CUDA
+# toolkit, CMake and PyTorch, and none of meshflow's Debian dependencies:
+#   1. builds the cuda backend's library with its checks alone
+#      (tests/gpu/CMakeLists.txt) and runs every CUDA kernel (test_cuda_kernels)
+#      and every op the backend puts on the GPU (test_cuda_ops) against the cpu
+#      kernels, and measures cuBLAS GEMM TFLOP/s (bench_cuda_gemm);
+#   2. with the meshflow executable of tools/gpu_bundle.sh: the tiny-GPT parity
+#      test (tests/gpu/parity.mesh: losses on cuda(devices = 1, 2, 4) against
+#      the cpu backend under pipeline, data- and tensor-parallel plans);
+#   3. the benchmark: gpt_350m in bf16 on one GPU, meshflow
+#      (tests/gpu/bench_gpt.mesh) against PyTorch eager
+#      (tests/gpu/bench_gpt_torch.py) in the same run;
+# and prints a short table last. Each stage has its own time limit, so the
+# whole check stays under 8 minutes.
 #
-# Prepare on a development machine:  tools/gpu_bundle.sh   (fmt's headers into build-gpu-deps/)
+# Prepare on a development machine:  tools/gpu_bundle.sh   (into build-gpu-deps/)
 # Run on the GPU machine, from the repository root, with build-gpu-deps/ sent:
 #   tools/gpu_check.sh
-# Environment: BUILD (default build-gpu), JOBS (default 16). Exit status: 0
-# when every check passed; without a GPU the kernel checks print SKIPPED and
-# exit 77, and so does not pass.
+# Environment: BUILD (default build-gpu), JOBS (default 16). Exit status 0
+# when every stage passed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build-gpu}
@@ -18,11 +26,21 @@ JOBS=${JOBS:-16}
 [ -d /usr/local/cuda/bin ] && export PATH=$PATH:/usr/local/cuda/bin
 started=$SECONDS
 log() { printf '\n== %s (%ds)\n' "$*" $((SECONDS - started)); }
+declare -a table
+row() { table+=("$(printf '%-30s %s' "$1" "$2")"); }
+finish() {
+  log "summary"
+  printf '%s\n' "${table[@]}"
+  printf '%-30s %ds\n' "wall time" $((SECONDS - started))
+  exit "$1"
+}
 
 log "the machine"
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 || echo "nvidia-smi failed"
+card=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -n 1)
+echo "$card"
 nvcc --version | tail -n 1
 cmake --version | head -n 1
+row "card" "$card"
 
 # fmt's headers: from tools/gpu_bundle.sh, else PyTorch's copy if it has one.
 fmt_args=()
@@ -40,32 +58,81 @@ mkdir -p "$BUILD"
 if ! cmake -S tests/gpu -B "$BUILD" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release "${fmt_args[@]}" \
     > "$BUILD/configure.log" 2>&1; then
   cat "$BUILD/configure.log"
-  echo "gpu_check: configure failed"
-  exit 1
+  row "build" "FAILED: configure"
+  finish 1
 fi
 grep "meshflow:" "$BUILD/configure.log"
 
 log "build (-j$JOBS)"
 if ! cmake --build "$BUILD" -j "$JOBS" > "$BUILD/build.log" 2>&1; then
   grep -E "error|Error" "$BUILD/build.log" | head -n 40
-  echo "gpu_check: build failed (all of it in $BUILD/build.log)"
-  exit 1
+  row "build" "FAILED (all of it in $BUILD/build.log)"
+  finish 1
 fi
+row "build" "done"
+status=0
 
-log "kernel checks: test_cuda_kernels"
-timeout 240 "$BUILD/test_cuda_kernels" | tee "$BUILD/kernels.txt"
-kernels=${PIPESTATUS[0]}
+# A check program: its lines, then a row from its ok/FAIL counts.
+checks() {
+  local name=$1 program=$2
+  log "$name: $program"
+  timeout 45 "$BUILD/$program" | tee "$BUILD/$program.txt"
+  local code=${PIPESTATUS[0]}
+  if grep -q "^SKIPPED" "$BUILD/$program.txt"; then row "$name" "skipped: no GPU"; status=1
+  elif [ "$code" -eq 0 ]; then row "$name" "passed ($(grep -c '^ok' "$BUILD/$program.txt") checks)"
+  else row "$name" "FAILED (exit $code): $(grep -c '^FAIL' "$BUILD/$program.txt") checks"; status=1; fi
+}
+checks "kernel checks" test_cuda_kernels
+checks "op checks (the backend)" test_cuda_ops
 
 log "GEMM rate: bench_cuda_gemm"
-timeout 180 "$BUILD/bench_cuda_gemm" | tee "$BUILD/gemm.txt"
-bench=${PIPESTATUS[0]}
+timeout 45 "$BUILD/bench_cuda_gemm" | tee "$BUILD/gemm.txt"
+gemm_bf16=$(awk '$1 == "bf16" && $2 == 8192 { print $3 }' "$BUILD/gemm.txt")
+row "cuBLAS bf16 GEMM 8192^3" "${gemm_bf16:-?} TFLOP/s"
 
-log "summary"
-if grep -q "^SKIPPED" "$BUILD/kernels.txt"; then kernel_result="skipped: no GPU"
-elif [ $kernels -eq 0 ]; then kernel_result="passed ($(grep -c '^ok' "$BUILD/kernels.txt") checks)"
-else kernel_result="FAILED (exit $kernels): $(grep -c '^FAIL' "$BUILD/kernels.txt") checks"; fi
-printf '%-28s %s\n' "kernel checks" "$kernel_result"
-printf '%-28s %s\n' "GEMM bench" "$([ "$bench" -eq 0 ] && echo done || echo "FAILED (exit $bench)")"
-sed 's/^/  /' "$BUILD/gemm.txt"
-printf '%-28s %ds\n' "wall time" $((SECONDS - started))
-[ $kernels -eq 0 ] && [ "$bench" -eq 0 ]
+# The meshflow executable of tools/gpu_bundle.sh, on its own loader and
+# libraries, with the image's CUDA runtime, cuBLAS, NCCL and driver.
+bundle=build-gpu-deps/meshflow
+if [ ! -x "$bundle/bin/meshflow" ]; then
+  row "parity (tiny GPT)" "not run: no build-gpu-deps/meshflow (run tools/gpu_bundle.sh)"
+  row "benchmark gpt_350m bf16" "not run: no build-gpu-deps/meshflow"
+  finish 1
+fi
+libs="$BUILD/meshflow-lib"
+rm -rf "$libs" && mkdir -p "$libs" && cp "$bundle"/lib/* "$libs"/
+for packed in "$libs"/*.xz; do [ -e "$packed" ] && xz -d -f "$packed"; done
+torch_libs=$(python3 -c 'import glob, os, torch; print(":".join([os.path.join(os.path.dirname(torch.__file__), "lib")] + glob.glob(os.path.join(os.path.dirname(os.path.dirname(torch.__file__)), "nvidia", "*", "lib"))))' 2>/dev/null || true)
+library_path="$libs:/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib:$torch_libs:/usr/lib/x86_64-linux-gnu:/lib/x86_64-linux-gnu:/usr/lib64"
+meshflow() { "$libs"/ld-linux-x86-64.so.2 --library-path "$library_path" "$bundle/bin/meshflow" "$@"; }
+
+log "parity: tests/gpu/parity.mesh (tiny GPT, cuda vs cpu)"
+timeout 100 meshflow run --stdlib stdlib tests/gpu/parity.mesh 2>&1 | tee "$BUILD/parity.txt"
+parity=${PIPESTATUS[0]}
+ok=$(grep -c "^parity ok" "$BUILD/parity.txt")
+if [ "$parity" -eq 0 ]; then row "parity (tiny GPT, 1/2/4 devs)" "passed ($ok plans)"
+else row "parity (tiny GPT, 1/2/4 devs)" "FAILED (exit $parity): $ok plans ok; $(grep -m1 -E 'error|FAIL' "$BUILD/parity.txt" | cut -c1-100)"; status=1; fi
+
+log "benchmark: gpt_350m bf16, PyTorch eager"
+timeout 75 python3 tests/gpu/bench_gpt_torch.py 2>&1 | tee "$BUILD/torch.txt"
+torch_step=$(awk '$1 == "torch_bench" { print $3 }' "$BUILD/torch.txt")
+flops=$(awk '$1 == "torch_bench" { print $7 }' "$BUILD/torch.txt")
+torch_peak=$(awk '$1 == "torch_bench" { print $9 }' "$BUILD/torch.txt")
+
+log "benchmark: gpt_350m bf16, meshflow"
+timeout 110 meshflow run --stdlib stdlib tests/gpu/bench_gpt.mesh 2>&1 | tee "$BUILD/meshflow-bench.txt"
+bench=${PIPESTATUS[0]}
+# The median of the step lines' times after the first ("step  2/4  loss ...  812.3 ms ...").
+ours_ms=$(awk '$1 == "step" { for (i = 2; i < NF; ++i) if ($(i + 1) == "ms") print $i }' "$BUILD/meshflow-bench.txt" |
+          tail -n +2 | sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)] }')
+peaks=$(grep "^meshflow_bench" "$BUILD/meshflow-bench.txt" | cut -d' ' -f6-)
+if [ "$bench" -eq 0 ] && [ -n "$ours_ms" ] && [ -n "$torch_step" ]; then
+  summary=$(awk -v ours="$ours_ms" -v torch="$torch_step" -v flops="$flops" -v gemm="${gemm_bf16:-0}" 'BEGIN {
+    s = ours / 1000; printf "meshflow %.3f s/step, PyTorch eager %.3f s/step: %.2fx", s, torch, s / torch
+    if (gemm > 0) printf "; model FLOP/s %.1f%% (torch %.1f%%) of the bf16 GEMM rate", 100 * flops / s / (gemm * 1e12), 100 * flops / torch / (gemm * 1e12) }')
+  row "benchmark gpt_350m bf16 b8" "$summary"
+  row "  memory" "meshflow $peaks; torch peak ${torch_peak:-?} bytes"
+else
+  row "benchmark gpt_350m bf16 b8" "FAILED (meshflow exit $bench, torch step ${torch_step:-none}): $(grep -m1 -E 'error' "$BUILD/meshflow-bench.txt" | cut -c1-100)"
+  status=1
+fi
+finish $status

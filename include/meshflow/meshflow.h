@@ -69,6 +69,10 @@ struct Config {
   /// interpreter is their controller and each process runs one device
   /// (docs/distributed.md).
   std::shared_ptr<runtime::ProcessGroup> processes;
+  /// `meshflow run --backend cuda`: train() runs every plan's devices on this
+  /// machine's GPUs (the cuda backend, docs/gpu.md), whatever the cluster's
+  /// device kind. GPU clusters (cuda(...), gpu(...) devices) run there anyway.
+  bool cuda = false;
 };
 
 /// The outcome of eval or call.

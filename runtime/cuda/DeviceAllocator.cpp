@@ -8,15 +8,15 @@
 
 namespace meshflow::runtime::cuda {
 
-CudaBlocks::CudaBlocks(int index) : index_(index) {
+CudaBlocks::CudaBlocks(int index, bool managed) : index_(index), managed_(managed) {
   DeviceInfo info = deviceInfo(index);
-  name_ = fmt::format("CUDA device {} ({})", index, info.name);
+  name_ = fmt::format("CUDA device {} ({}{})", index, info.name, managed ? ", managed memory" : "");
 }
 
 void* CudaBlocks::allocate(std::size_t bytes) {
   MESHFLOW_CUDA_CHECK(cudaSetDevice(index_));
   void* data = nullptr;
-  cudaError_t status = cudaMalloc(&data, bytes);
+  cudaError_t status = managed_ ? cudaMallocManaged(&data, bytes, cudaMemAttachGlobal) : cudaMalloc(&data, bytes);
   if (status == cudaErrorMemoryAllocation) {
     (void)cudaGetLastError();
     return nullptr;
@@ -25,15 +25,17 @@ void* CudaBlocks::allocate(std::size_t bytes) {
   return data;
 }
 
-void CudaBlocks::free(void* data, std::size_t) {
-  MESHFLOW_CUDA_CHECK(cudaSetDevice(index_));
-  MESHFLOW_CUDA_CHECK(cudaFree(data));
+// Never throws: it runs in tensors' destructors, some of them (results a
+// script keeps) after the CUDA runtime has begun to unload at exit, when the
+// driver frees what is left anyway.
+void CudaBlocks::free(void* data, std::size_t) noexcept {
+  if (cudaSetDevice(index_) != cudaSuccess || cudaFree(data) != cudaSuccess) (void)cudaGetLastError();
 }
 
 std::string CudaBlocks::name() const { return name_; }
 
-std::shared_ptr<DeviceMemory> makeDeviceMemory(int device, int index, std::int64_t limit) {
-  auto blocks = std::make_unique<CudaBlocks>(index);
+std::shared_ptr<DeviceMemory> makeDeviceMemory(int device, int index, std::int64_t limit, bool managed) {
+  auto blocks = std::make_unique<CudaBlocks>(index, managed);
   if (limit == 0) limit = deviceInfo(index).totalMemory;
   return std::make_shared<DeviceMemory>(device, limit, std::move(blocks));
 }

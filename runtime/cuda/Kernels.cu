@@ -6,26 +6,11 @@
 #include <algorithm>
 #include <cmath>
 
-#include "runtime/cuda/CudaError.h"
+#include "runtime/cuda/KernelSupport.cuh"
 #include "runtime/cuda/Kernels.h"
 
 namespace meshflow::runtime::cuda {
 namespace {
-
-constexpr int kThreads = 256;
-constexpr std::int64_t kMaxBlocks = 65535LL * 16;
-
-constexpr float kGeluC = 0.7978845608028654f;  // sqrt(2 / pi), as the cpu kernel's
-constexpr float kGeluA = 0.044715f;
-
-int blocksFor(std::int64_t work) {
-  return static_cast<int>(std::max<std::int64_t>(1, std::min(kMaxBlocks, (work + kThreads - 1) / kThreads)));
-}
-
-int rowBlocks(std::int64_t rows) { return static_cast<int>(std::max<std::int64_t>(1, std::min(kMaxBlocks, rows))); }
-
-__device__ std::int64_t firstIndex() { return std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; }
-__device__ std::int64_t gridStride() { return std::int64_t(gridDim.x) * blockDim.x; }
 
 struct AddOp {
   __device__ float operator()(float a, float b) const { return a + b; }
@@ -37,13 +22,6 @@ struct MulOp {
 template <class Op>
 __global__ void binaryKernel(const float* a, const float* b, float* y, std::int64_t n, std::int64_t nb, Op op) {
   for (std::int64_t i = firstIndex(); i < n; i += gridStride()) y[i] = op(a[i], b[i % nb]);
-}
-
-__device__ float geluOf(float x) { return 0.5f * x * (1.0f + tanhf(kGeluC * (x + kGeluA * x * x * x))); }
-
-__device__ float geluDerivative(float x) {
-  float t = tanhf(kGeluC * (x + kGeluA * x * x * x));
-  return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * kGeluC * (1.0f + 3.0f * kGeluA * x * x);
 }
 
 __global__ void reluKernel(const float* x, float* y, std::int64_t n) {
@@ -60,47 +38,6 @@ __global__ void geluKernel(const float* x, float* y, std::int64_t n) {
 
 __global__ void geluGradKernel(const float* x, const float* dy, float* dx, std::int64_t n) {
   for (std::int64_t i = firstIndex(); i < n; i += gridStride()) dx[i] = dy[i] * geluDerivative(x[i]);
-}
-
-__device__ float warpMax(float v) {
-  for (int offset = 16; offset > 0; offset >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
-  return v;
-}
-
-__device__ double warpSum(double v) {
-  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;
-}
-
-// Every thread of the block gets the result. Blocks have kThreads threads.
-__device__ float blockMax(float v) {
-  __shared__ float partial[kThreads / 32];
-  __shared__ float result;
-  v = warpMax(v);
-  __syncthreads();  // a previous call may still read `result`
-  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = v;
-  __syncthreads();
-  if (threadIdx.x < 32) {
-    v = warpMax(threadIdx.x < kThreads / 32 ? partial[threadIdx.x] : -INFINITY);
-    if (threadIdx.x == 0) result = v;
-  }
-  __syncthreads();
-  return result;
-}
-
-__device__ double blockSum(double v) {
-  __shared__ double partial[kThreads / 32];
-  __shared__ double result;
-  v = warpSum(v);
-  __syncthreads();
-  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = v;
-  __syncthreads();
-  if (threadIdx.x < 32) {
-    v = warpSum(threadIdx.x < kThreads / 32 ? partial[threadIdx.x] : 0.0);
-    if (threadIdx.x == 0) result = v;
-  }
-  __syncthreads();
-  return result;
 }
 
 // As the cpu chain: the scaled score x·scale in fp32, entries above the
@@ -141,8 +78,6 @@ __global__ void layerNormKernel(const float* x, const float* gamma, const float*
       out[j] = static_cast<float>((in[j] - mean) * rstd * gamma[j] + beta[j]);
   }
 }
-
-void checkLaunch() { MESHFLOW_CUDA_CHECK(cudaGetLastError()); }
 
 }  // namespace
 

@@ -4,9 +4,12 @@
 // devices a host says are here and leaves the rest to the other processes.
 #pragma once
 
+#include <cstdint>
 #include <functional>
+#include <memory>
 
 #include "runtime/Communicator.h"
+#include "runtime/memory/DeviceMemory.h"
 
 namespace meshflow::runtime {
 
@@ -28,6 +31,12 @@ class DeviceHost {
   /// in other processes), and the first failure is rethrown as
   /// cpu::DeviceFailure (runtime/cpu/LocalCluster.h).
   virtual void run(const std::function<void(int device)>& body) = 0;
+  /// The memory `device`'s tensors come from, `limit` bytes (0: unlimited):
+  /// host memory, unless the host's devices keep their tensors elsewhere (the
+  /// cuda backend: GPU memory, runtime/cuda/CudaHost.h).
+  virtual std::shared_ptr<DeviceMemory> makeMemory(int device, std::int64_t limit) {
+    return std::make_shared<DeviceMemory>(device, limit);
+  }
 };
 
 }  // namespace meshflow::runtime

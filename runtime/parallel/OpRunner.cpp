@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "runtime/cpu/Kernels.h"
+#include "runtime/KernelBackend.h"
 
 namespace meshflow::runtime {
 
@@ -60,8 +60,8 @@ const Tensor& OpRunner::input(ir::OpId reader, ir::ValueId v, const ValueTable& 
 void OpRunner::runKernel(ir::OpId id, const std::vector<const Tensor*>& in, std::vector<Tensor*>& out,
                          std::int64_t step, std::int64_t firstSample) const {
   try {
-    cpu::runKernel(graph_.op(id), in, out,
-                   cpu::KernelContext{step, id, dropoutElementOffset(graph_, id, microbatch_, firstSample)});
+    runtime::runKernel(graph_.op(id), in, out,
+                       cpu::KernelContext{step, id, dropoutElementOffset(graph_, id, microbatch_, firstSample)});
   } catch (const ExecutionError&) {
     throw;
   } catch (const std::exception& e) {

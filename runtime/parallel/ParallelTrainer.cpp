@@ -169,9 +169,9 @@ ParallelTrainer::ParallelTrainer(const passes::TrainingGraph& training, Parallel
   for (int r = 0; r < ranks; ++r) anySharded_ = anySharded_ || (plan_.shardsOptimizer(r) && replicas > 1);
   optimizerState_ = optimizerStateOf(training_.graph);
   deviceState_.resize(static_cast<std::size_t>(devices));
-  for (int d = 0; d < devices; ++d) memory_.push_back(std::make_shared<DeviceMemory>(d, options_.deviceMemory));
   if (!host_)
     host_ = std::make_unique<cpu::LocalCluster>(cpu::LocalClusterOptions{devices, options_.timeout, options_.hostCores});
+  for (int d = 0; d < devices; ++d) memory_.push_back(host_->makeMemory(d, options_.deviceMemory));
 }
 
 ParallelTrainer::~ParallelTrainer() = default;

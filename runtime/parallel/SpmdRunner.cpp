@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "runtime/cpu/Kernels.h"
+#include "runtime/KernelBackend.h"
 #include "runtime/parallel/SpmdRules.h"
 
 namespace meshflow::runtime {
@@ -102,7 +102,7 @@ void SpmdRunner::run(std::span<const ir::OpId> ops, ShardedValues& values, const
       std::vector<Tensor*> out;
       for (Tensor& t : results) out.push_back(&t);
       // Dropout runs whole (SpmdRules.h): its microbatch's offset is enough.
-      cpu::runKernel(op, in, out, cpu::KernelContext{step, id, dropoutElementOffset(graph_, id, microbatch_, firstSample)});
+      runtime::runKernel(op, in, out, cpu::KernelContext{step, id, dropoutElementOffset(graph_, id, microbatch_, firstSample)});
       for (std::size_t j = 0; j < op.outputs.size(); ++j) {
         ir::ShardingSpec spec = layout.outputs[j];
         if (!plan.outputs.empty() && plan.outputs[j] != spec) {

@@ -104,3 +104,9 @@ cli_test(run_plan_my_model COMMAND ${mf} run examples/plan_my_model.mesh
 cli_test(run_moe COMMAND ${mf} run examples/moe.mesh EXPECT "MoE step: [0-9.]+ ms")
 cli_test(run_megatron_table COMMAND ${mf} run examples/megatron_table.mesh
          EXPECT "Megatron-LM: --tensor-model-parallel-size")
+
+# The cuda backend on a machine without a GPU (as CI is): --backend cuda and
+# train() on a cuda(...) cluster fail at once, naming CUDA, exit 1 — in a CUDA
+# build ("no CUDA device is available") and in one without ("no CUDA backend").
+cli_exit_test(cuda_backend_without_gpu 1 "meshflow: --backend cuda: [^\n]*CUDA" ${mf} run --backend cuda examples/quickstart.mesh)
+cli_exit_test(cuda_cluster_without_gpu 1 "cannot train on cuda: [^\n]*CUDA" ${mf} run tests/cli/train_cuda.mesh)

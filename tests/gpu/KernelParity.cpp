@@ -31,37 +31,13 @@
 #include "runtime/cuda/DeviceProbe.h"
 #include "runtime/cuda/Gemm.h"
 #include "runtime/cuda/Kernels.h"
+#include "tests/gpu/Parity.h"
 
 namespace {
 
-using meshflow::ir::DType;
-using meshflow::ir::OpKind;
+using namespace meshflow::gpu_check;
 using meshflow::runtime::DeviceMemory;
 using meshflow::runtime::MemoryCategory;
-using meshflow::runtime::Shape;
-using meshflow::runtime::Tensor;
-namespace cpu = meshflow::runtime::cpu;
-namespace cuda = meshflow::runtime::cuda;
-
-std::mt19937_64 rng;
-
-Tensor randomTensor(Shape shape, float low = -3.0f, float high = 3.0f) {
-  std::uniform_real_distribution<float> dist(low, high);
-  std::vector<float> values(static_cast<std::size_t>(meshflow::runtime::shapeElements(shape)));
-  for (float& v : values) v = dist(rng);
-  return Tensor::fromF32(std::move(shape), std::move(values));
-}
-
-// Runs one cpu kernel, as the executor does.
-Tensor runCpu(OpKind kind, std::vector<const Tensor*> inputs, meshflow::ir::Attributes attrs = {}) {
-  meshflow::ir::Op op;
-  op.kind = kind;
-  op.attrs = std::move(attrs);
-  Tensor out;
-  std::vector<Tensor*> outputs{&out};
-  cpu::runKernel(op, inputs, outputs, cpu::KernelContext{});
-  return out;
-}
 
 // A device copy of a host tensor, from the checked allocator.
 class DeviceTensor {
@@ -90,39 +66,6 @@ class DeviceTensor {
   std::size_t bytes_;
   DeviceMemory::Block block_;
 };
-
-struct Tolerance {
-  double atol = 0, rtol = 0;
-};
-
-int failures = 0;
-
-// Compares element by element; prints one line per check.
-void expectClose(const std::string& name, const Tensor& gpu, const Tensor& cpuResult, Tolerance tol) {
-  Tensor g = gpu.toF32(), c = cpuResult.toF32();
-  bool ok = g.shape() == c.shape();
-  double worst = 0, worstDiff = 0;
-  std::int64_t worstAt = -1;
-  bool nonzero = false;
-  if (ok)
-    for (std::size_t i = 0; i < g.f32().size(); ++i) {
-      double a = g.f32()[i], b = c.f32()[i];
-      nonzero = nonzero || b != 0;
-      double diff = std::fabs(a - b);
-      double ratio = diff / (tol.atol + tol.rtol * std::fabs(b));
-      if (!(diff == 0 || ratio <= 1)) ok = false;  // NaN fails too
-      if (diff > 0 && !(ratio <= worst)) {
-        worst = ratio;
-        worstDiff = diff;
-        worstAt = static_cast<std::int64_t>(i);
-      }
-    }
-  ok = ok && nonzero;  // a check on all-zero results checks nothing
-  if (!ok) ++failures;
-  std::printf("%-4s %-44s %-16s max |diff| %.3g (%.2f of tolerance)%s\n", ok ? "ok" : "FAIL", name.c_str(),
-              c.typeText().c_str(), worstDiff, worst,
-              !ok && worstAt >= 0 ? (" at element " + std::to_string(worstAt)).c_str() : "");
-}
 
 void checkElementwise(const std::shared_ptr<DeviceMemory>& memory) {
   const cuda::Stream s = nullptr;
@@ -254,22 +197,9 @@ void checkAllocator() {
 
 }  // namespace
 
-// ctest's SKIP_RETURN_CODE for gpu.kernels (tests/gpu/Gpu.cmake).
-constexpr int kSkipped = 77;
-
 int main() {
-  if (cuda::deviceCount() == 0) {
-    std::printf("SKIPPED: no CUDA device (%s)\n", cuda::noDeviceReason().c_str());
-    return kSkipped;
-  }
+  if (!startChecks("test_cuda_kernels")) return kSkipped;
   try {
-    cuda::DeviceInfo info = cuda::deviceInfo(0);
-    std::uint64_t seed = std::random_device{}();
-    if (const char* given = std::getenv("MESHFLOW_SEED")) seed = std::strtoull(given, nullptr, 10);
-    rng.seed(seed);
-    std::printf("test_cuda_kernels on %s (sm_%d%d, %.1f GiB), seed %llu (MESHFLOW_SEED=%llu repeats it)\n",
-                info.name.c_str(), info.computeMajor, info.computeMinor, double(info.totalMemory) / (1 << 30),
-                static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed));
     auto memory = cuda::makeDeviceMemory(0, 0, 0);
     checkAllocator();
     checkElementwise(memory);
@@ -283,6 +213,5 @@ int main() {
     std::printf("FAIL: %s\n", e.what());
     return 1;
   }
-  std::printf("%s\n", failures == 0 ? "all CUDA kernel checks passed" : "some CUDA kernel checks FAILED");
-  return failures == 0 ? 0 : 1;
+  return finishChecks("CUDA kernel checks");
 }

@@ -1,0 +1,38 @@
+// The seam between train() and the cuda backend: the interpreter asks for a
+// DeviceHost whose devices run on GPUs without linking the cuda backend;
+// whatever links it (the meshflow executable, repl/Backends.cpp) installs its
+// factory first (runtime/cuda/CudaHost.h: installCudaBackend).
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+
+#include "runtime/parallel/DeviceHost.h"
+
+namespace meshflow::runtime {
+
+struct GpuHostRequest {
+  int devices = 1;                            ///< Virtual devices.
+  std::chrono::milliseconds timeout{60000};   ///< Longest wait for a message or collective.
+};
+
+using GpuHostFactory = std::function<std::unique_ptr<DeviceHost>(const GpuHostRequest&)>;
+
+/// A GPU backend cannot run here: none in this build, or no GPU.
+class GpuUnavailable : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Installs the factory makeGpuHost uses (process-wide; the last one wins).
+void installGpuHosts(GpuHostFactory factory);
+/// Whether a factory is installed.
+bool gpuHostsInstalled();
+/// A host for `request`: throws GpuUnavailable when no factory is installed
+/// ("no CUDA backend is available here ..."), or what the factory
+/// throws (the cuda backend: no GPU, no driver) as GpuUnavailable.
+std::unique_ptr<DeviceHost> makeGpuHost(const GpuHostRequest& request);
+
+}  // namespace meshflow::runtime

@@ -1,0 +1,73 @@
+#include "runtime/cuda/CudaKernels.h"
+
+#include <cuda_runtime_api.h>
+
+#include "runtime/cuda/CudaError.h"
+#include "runtime/cuda/Gemm.h"
+#include "runtime/cuda/KernelPlacement.h"
+#include "runtime/cuda/OpLaunch.h"
+
+namespace meshflow::runtime::cuda {
+namespace {
+
+// Whether the GPU can read the tensor's elements in place: device, managed or
+// pinned memory. Host tensors from the heap (a step's batch, made by the
+// controller) are copied first.
+bool gpuReadable(const Tensor& t) {
+  const void* data = t.raw().data();
+  if (!data) return true;
+  cudaPointerAttributes attributes{};
+  if (cudaPointerGetAttributes(&attributes, data) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return attributes.type == cudaMemoryTypeDevice || attributes.type == cudaMemoryTypeManaged ||
+         attributes.type == cudaMemoryTypeHost;
+}
+
+}  // namespace
+
+CudaKernels::CudaKernels(int gpu) : gpu_(gpu) {
+  MESHFLOW_CUDA_CHECK(cudaSetDevice(gpu));
+  cudaStream_t stream = nullptr;
+  MESHFLOW_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  stream_ = stream;
+  gemm_ = std::make_unique<Gemm>(stream_);
+}
+
+CudaKernels::~CudaKernels() {
+  gemm_.reset();
+  if (stream_) cudaStreamDestroy(stream_);
+}
+
+void CudaKernels::run(const ir::Op& op, const std::vector<const Tensor*>& inputs, std::vector<Tensor*>& outputs,
+                      const cpu::KernelContext& ctx) {
+  if (placementOf(op, inputs, outputs) == Placement::kHost) {
+    ++hostOps_[ir::opName(op.kind)];
+    cpu::runKernel(op, inputs, outputs, ctx);
+    return;
+  }
+  ++gpuOps_[ir::opName(op.kind)];
+  MESHFLOW_CUDA_CHECK(cudaSetDevice(gpu_));
+  std::vector<Tensor> staged;
+  staged.reserve(inputs.size());  // the pointers below stay valid
+  std::vector<const Tensor*> onGpu;
+  for (const Tensor* t : inputs) {
+    if (gpuReadable(*t)) {
+      onGpu.push_back(t);
+    } else {
+      staged.push_back(t->clone());
+      onGpu.push_back(&staged.back());
+    }
+  }
+  std::vector<Tensor> scratch;
+  try {
+    launchOnGpu(cpu::KernelArgs(op, onGpu, outputs, ctx), {stream_, gemm_.get()}, scratch);
+  } catch (...) {
+    (void)cudaStreamSynchronize(stream_);  // what was launched finishes before its tensors go
+    throw;
+  }
+  MESHFLOW_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+}  // namespace meshflow::runtime::cuda

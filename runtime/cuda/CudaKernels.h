@@ -1,0 +1,52 @@
+// The cuda backend's KernelBackend (runtime/KernelBackend.h): one per virtual
+// device, with its own CUDA stream and cuBLAS handle on its GPU. A device
+// thread that holds a KernelScope of it runs the ops KernelPlacement.h puts on
+// the GPU with the CUDA kernels (Kernels.h, TrainingKernels.h) and cuBLAS
+// (Gemm.h), and the others with the cpu kernels on the host; its tensors live
+// in CUDA managed memory (CudaHost.h), which both can read.
+//
+// Every op checks its arguments as the cpu kernel does (cpu::KernelArgs, the
+// same errors), launches on the stream and waits for it before returning, so
+// that whatever reads the tensors next (a host-side kernel, the executor's
+// gradient sums, the communicator's copies) sees them complete. The wait costs
+// overlap; streams ordered by events are the next step (docs/cuda.md).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "runtime/KernelBackend.h"
+
+struct CUstream_st;
+
+namespace meshflow::runtime::cuda {
+
+class Gemm;
+
+class CudaKernels final : public KernelBackend {
+ public:
+  /// Kernels on CUDA device `gpu` (cudaSetDevice's number). Throws CudaError
+  /// when it does not exist.
+  explicit CudaKernels(int gpu);
+  ~CudaKernels() override;
+  CudaKernels(const CudaKernels&) = delete;
+  CudaKernels& operator=(const CudaKernels&) = delete;
+
+  void run(const ir::Op& op, const std::vector<const Tensor*>& inputs, std::vector<Tensor*>& outputs,
+           const cpu::KernelContext& ctx) override;
+
+  /// How many ops of each kind ran on the GPU and on the host so far.
+  const std::map<std::string, std::int64_t>& gpuOps() const { return gpuOps_; }
+  const std::map<std::string, std::int64_t>& hostOps() const { return hostOps_; }
+  int gpu() const { return gpu_; }
+
+ private:
+  int gpu_;
+  CUstream_st* stream_ = nullptr;
+  std::unique_ptr<Gemm> gemm_;
+  std::map<std::string, std::int64_t> gpuOps_, hostOps_;
+};
+
+}  // namespace meshflow::runtime::cuda

@@ -1,0 +1,146 @@
+// Element-wise kernels of TrainingKernels.h: broadcasting binary ops, unary
+// activations and their gradients, dropout and the causal mask. Grid-stride
+// loops, one element a thread.
+#include <stdexcept>
+
+#include "runtime/cuda/KernelSupport.cuh"
+#include "runtime/cuda/TrainingKernels.h"
+
+namespace meshflow::runtime::cuda {
+namespace {
+
+__global__ void broadcastKernel(BinaryKind kind, const float* a, const float* b, float* y, BroadcastIndex ix,
+                                std::int64_t n) {
+  for (std::int64_t i = firstIndex(); i < n; i += gridStride()) {
+    std::int64_t rest = i, offA = 0, offB = 0;
+    for (int d = ix.rank - 1; d >= 0; --d) {
+      const std::int64_t coordinate = rest % ix.shape[d];
+      rest /= ix.shape[d];
+      offA += coordinate * ix.stridesA[d];
+      offB += coordinate * ix.stridesB[d];
+    }
+    const float u = a[offA], v = b[offB];
+    switch (kind) {
+      case BinaryKind::kAdd: y[i] = u + v; break;
+      case BinaryKind::kSub: y[i] = u - v; break;
+      case BinaryKind::kMul: y[i] = u * v; break;
+      case BinaryKind::kDiv: y[i] = u / v; break;
+    }
+  }
+}
+
+// Two forms so exp never overflows, as the cpu kernel's.
+__device__ float sigmoidOf(float x) {
+  if (x >= 0) return 1.0f / (1.0f + expf(-x));
+  const float e = expf(x);
+  return e / (1.0f + e);
+}
+
+__global__ void unaryKernel(UnaryKind kind, const float* x, float* y, std::int64_t n, float factor) {
+  for (std::int64_t i = firstIndex(); i < n; i += gridStride()) {
+    const float v = x[i];
+    switch (kind) {
+      case UnaryKind::kNeg: y[i] = -v; break;
+      case UnaryKind::kRelu: y[i] = v > 0 ? v : 0.0f; break;
+      case UnaryKind::kGelu: y[i] = geluOf(v); break;
+      case UnaryKind::kTanh: y[i] = tanhf(v); break;
+      case UnaryKind::kSigmoid: y[i] = sigmoidOf(v); break;
+      case UnaryKind::kExp: y[i] = expf(v); break;
+      case UnaryKind::kScale: y[i] = v * factor; break;
+    }
+  }
+}
+
+__global__ void unaryGradKernel(UnaryGradKind kind, const float* v, const float* dy, float* dx, std::int64_t n) {
+  for (std::int64_t i = firstIndex(); i < n; i += gridStride()) {
+    const float x = v[i];
+    float f = 0;
+    switch (kind) {
+      case UnaryGradKind::kRelu: f = x > 0 ? 1.0f : 0.0f; break;
+      case UnaryGradKind::kGelu: f = geluDerivative(x); break;
+      case UnaryGradKind::kTanh: f = 1.0f - x * x; break;
+      case UnaryGradKind::kSigmoid: f = x * (1.0f - x); break;
+    }
+    dx[i] = dy[i] * f;
+  }
+}
+
+// cpu::dropoutKeep's hash: the splitmix64 finaliser over (seed, op, step, index).
+__host__ __device__ std::uint64_t mix(std::uint64_t z) {
+  z += 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+__global__ void dropoutKernel(const float* x, float* y, std::int64_t n, std::uint64_t prefix,
+                              std::uint64_t elementOffset, double p, float scale) {
+  for (std::int64_t i = firstIndex(); i < n; i += gridStride()) {
+    const std::uint64_t h = mix(prefix ^ (elementOffset + static_cast<std::uint64_t>(i)));
+    const double u = static_cast<double>(h >> 11) * 0x1.0p-53;
+    y[i] = u >= p ? x[i] * scale : 0.0f;
+  }
+}
+
+__global__ void causalMaskKernel(const float* x, float* y, std::int64_t n, std::int64_t s, float fill) {
+  for (std::int64_t i = firstIndex(); i < n; i += gridStride()) {
+    const std::int64_t column = i % s, row = (i / s) % s;
+    y[i] = column <= row ? x[i] : fill;
+  }
+}
+
+}  // namespace
+
+void broadcastBinary(BinaryKind kind, const float* a, const float* b, float* y, const BroadcastIndex& index,
+                     Stream stream) {
+  if (index.rank < 0 || index.rank > kMaxRank)
+    throw std::invalid_argument("cuda::broadcastBinary: rank outside [0, 8]");
+  std::int64_t n = 1;
+  for (int d = 0; d < index.rank; ++d) n *= index.shape[static_cast<std::size_t>(d)];
+  detail::checkElementwise("broadcastBinary", n, 1);
+  detail::checkPointers("broadcastBinary", n, {a, b, y});
+  if (n == 0) return;
+  broadcastKernel<<<blocksFor(n), kThreads, 0, stream>>>(kind, a, b, y, index, n);
+  checkLaunch();
+}
+
+void unary(UnaryKind kind, const float* x, float* y, std::int64_t n, float factor, Stream stream) {
+  detail::checkElementwise("unary", n, 1);
+  detail::checkPointers("unary", n, {x, y});
+  if (n == 0) return;
+  unaryKernel<<<blocksFor(n), kThreads, 0, stream>>>(kind, x, y, n, factor);
+  checkLaunch();
+}
+
+void unaryGrad(UnaryGradKind kind, const float* v, const float* dy, float* dx, std::int64_t n, Stream stream) {
+  detail::checkElementwise("unaryGrad", n, 1);
+  detail::checkPointers("unaryGrad", n, {v, dy, dx});
+  if (n == 0) return;
+  unaryGradKernel<<<blocksFor(n), kThreads, 0, stream>>>(kind, v, dy, dx, n);
+  checkLaunch();
+}
+
+void dropout(const float* x, float* y, std::int64_t n, std::uint64_t seed, std::uint64_t opIndex, std::int64_t step,
+             std::uint64_t elementOffset, double p, Stream stream) {
+  detail::checkElementwise("dropout", n, 1);
+  detail::checkPointers("dropout", n, {x, y});
+  if (!(p >= 0 && p <= 1)) throw std::invalid_argument("cuda::dropout: p is not a probability");
+  if (n == 0) return;
+  // The hash's first three rounds depend on no element: done once here, as
+  // cpu::dropoutKeep does them per element.
+  std::uint64_t prefix = mix(mix(mix(seed) ^ opIndex) ^ static_cast<std::uint64_t>(step));
+  const float scale = p < 1 ? static_cast<float>(1.0 / (1.0 - p)) : 0.0f;
+  dropoutKernel<<<blocksFor(n), kThreads, 0, stream>>>(x, y, n, prefix, elementOffset, p, scale);
+  checkLaunch();
+}
+
+void causalMask(const float* x, float* y, std::int64_t matrices, std::int64_t s, float fill, Stream stream) {
+  const std::int64_t n = matrices * s * s;
+  detail::checkElementwise("causalMask", n, 1);
+  detail::checkPointers("causalMask", n, {x, y});
+  if (n == 0) return;
+  causalMaskKernel<<<blocksFor(n), kThreads, 0, stream>>>(x, y, n, s, fill);
+  checkLaunch();
+}
+
+}  // namespace meshflow::runtime::cuda

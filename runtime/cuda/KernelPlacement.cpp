@@ -1,0 +1,79 @@
+#include "runtime/cuda/KernelPlacement.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "runtime/cuda/TrainingKernels.h"
+
+namespace meshflow::runtime::cuda {
+namespace {
+
+bool allocated(const std::vector<const Tensor*>& inputs) {
+  return std::all_of(inputs.begin(), inputs.end(), [](const Tensor* t) { return t && t->allocated(); });
+}
+
+bool fullPrecision(const std::vector<const Tensor*>& inputs) {
+  return std::all_of(inputs.begin(), inputs.end(), [](const Tensor* t) {
+    return t->dtype() == ir::DType::F32 || t->dtype() == ir::DType::I32;
+  });
+}
+
+// The dtypes of the outputs whose caller fixed one all equal `dtype`.
+bool outputsAre(const std::vector<Tensor*>& outputs, ir::DType dtype) {
+  return std::all_of(outputs.begin(), outputs.end(), [dtype](const Tensor* t) {
+    return !t || !(t->allocated() || t->isPlaceholder()) || t->dtype() == dtype;
+  });
+}
+
+bool gemmOperands(const std::vector<const Tensor*>& in, const std::vector<Tensor*>& out) {
+  return in.size() == 2 && in[0]->dtype() == in[1]->dtype() && in[0]->dtype() != ir::DType::I32 &&
+         outputsAre(out, in[0]->dtype());
+}
+
+// like's shape is the trailing part of dy's: the sum runs over whole rows.
+bool trailingPart(const std::vector<const Tensor*>& in) {
+  if (in.size() != 2) return false;
+  const Shape& dy = in[0]->shape();
+  const Shape& like = in[1]->shape();
+  return like.size() <= dy.size() && std::equal(like.begin(), like.end(), dy.end() - std::ptrdiff_t(like.size())) &&
+         shapeElements(like) > 0;
+}
+
+bool gpuKind(ir::OpKind kind) {
+  using K = ir::OpKind;
+  switch (kind) {
+    case K::Add: case K::Sub: case K::Mul: case K::Div:
+    case K::Neg: case K::Relu: case K::Gelu: case K::Tanh: case K::Sigmoid: case K::Exp: case K::Scale:
+    case K::ReluGrad: case K::GeluGrad: case K::TanhGrad: case K::SigmoidGrad:
+    case K::Dropout: case K::DropoutGrad: case K::CausalMask: case K::CausalMaskGrad:
+    case K::Softmax: case K::SoftmaxGrad: case K::LayerNorm: case K::LayerNormGrad:
+    case K::CrossEntropy: case K::CrossEntropyGrad: case K::Embedding: case K::EmbeddingGrad:
+    case K::ReduceToShape: case K::GlobalNorm: case K::SgdUpdate: case K::AdamUpdate:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// A NaN scale tells an update to skip the step (an f16 gradient overflowed):
+// the cpu kernel keeps the old state, as it does on the host.
+bool skipsStep(const ir::Op& op, const std::vector<const Tensor*>& in) {
+  if (op.kind != ir::OpKind::SgdUpdate && op.kind != ir::OpKind::AdamUpdate) return false;
+  return in.size() > 2 && in[2]->dtype() == ir::DType::F32 && in[2]->elements() == 1 && std::isnan(in[2]->f32()[0]);
+}
+
+}  // namespace
+
+Placement placementOf(const ir::Op& op, const std::vector<const Tensor*>& inputs,
+                      const std::vector<Tensor*>& outputs) {
+  if (!allocated(inputs)) return Placement::kHost;  // the cpu kernel names what is missing
+  if (op.kind == ir::OpKind::MatMul) return gemmOperands(inputs, outputs) ? Placement::kGpu : Placement::kHost;
+  if (!gpuKind(op.kind) || !fullPrecision(inputs) || !outputsAre(outputs, ir::DType::F32) || skipsStep(op, inputs))
+    return Placement::kHost;
+  if (op.kind == ir::OpKind::ReduceToShape && !trailingPart(inputs)) return Placement::kHost;
+  for (const Tensor* t : inputs)
+    if (t->rank() > static_cast<std::size_t>(kMaxRank)) return Placement::kHost;
+  return Placement::kGpu;
+}
+
+}  // namespace meshflow::runtime::cuda

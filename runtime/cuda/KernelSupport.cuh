@@ -1,0 +1,82 @@
+// What the .cu kernel files share: launch sizes, grid-stride indices and
+// block-wide reductions (every block has kThreads threads).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "runtime/cuda/CudaError.h"
+
+namespace meshflow::runtime::cuda {
+
+constexpr int kThreads = 256;
+constexpr std::int64_t kMaxBlocks = 65535LL * 16;
+
+inline int blocksFor(std::int64_t work) {
+  return static_cast<int>(std::max<std::int64_t>(1, std::min(kMaxBlocks, (work + kThreads - 1) / kThreads)));
+}
+
+inline int rowBlocks(std::int64_t rows) {
+  return static_cast<int>(std::max<std::int64_t>(1, std::min(kMaxBlocks, rows)));
+}
+
+inline void checkLaunch() { MESHFLOW_CUDA_CHECK(cudaGetLastError()); }
+
+__device__ inline std::int64_t firstIndex() { return std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; }
+__device__ inline std::int64_t gridStride() { return std::int64_t(gridDim.x) * blockDim.x; }
+
+constexpr float kGeluC = 0.7978845608028654f;  // sqrt(2 / pi), as the cpu kernel's
+constexpr float kGeluA = 0.044715f;
+
+// The cpu kernels' GeLU (tanh form) and its derivative, with CUDA's tanhf.
+__device__ inline float geluOf(float x) { return 0.5f * x * (1.0f + tanhf(kGeluC * (x + kGeluA * x * x * x))); }
+
+__device__ inline float geluDerivative(float x) {
+  float t = tanhf(kGeluC * (x + kGeluA * x * x * x));
+  return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * kGeluC * (1.0f + 3.0f * kGeluA * x * x);
+}
+
+__device__ inline float warpMax(float v) {
+  for (int offset = 16; offset > 0; offset >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  return v;
+}
+
+__device__ inline double warpSum(double v) {
+  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+// Every thread of the block gets the result.
+__device__ inline float blockMax(float v) {
+  __shared__ float partial[kThreads / 32];
+  __shared__ float result;
+  v = warpMax(v);
+  __syncthreads();  // a previous call may still read `result`
+  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = v;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    v = warpMax(threadIdx.x < kThreads / 32 ? partial[threadIdx.x] : -INFINITY);
+    if (threadIdx.x == 0) result = v;
+  }
+  __syncthreads();
+  return result;
+}
+
+__device__ inline double blockSum(double v) {
+  __shared__ double partial[kThreads / 32];
+  __shared__ double result;
+  v = warpSum(v);
+  __syncthreads();
+  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = v;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    v = warpSum(threadIdx.x < kThreads / 32 ? partial[threadIdx.x] : 0.0);
+    if (threadIdx.x == 0) result = v;
+  }
+  __syncthreads();
+  return result;
+}
+
+}  // namespace meshflow::runtime::cuda

@@ -1,0 +1,54 @@
+#include "runtime/cuda/NcclComm.h"
+
+#include <fmt/format.h>
+
+#include <thread>
+
+namespace meshflow::runtime::cuda {
+
+NcclComm::NcclComm(NcclCalls calls, const Broadcast& broadcast, int rank, int ranks)
+    : calls_(std::move(calls)), rank_(rank), ranks_(ranks) {
+  if (ranks < 1 || rank < 0 || rank >= ranks)
+    throw std::invalid_argument(fmt::format("NCCL rank {} is outside a group of {}", rank, ranks));
+  NcclId id{};
+  if (rank == 0) check(calls_.getUniqueId(id), "ncclGetUniqueId");
+  broadcast(id, 0);
+  check(calls_.initRank(handle_, ranks, id, rank), "ncclCommInitRank");
+}
+
+NcclComm::~NcclComm() {
+  if (handle_ && !aborted_) calls_.destroy(handle_);
+}
+
+void NcclComm::check(int status, const char* call) const {
+  if (status != 0)
+    throw NcclError(fmt::format("{} failed on rank {} of {}: {}", call, rank_, ranks_, calls_.describe(status)));
+}
+
+void NcclComm::abortWith(const std::string& message) {
+  if (!aborted_) {
+    aborted_ = true;
+    calls_.abort(handle_);
+  }
+  throw NcclError(message);
+}
+
+void NcclComm::wait(const std::function<bool()>& done, std::chrono::milliseconds timeout, const std::string& what,
+                    std::chrono::milliseconds poll) {
+  if (aborted_) throw NcclError(fmt::format("{} on rank {}: the communicator was aborted", what, rank_));
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    if (done()) return;
+    int asyncError = 0;
+    const int status = calls_.getAsyncError(handle_, asyncError);
+    if (status != 0 || asyncError != 0)
+      abortWith(fmt::format("{} failed on rank {} of {}: {}", what, rank_, ranks_,
+                            calls_.describe(status != 0 ? status : asyncError)));
+    if (std::chrono::steady_clock::now() >= deadline)
+      abortWith(fmt::format("{} on rank {} of {} timed out after {} ms; the communicator was aborted", what, rank_,
+                            ranks_, timeout.count()));
+    std::this_thread::sleep_for(poll);
+  }
+}
+
+}  // namespace meshflow::runtime::cuda

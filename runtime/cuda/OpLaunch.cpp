@@ -1,0 +1,380 @@
+#include "runtime/cuda/OpLaunch.h"
+
+#include <cuda_runtime_api.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "runtime/cuda/CudaError.h"
+#include "runtime/cuda/Gemm.h"
+#include "runtime/cuda/TrainingKernels.h"
+
+namespace meshflow::runtime::cuda {
+namespace {
+
+using cpu::KernelArgs;
+using K = ir::OpKind;
+
+const float* in(const Tensor& t) { return t.f32().data(); }
+float* out(Tensor& t) { return t.f32().data(); }
+const std::int32_t* ids(const Tensor& t) { return t.i32().data(); }
+
+// Device scratch of `count` doubles, alive until the stream has finished.
+double* scratchDoubles(std::vector<Tensor>& scratch, std::int64_t count) {
+  scratch.push_back(Tensor::uninitialized(ir::DType::F32, {2 * std::max<std::int64_t>(count, 1)}));
+  return reinterpret_cast<double*>(scratch.back().f32().data());
+}
+
+void expectSameShape(const KernelArgs& a, const Tensor& x, const Tensor& y) {
+  if (x.shape() != y.shape()) a.fail(fmt::format("shapes differ: {} and {}", x.typeText(), y.typeText()));
+}
+
+struct Rows {
+  std::int64_t count = 0, width = 0;
+};
+
+Rows rowsOf(const KernelArgs& a, const Tensor& x) {
+  if (x.rank() == 0) a.fail("needs a tensor of rank 1 or more, got " + x.typeText());
+  const std::int64_t width = x.dim(-1);
+  return {width == 0 ? 0 : x.elements() / width, width};
+}
+
+void expectVector(const KernelArgs& a, const Tensor& v, std::int64_t n, const char* what) {
+  if (v.shape() != Shape{n}) a.fail(fmt::format("{} must be f32[{}], got {}", what, n, v.typeText()));
+}
+
+float scalarOf(const KernelArgs& a, std::size_t i, const char* what) {
+  const Tensor& t = a.f32(i);
+  if (t.elements() != 1) a.fail(fmt::format("{} must be a scalar, got {}", what, t.typeText()));
+  return t.f32()[0];
+}
+
+GemmType gemmType(ir::DType dtype) {
+  switch (dtype) {
+    case ir::DType::BF16: return GemmType::kBF16;
+    case ir::DType::F16: return GemmType::kF16;
+    default: return GemmType::kF32;
+  }
+}
+
+// The cpu matmul kernel's shapes (runtime/cpu/MatMulKernels.cpp), on cuBLAS.
+void matMul(const KernelArgs& a, const GpuContext& gpu) {
+  a.expectArity(2, 1);
+  const Tensor& x = a.in(0);
+  const Tensor& w = a.in(1);
+  const bool ta = a.intAttr("transpose_a", 0) != 0, tb = a.intAttr("transpose_b", 0) != 0;
+  if (x.rank() < 2 || w.rank() < 2)
+    a.fail(fmt::format("needs operands of rank 2 or more, got {} and {}", x.typeText(), w.typeText()));
+  GemmShape s;
+  s.transA = ta;
+  s.transB = tb;
+  s.m = ta ? x.dim(-1) : x.dim(-2);
+  s.k = ta ? x.dim(-2) : x.dim(-1);
+  s.n = tb ? w.dim(-2) : w.dim(-1);
+  if ((tb ? w.dim(-1) : w.dim(-2)) != s.k)
+    a.fail(fmt::format("contracting dimensions differ: {} x {}{}{}", x.typeText(), w.typeText(),
+                       ta ? " (a transposed)" : "", tb ? " (b transposed)" : ""));
+  Shape batch(x.shape().begin(), x.shape().end() - 2);
+  s.sharedB = w.rank() == 2;
+  if (!s.sharedB && Shape(w.shape().begin(), w.shape().end() - 2) != batch)
+    a.fail(fmt::format("batch dimensions differ: {} x {}", x.typeText(), w.typeText()));
+  Shape yShape = batch;
+  yShape.push_back(s.m);
+  yShape.push_back(s.n);
+  Tensor& y = a.out(0, x.dtype(), yShape);
+  s.batch = shapeElements(batch);
+  if (s.batch == 0) return;
+  gpu.gemm->run(s, gemmType(x.dtype()), x.raw().data(), w.raw().data(), y.raw().data());
+}
+
+void binary(const KernelArgs& a, const GpuContext& gpu) {
+  a.expectArity(2, 1);
+  const Tensor& x = a.f32(0);
+  const Tensor& z = a.f32(1);
+  auto shape = cpu::broadcastShapes(x.shape(), z.shape());
+  if (!shape) a.fail(fmt::format("cannot broadcast {} with {}", x.typeText(), z.typeText()));
+  Tensor& y = a.outF32(0, *shape);
+  BroadcastIndex index;
+  index.rank = static_cast<int>(shape->size());
+  auto sa = cpu::broadcastStrides(x.shape(), *shape);
+  auto sb = cpu::broadcastStrides(z.shape(), *shape);
+  for (std::size_t d = 0; d < shape->size(); ++d) {
+    index.shape[d] = (*shape)[d];
+    index.stridesA[d] = sa[d];
+    index.stridesB[d] = sb[d];
+  }
+  const BinaryKind kind = a.op.kind == K::Add   ? BinaryKind::kAdd
+                          : a.op.kind == K::Sub ? BinaryKind::kSub
+                          : a.op.kind == K::Mul ? BinaryKind::kMul
+                                                : BinaryKind::kDiv;
+  broadcastBinary(kind, in(x), in(z), out(y), index, gpu.stream);
+}
+
+UnaryKind unaryKind(K kind) {
+  switch (kind) {
+    case K::Neg: return UnaryKind::kNeg;
+    case K::Relu: return UnaryKind::kRelu;
+    case K::Gelu: return UnaryKind::kGelu;
+    case K::Tanh: return UnaryKind::kTanh;
+    case K::Sigmoid: return UnaryKind::kSigmoid;
+    case K::Exp: return UnaryKind::kExp;
+    default: return UnaryKind::kScale;
+  }
+}
+
+void unaryOp(const KernelArgs& a, const GpuContext& gpu) {
+  a.expectArity(1, 1);
+  const Tensor& x = a.f32(0);
+  const float factor = a.op.kind == K::Scale ? static_cast<float>(a.doubleAttr("factor")) : 1.0f;
+  Tensor& y = a.outF32(0, x.shape());
+  unary(unaryKind(a.op.kind), in(x), out(y), x.elements(), factor, gpu.stream);
+}
+
+void unaryGradOp(const KernelArgs& a, const GpuContext& gpu) {
+  a.expectArity(2, 1);
+  const Tensor& v = a.f32(0);
+  const Tensor& dy = a.f32(1);
+  expectSameShape(a, v, dy);
+  Tensor& dx = a.outF32(0, v.shape());
+  const UnaryGradKind kind = a.op.kind == K::ReluGrad   ? UnaryGradKind::kRelu
+                             : a.op.kind == K::GeluGrad ? UnaryGradKind::kGelu
+                             : a.op.kind == K::TanhGrad ? UnaryGradKind::kTanh
+                                                        : UnaryGradKind::kSigmoid;
+  unaryGrad(kind, in(v), in(dy), out(dx), v.elements(), gpu.stream);
+}
+
+// The forward op whose mask a Dropout or DropoutGrad draws, as the cpu kernel finds it.
+std::uint64_t maskOp(const KernelArgs& a) {
+  if (a.op.kind == K::Dropout) return a.ctx.opIndex;
+  std::int64_t forwardOp = -1;
+  if (a.hasAttr("forward_op"))
+    forwardOp = a.intAttr("forward_op");
+  else if (a.op.forwardOp)
+    forwardOp = *a.op.forwardOp;
+  if (forwardOp < 0) a.fail("needs the forward op (attribute `forward_op`)");
+  return static_cast<std::uint64_t>(forwardOp);
+}
+
+void dropoutOp(const KernelArgs& a, const GpuContext& gpu) {
+  a.expectArity(1, 1);
+  const Tensor& x = a.f32(0);
+  const double p = a.doubleAttr("p");
+  if (p < 0 || p > 1) a.fail(fmt::format("p = {} is not a probability", p));
+  const auto seed = static_cast<std::uint64_t>(a.intAttr("seed", 0));
+  const std::uint64_t op = maskOp(a);
+  Tensor& y = a.outF32(0, x.shape());
+  dropout(in(x), out(y), x.elements(), seed, op, a.ctx.step, a.ctx.elementOffset, p, gpu.stream);
+}
+
+void causalMaskOp(const KernelArgs& a, const GpuContext& gpu) {
+  a.expectArity(1, 1);
+  const Tensor& x = a.f32(0);
+  if (x.rank() < 2 || x.dim(-1) != x.dim(-2)) a.fail("needs scores[..., s, s], got " + x.typeText());
+  const std::int64_t s = x.dim(-1);
+  Tensor& y = a.outF32(0, x.shape());
+  causalMask(in(x), out(y), s == 0 ? 0 : x.elements() / (s * s), s, a.op.kind == K::CausalMaskGrad ? 0.0f : -1e9f,
+             gpu.stream);
+}
+
+void softmaxOp(const KernelArgs& a, const GpuContext& gpu) {
+  a.expectArity(1, 1);
+  const Tensor& x = a.f32(0);
+  const Rows rows = rowsOf(a, x);
+  Tensor& y = a.outF32(0, x.shape());
+  softmax(in(x), out(y), rows.count, rows.width, 1.0f, false, gpu.stream);
+}
+
+void softmaxGradOp(const KernelArgs& a, const GpuContext& gpu) {
+  a.expectArity(2, 1);
+  const Tensor& y = a.f32(0);
+  const Tensor& dy = a.f32(1);
+  expectSameShape(a, y, dy);
+  const Rows rows = rowsOf(a, y);
+  Tensor& dx = a.outF32(0, y.shape());
+  softmaxGrad(in(y), in(dy), out(dx), rows.count, rows.width, gpu.stream);
+}
+
+void layerNormOp(const KernelArgs& a, const GpuContext& gpu) {
+  a.expectArity(3, 1);
+  const Tensor& x = a.f32(0);
+  const Rows rows = rowsOf(a, x);
+  expectVector(a, a.f32(1), rows.width, "gamma");
+  expectVector(a, a.f32(2), rows.width, "beta");
+  const double eps = a.doubleAttr("eps", 1e-5);
+  Tensor& y = a.outF32(0, x.shape());
+  layerNorm(in(x), in(a.f32(1)), in(a.f32(2)), out(y), rows.count, rows.width, eps, gpu.stream);
+}
+
+void layerNormGradOp(const KernelArgs& a, const GpuContext& gpu, std::vector<Tensor>& scratch) {
+  a.expectArity(3, 3);
+  const Tensor& x = a.f32(0);
+  const Tensor& gamma = a.f32(1);
+  const Tensor& dy = a.f32(2);
+  const Rows rows = rowsOf(a, x);
+  expectVector(a, gamma, rows.width, "gamma");
+  expectSameShape(a, x, dy);
+  const double eps = a.doubleAttr("eps", 1e-5);
+  Tensor& dx = a.outF32(0, x.shape());
+  Tensor& dgamma = a.outF32(1, {rows.width});
+  Tensor& dbeta = a.outF32(2, {rows.width});
+  layerNormGrad(in(x), in(gamma), in(dy), out(dx), out(dgamma), out(dbeta), rows.count, rows.width, eps,
+                scratchDoubles(scratch, 2 * rows.count), gpu.stream);
+}
+
+// Labels against logits, checked on the host as the cpu kernel checks them
+// (the labels are i32 the host can read: the stream has finished).
+std::int64_t checkedPositions(const KernelArgs& a, const Tensor& logits, const Tensor& labels, const char* what) {
+  const bool idsFirst = a.op.kind == K::Embedding || a.op.kind == K::EmbeddingGrad;
+  const std::int64_t limit = idsFirst ? logits.dim(0) : logits.dim(-1);
+  for (std::int32_t label : labels.i32())
+    if (label < 0 || label >= limit)
+      a.fail(idsFirst ? fmt::format("id {} is outside the vocabulary [0, {})", label, limit)
+                      : fmt::format("{} {} is outside [0, {})", what, label, limit));
+  return labels.elements();
+}
+
+std::int64_t lossPositions(const KernelArgs& a, const Tensor& logits, const Tensor& labels) {
+  if (logits.rank() == 0 || labels.rank() + 1 != logits.rank() ||
+      !std::equal(labels.shape().begin(), labels.shape().end(), logits.shape().begin()))
+    a.fail(fmt::format("labels {} do not match logits {}", labels.typeText(), logits.typeText()));
+  if (labels.elements() == 0) a.fail("no positions to average over");
+  return checkedPositions(a, logits, labels, "label");
+}
+
+void crossEntropyOp(const KernelArgs& a, const GpuContext& gpu, std::vector<Tensor>& scratch) {
+  a.expectArity(2, 1);
+  const Tensor& logits = a.f32(0);
+  const Tensor& labels = a.i32(1);
+  const std::int64_t rows = lossPositions(a, logits, labels);
+  Tensor& loss = a.outF32(0, {});
+  crossEntropy(in(logits), ids(labels), out(loss), rows, logits.dim(-1), scratchDoubles(scratch, rows), gpu.stream);
+}
+
+void crossEntropyGradOp(const KernelArgs& a, const GpuContext& gpu) {
+  a.expectArity(3, 1);
+  const Tensor& logits = a.f32(0);
+  const Tensor& labels = a.i32(1);
+  const Tensor& dloss = a.f32(2);
+  if (dloss.elements() != 1) a.fail("dloss must be a scalar, got " + dloss.typeText());
+  const std::int64_t rows = lossPositions(a, logits, labels);
+  Tensor& dlogits = a.outF32(0, logits.shape());
+  crossEntropyGrad(in(logits), ids(labels), in(dloss), out(dlogits), rows, logits.dim(-1), gpu.stream);
+}
+
+void embeddingOp(const KernelArgs& a, const GpuContext& gpu) {
+  a.expectArity(2, 1);
+  const Tensor& table = a.f32(0);
+  const Tensor& tokens = a.i32(1);
+  if (table.rank() != 2) a.fail("table must be [V, h], got " + table.typeText());
+  const std::int64_t positions = checkedPositions(a, table, tokens, "id");
+  Shape yShape = tokens.shape();
+  yShape.push_back(table.dim(1));
+  Tensor& y = a.outF32(0, yShape);
+  embedding(in(table), ids(tokens), out(y), positions, table.dim(1), gpu.stream);
+}
+
+void embeddingGradOp(const KernelArgs& a, const GpuContext& gpu) {
+  a.expectArity(2, 1);
+  const Tensor& tokens = a.i32(0);
+  const Tensor& dy = a.f32(1);
+  if (dy.rank() != tokens.rank() + 1 || !std::equal(tokens.shape().begin(), tokens.shape().end(), dy.shape().begin()))
+    a.fail(fmt::format("dy {} does not match ids {}", dy.typeText(), tokens.typeText()));
+  const std::int64_t h = dy.dim(-1);
+  const std::int64_t vocab = a.rawOut(0).allocated() && !a.hasAttr("vocab") ? a.rawOut(0).dim(0) : a.intAttr("vocab");
+  for (std::int32_t id : tokens.i32())
+    if (id < 0 || id >= vocab) a.fail(fmt::format("id {} is outside the vocabulary [0, {})", id, vocab));
+  Tensor& dtable = a.outF32(0, {vocab, h});
+  embeddingGrad(ids(tokens), in(dy), out(dtable), tokens.elements(), vocab, h, gpu.stream);
+}
+
+// Placement guarantees like's shape is the trailing part of dy's.
+void reduceToShapeOp(const KernelArgs& a, const GpuContext& gpu) {
+  a.expectArity(2, 1);
+  const Tensor& dy = a.f32(0);
+  const Tensor& like = a.in(1);
+  Tensor& dx = a.outF32(0, like.shape());
+  sumRows(in(dy), out(dx), dy.elements() / like.elements(), like.elements(), gpu.stream);
+}
+
+void globalNormOp(const KernelArgs& a, const GpuContext& gpu, std::vector<Tensor>& scratch) {
+  if (a.outputCount() != 1) a.fail("expects one output");
+  double* squares = scratchDoubles(scratch, 1);
+  MESHFLOW_CUDA_CHECK(cudaMemsetAsync(squares, 0, sizeof(double), gpu.stream));
+  for (std::size_t i = 0; i < a.inputCount(); ++i) addSquares(in(a.f32(i)), a.f32(i).elements(), squares, gpu.stream);
+  sqrtToFloat(squares, out(a.outF32(0, {})), gpu.stream);
+}
+
+void expectShapeOf(const KernelArgs& a, const Tensor& w, std::size_t i, const char* what) {
+  if (a.f32(i).shape() != w.shape())
+    a.fail(fmt::format("{} is {} but the weight is {}", what, a.f32(i).typeText(), w.typeText()));
+}
+
+// Outputs first: an output that is its input's very tensor (in place) is
+// unshared before the input's pointer is taken.
+void sgdOp(const KernelArgs& a, const GpuContext& gpu) {
+  a.expectArity(4, 2);
+  const Tensor& w = a.f32(0);
+  expectShapeOf(a, w, 1, "the gradient");
+  expectShapeOf(a, w, 3, "the momentum");
+  scalarOf(a, 2, "scale");
+  SgdConstants k{static_cast<float>(a.doubleAttr("lr")), static_cast<float>(a.doubleAttr("momentum", 0.0)),
+                 static_cast<float>(a.doubleAttr("weight_decay", 0.0))};
+  float* wOut = out(a.outF32(0, w.shape()));
+  float* mOut = out(a.outF32(1, w.shape()));
+  sgdUpdate(in(w), in(a.f32(1)), in(a.f32(2)), in(a.f32(3)), wOut, mOut, w.elements(), k, gpu.stream);
+}
+
+void adamOp(const KernelArgs& a, const GpuContext& gpu) {
+  a.expectArity(5, 3);
+  const Tensor& w = a.f32(0);
+  expectShapeOf(a, w, 1, "the gradient");
+  expectShapeOf(a, w, 3, "the first moment");
+  expectShapeOf(a, w, 4, "the second moment");
+  scalarOf(a, 2, "scale");
+  if (a.ctx.step < 1) a.fail(fmt::format("step {} (steps count from 1)", a.ctx.step));
+  const double beta1 = a.doubleAttr("beta1", 0.9), beta2 = a.doubleAttr("beta2", 0.999);
+  const auto t = static_cast<double>(a.ctx.step);
+  AdamConstants k{static_cast<float>(beta1),
+                  static_cast<float>(beta2),
+                  static_cast<float>(1.0 - std::pow(beta1, t)),
+                  static_cast<float>(1.0 - std::pow(beta2, t)),
+                  static_cast<float>(a.doubleAttr("eps", 1e-8)),
+                  static_cast<float>(a.doubleAttr("weight_decay", 0.0)),
+                  static_cast<float>(a.doubleAttr("lr")),
+                  a.intAttr("decoupled", 0) != 0};
+  float* wOut = out(a.outF32(0, w.shape()));
+  float* mOut = out(a.outF32(1, w.shape()));
+  float* vOut = out(a.outF32(2, w.shape()));
+  adamUpdate(in(w), in(a.f32(1)), in(a.f32(2)), in(a.f32(3)), in(a.f32(4)), wOut, mOut, vOut, w.elements(), k,
+             gpu.stream);
+}
+
+}  // namespace
+
+void launchOnGpu(const KernelArgs& a, const GpuContext& gpu, std::vector<Tensor>& scratch) {
+  switch (a.op.kind) {
+    case K::MatMul: return matMul(a, gpu);
+    case K::Add: case K::Sub: case K::Mul: case K::Div: return binary(a, gpu);
+    case K::Neg: case K::Relu: case K::Gelu: case K::Tanh: case K::Sigmoid: case K::Exp: case K::Scale:
+      return unaryOp(a, gpu);
+    case K::ReluGrad: case K::GeluGrad: case K::TanhGrad: case K::SigmoidGrad: return unaryGradOp(a, gpu);
+    case K::Dropout: case K::DropoutGrad: return dropoutOp(a, gpu);
+    case K::CausalMask: case K::CausalMaskGrad: return causalMaskOp(a, gpu);
+    case K::Softmax: return softmaxOp(a, gpu);
+    case K::SoftmaxGrad: return softmaxGradOp(a, gpu);
+    case K::LayerNorm: return layerNormOp(a, gpu);
+    case K::LayerNormGrad: return layerNormGradOp(a, gpu, scratch);
+    case K::CrossEntropy: return crossEntropyOp(a, gpu, scratch);
+    case K::CrossEntropyGrad: return crossEntropyGradOp(a, gpu);
+    case K::Embedding: return embeddingOp(a, gpu);
+    case K::EmbeddingGrad: return embeddingGradOp(a, gpu);
+    case K::ReduceToShape: return reduceToShapeOp(a, gpu);
+    case K::GlobalNorm: return globalNormOp(a, gpu, scratch);
+    case K::SgdUpdate: return sgdOp(a, gpu);
+    case K::AdamUpdate: return adamOp(a, gpu);
+    default: a.fail("has no CUDA kernel (KernelPlacement.h puts it on the host)");
+  }
+}
+
+}  // namespace meshflow::runtime::cuda

@@ -1,0 +1,25 @@
+// Launches one graph op's CUDA kernels (or cuBLAS GEMM) on a stream, after
+// the cpu kernel's argument checks through cpu::KernelArgs: the same errors,
+// outputs allocated (from the current MemoryScope) with the shapes the cpu
+// kernel computes. Only for ops KernelPlacement.h puts on the GPU, with
+// inputs whose elements the GPU can read. Private to runtime/cuda.
+#pragma once
+
+#include "runtime/cpu/KernelSupport.h"
+
+struct CUstream_st;
+
+namespace meshflow::runtime::cuda {
+
+class Gemm;
+
+struct GpuContext {
+  CUstream_st* stream = nullptr;
+  Gemm* gemm = nullptr;  ///< On `stream`.
+};
+
+/// Enqueues the op; returns before it has run. Scratch tensors it needs are
+/// added to `scratch`, which must live until the stream has finished.
+void launchOnGpu(const cpu::KernelArgs& args, const GpuContext& gpu, std::vector<Tensor>& scratch);
+
+}  // namespace meshflow::runtime::cuda

@@ -1,0 +1,100 @@
+// The CUDA kernels a training step needs beyond Kernels.h, each the GPU twin
+// of a cpu kernel (runtime/cpu/*Kernels.cpp) on fp32 device arrays (i32 for
+// ids and labels), launched asynchronously on a stream. CudaKernels.cpp
+// dispatches graph ops to them after the cpu kernels' own argument checks
+// (cpu::KernelArgs), so these launchers check only what reaches the GPU:
+// counts and null pointers (std::invalid_argument, before any launch).
+//
+// Reductions are deterministic (a fixed order for a given size) and
+// accumulate in double where the cpu kernel does; results agree with the cpu
+// kernels to fp32 tolerance, not to the bit (other summation order, CUDA's
+// expf/tanhf against the cpu's FastMath.h).
+#pragma once
+
+#include <cstdint>
+
+#include "runtime/cuda/Kernels.h"
+
+namespace meshflow::runtime::cuda {
+
+/// Up to this many dimensions in a broadcast (the IR's tensors have fewer).
+constexpr int kMaxRank = 8;
+
+/// An output shape and, per operand, the strides that read it while walking
+/// the output (0 along broadcast dimensions), as cpu::broadcastStrides gives.
+struct BroadcastIndex {
+  int rank = 0;
+  // Plain arrays: the kernel takes the struct by value and indexes it on the GPU.
+  std::int64_t shape[kMaxRank] = {};
+  std::int64_t stridesA[kMaxRank] = {};
+  std::int64_t stridesB[kMaxRank] = {};
+};
+
+enum class BinaryKind { kAdd, kSub, kMul, kDiv };
+enum class UnaryKind { kNeg, kRelu, kGelu, kTanh, kSigmoid, kExp, kScale };
+/// The gradients dx = dy · f(v), v the forward input (relu, gelu) or output (tanh, sigmoid).
+enum class UnaryGradKind { kRelu, kGelu, kTanh, kSigmoid };
+
+/// y = a ∘ b over `index` (general NumPy broadcasting).
+void broadcastBinary(BinaryKind kind, const float* a, const float* b, float* y, const BroadcastIndex& index,
+                     Stream stream);
+/// y = f(x); `factor` for kScale.
+void unary(UnaryKind kind, const float* x, float* y, std::int64_t n, float factor, Stream stream);
+void unaryGrad(UnaryGradKind kind, const float* v, const float* dy, float* dx, std::int64_t n, Stream stream);
+
+/// Dropout with the cpu backend's counter-based mask (cpu::dropoutKeep's
+/// splitmix64 hash of seed, op, step and element offset + i): y = x / (1 - p)
+/// where kept, else 0 (p = 1 drops all).
+void dropout(const float* x, float* y, std::int64_t n, std::uint64_t seed, std::uint64_t opIndex, std::int64_t step,
+             std::uint64_t elementOffset, double p, Stream stream);
+/// scores[..., s, s]: entries above the diagonal set to `fill` (-1e9 forward, 0 backward).
+void causalMask(const float* x, float* y, std::int64_t matrices, std::int64_t s, float fill, Stream stream);
+
+/// dx = y · (dy − Σ y·dy) per row (the dot in double).
+void softmaxGrad(const float* y, const float* dy, float* dx, std::int64_t rows, std::int64_t width, Stream stream);
+/// LayerNorm's backward: dx per row, dgamma and dbeta summed over rows in row
+/// order (double). `moments`: 2 · rows doubles of scratch device memory.
+void layerNormGrad(const float* x, const float* gamma, const float* dy, float* dx, float* dgamma, float* dbeta,
+                   std::int64_t rows, std::int64_t width, double eps, double* moments, Stream stream);
+
+/// loss = mean over rows of logsumexp(row) − row[label]. `rowLoss`: `rows`
+/// doubles of scratch device memory. Labels must be in range (the caller checks).
+void crossEntropy(const float* logits, const std::int32_t* labels, float* loss, std::int64_t rows,
+                  std::int64_t vocab, double* rowLoss, Stream stream);
+/// dlogits = (softmax − onehot) · dloss / rows; `dloss` a device scalar.
+void crossEntropyGrad(const float* logits, const std::int32_t* labels, const float* dloss, float* dlogits,
+                      std::int64_t rows, std::int64_t vocab, Stream stream);
+
+/// y[p, :] = table[ids[p], :]. Ids must be in range (the caller checks).
+void embedding(const float* table, const std::int32_t* ids, float* y, std::int64_t positions, std::int64_t h,
+               Stream stream);
+/// dtable = 0, then dtable[ids[p], :] += dy[p, :] in position order (fp32, as the cpu kernel).
+void embeddingGrad(const std::int32_t* ids, const float* dy, float* dtable, std::int64_t positions,
+                   std::int64_t vocab, std::int64_t h, Stream stream);
+/// y[j] = Σ_r x[r, j] over `rows` rows of `width` (in double, row order):
+/// ReduceToShape where the kept shape is a trailing part of dy's (bias gradients).
+void sumRows(const float* x, float* y, std::int64_t rows, std::int64_t width, Stream stream);
+
+/// *sumSquares += Σ x[i]² (double, one block: a fixed order).
+void addSquares(const float* x, std::int64_t n, double* sumSquares, Stream stream);
+/// *y = sqrt(Σ parts) as float.
+void sqrtToFloat(const double* sumSquares, float* y, Stream stream);
+
+struct SgdConstants {
+  float lr, momentum, decay;
+};
+/// m' = momentum·m + (g·scale + decay·w); w' = w − lr·m'. In place allowed
+/// (wOut == w, mOut == m). `scale` is a device scalar.
+void sgdUpdate(const float* w, const float* g, const float* scale, const float* m, float* wOut, float* mOut,
+               std::int64_t n, SgdConstants k, Stream stream);
+
+struct AdamConstants {
+  float beta1, beta2, correction1, correction2, eps, decay, lr;
+  bool decoupled;
+};
+/// The cpu kernel's Adam/AdamW step (runtime/cpu/OptimizerKernels.cpp), in
+/// place allowed. `scale` is a device scalar.
+void adamUpdate(const float* w, const float* g, const float* scale, const float* m, const float* v, float* wOut,
+                float* mOut, float* vOut, std::int64_t n, AdamConstants k, Stream stream);
+
+}  // namespace meshflow::runtime::cuda

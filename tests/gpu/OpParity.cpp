@@ -1,0 +1,208 @@
+// test_cuda_ops: every graph op the cuda backend runs on the GPU
+// (runtime/cuda/KernelPlacement.h), through the backend itself (CudaKernels:
+// the cpu kernels' argument checks, managed memory, the launch), against the
+// cpu kernel on the same fresh random inputs. Each check also fails if the op
+// ran on the host instead. Without a GPU it prints SKIPPED and exits 77.
+//
+// Tolerances, as |gpu - cpu| <= atol + rtol·|cpu| per element: exact where
+// both sides round once in the same order (broadcast arithmetic, relu,
+// dropout, masks, embedding, updates of SGD); a few fp32 ulp scaled by the
+// output's sensitivity where CUDA's expf/tanhf stand for the cpu's FastMath
+// or sums run in another order (see each case).
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/cuda/CudaKernels.h"
+#include "runtime/cuda/DeviceAllocator.h"
+#include "tests/gpu/Parity.h"
+
+namespace {
+
+using namespace meshflow::gpu_check;
+using meshflow::ir::Attributes;
+using meshflow::runtime::MemoryCategory;
+using meshflow::runtime::MemoryScope;
+
+struct OpCase {
+  std::string name;
+  OpKind kind;
+  std::vector<Tensor> inputs;
+  Attributes attrs;
+  Tolerance tol;
+  int outputs = 1;
+  cpu::KernelContext ctx{};
+  bool inPlace = false;  ///< Outputs j are inputs 0, 3, 4 (the optimizer updates).
+};
+
+Tensor randomIds(Shape shape, std::int32_t limit) {
+  std::uniform_int_distribution<std::int32_t> dist(0, limit - 1);
+  std::vector<std::int32_t> values(static_cast<std::size_t>(meshflow::runtime::shapeElements(shape)));
+  for (auto& v : values) v = dist(rng);
+  return Tensor::fromI32(std::move(shape), std::move(values));
+}
+
+std::vector<Tensor> run(const OpCase& c, std::vector<Tensor> inputs, const std::function<void(
+    const meshflow::ir::Op&, const std::vector<const Tensor*>&, std::vector<Tensor*>&)>& kernel) {
+  meshflow::ir::Op op;
+  op.kind = c.kind;
+  op.attrs = c.attrs;
+  std::vector<const Tensor*> in;
+  for (const Tensor& t : inputs) in.push_back(&t);
+  std::vector<Tensor> results(static_cast<std::size_t>(c.outputs));
+  std::vector<Tensor*> out;
+  for (int j = 0; j < c.outputs; ++j)
+    out.push_back(c.inPlace ? &inputs[j == 0 ? 0 : static_cast<std::size_t>(j) + 2] : &results[static_cast<std::size_t>(j)]);
+  kernel(op, in, out);
+  for (int j = 0; j < c.outputs; ++j) results[static_cast<std::size_t>(j)] = *out[static_cast<std::size_t>(j)];
+  return results;
+}
+
+void check(cuda::CudaKernels& kernels, const std::shared_ptr<meshflow::runtime::DeviceMemory>& memory,
+           const OpCase& c) {
+  std::vector<Tensor> hostInputs;
+  for (const Tensor& t : c.inputs) hostInputs.push_back(t.clone());
+  auto expected = run(c, std::move(hostInputs), [&](const auto& op, const auto& in, auto& out) {
+    cpu::runKernel(op, in, out, c.ctx);
+  });
+  const std::string opName = meshflow::ir::opName(c.kind);
+  const auto before = kernels.gpuOps().count(opName) ? kernels.gpuOps().at(opName) : 0;
+  MemoryScope scope(memory, MemoryCategory::kActivations);
+  std::vector<Tensor> deviceInputs;
+  for (const Tensor& t : c.inputs) deviceInputs.push_back(t.clone());  // into managed memory
+  std::vector<Tensor> actual;
+  try {
+    actual = run(c, std::move(deviceInputs), [&](const auto& op, const auto& in, auto& out) {
+      kernels.run(op, in, out, c.ctx);
+    });
+  } catch (const std::exception& e) {
+    ++failures;
+    std::printf("FAIL %-44s %s\n", c.name.c_str(), e.what());
+    return;
+  }
+  if ((kernels.gpuOps().count(opName) ? kernels.gpuOps().at(opName) : 0) == before) {
+    ++failures;
+    std::printf("FAIL %-44s ran on the host, not on the GPU\n", c.name.c_str());
+    return;
+  }
+  for (int j = 0; j < c.outputs; ++j)
+    expectClose(c.outputs == 1 ? c.name : c.name + " output " + std::to_string(j),
+                actual[static_cast<std::size_t>(j)], expected[static_cast<std::size_t>(j)], c.tol);
+}
+
+std::vector<OpCase> elementwiseCases() {
+  std::vector<OpCase> cases;
+  Tensor a = randomTensor({4, 5, 6}), b = randomTensor({5, 1}), c = randomTensor({4, 5, 6});
+  for (auto [name, kind] : {std::pair{"add (broadcast [5,1])", OpKind::Add}, {"sub (broadcast [5,1])", OpKind::Sub},
+                            {"mul (broadcast [5,1])", OpKind::Mul}, {"div (broadcast [5,1])", OpKind::Div}})
+    cases.push_back({name, kind, {a, b}});
+  cases.push_back({"add (same shape)", OpKind::Add, {a, c}});
+  Tensor x = randomTensor({1 << 20}, -6.0f, 6.0f), dy = randomTensor({1 << 20});
+  cases.push_back({"neg", OpKind::Neg, {x}});
+  cases.push_back({"relu", OpKind::Relu, {x}});
+  cases.push_back({"scale", OpKind::Scale, {x}, {{"factor", 0.37}}});
+  // CUDA's expf against std::exp: 2 ulp.
+  cases.push_back({"exp", OpKind::Exp, {x}, {}, {0, 3e-7}});
+  // tanhf against the cpu's fastTanh: a few ulp of 1.
+  cases.push_back({"tanh", OpKind::Tanh, {x}, {}, {1e-6, 1e-6}});
+  cases.push_back({"sigmoid", OpKind::Sigmoid, {x}, {}, {1e-7, 1e-6}});
+  // As test_cuda_kernels: δtanh times x/2 (gelu) or dy·(1/2 + x·t·C·(1 + 3A·x²)) (its gradient).
+  cases.push_back({"gelu", OpKind::Gelu, {x}, {}, {2e-6, 1e-5}});
+  cases.push_back({"relu_grad", OpKind::ReluGrad, {x, dy}});
+  cases.push_back({"gelu_grad", OpKind::GeluGrad, {x, dy}, {}, {2e-5, 1e-5}});
+  Tensor t = randomTensor({1 << 20}, -1.0f, 1.0f), s = randomTensor({1 << 20}, 0.0f, 1.0f);
+  cases.push_back({"tanh_grad", OpKind::TanhGrad, {t, dy}});
+  cases.push_back({"sigmoid_grad", OpKind::SigmoidGrad, {s, dy}});
+  cpu::KernelContext dropoutAt{3, 5, 1000};
+  cases.push_back({"dropout (p 0.3, offset 1000)", OpKind::Dropout, {x}, {{"p", 0.3}, {"seed", std::int64_t{7}}},
+                   {}, 1, dropoutAt});
+  cases.push_back({"dropout_grad (p 0.3)", OpKind::DropoutGrad, {dy},
+                   {{"p", 0.3}, {"seed", std::int64_t{7}}, {"forward_op", std::int64_t{5}}}, {}, 1, dropoutAt});
+  Tensor scores = randomTensor({2, 3, 37, 37});
+  cases.push_back({"causal_mask", OpKind::CausalMask, {scores}});
+  cases.push_back({"causal_mask_grad", OpKind::CausalMaskGrad, {scores}});
+  return cases;
+}
+
+std::vector<OpCase> rowCases() {
+  std::vector<OpCase> cases;
+  Tensor x = randomTensor({3, 21, 700}, -8.0f, 8.0f), dy = randomTensor({3, 21, 700});
+  cases.push_back({"softmax", OpKind::Softmax, {x}, {}, {1e-9, 1e-5}});
+  Tensor y = randomTensor({3, 21, 700}, 0.0f, 0.01f);
+  // Σ y·dy in double on both sides, in another order: fp32 rounding of the result.
+  cases.push_back({"softmax_grad", OpKind::SoftmaxGrad, {y, dy}, {}, {1e-9, 1e-6}});
+  Tensor h = randomTensor({33, 768}), gamma = randomTensor({768}), beta = randomTensor({768}), dh = randomTensor({33, 768});
+  cases.push_back({"layer_norm", OpKind::LayerNorm, {h, gamma, beta}, {{"eps", 1e-5}}, {1e-5, 1e-5}});
+  // Moments and sums in double on both sides: the fp32 rounding of outputs
+  // that subtract nearly equal terms (dx), over 33 rows (dgamma, dbeta).
+  cases.push_back({"layer_norm_grad", OpKind::LayerNormGrad, {h, gamma, dh}, {{"eps", 1e-5}}, {1e-5, 1e-5}, 3});
+  Tensor logits = randomTensor({4, 7, 500}, -5.0f, 5.0f), labels = randomIds({4, 7}, 500);
+  // log Σ exp in double from CUDA's expf against the cpu's exp: a few ulp.
+  cases.push_back({"cross_entropy", OpKind::CrossEntropy, {logits, labels}, {}, {1e-6, 1e-6}});
+  cases.push_back({"cross_entropy_grad", OpKind::CrossEntropyGrad, {logits, labels, Tensor::scalar(1.7f)}, {},
+                   {1e-9, 1e-5}});
+  return cases;
+}
+
+std::vector<OpCase> tableAndUpdateCases() {
+  std::vector<OpCase> cases;
+  Tensor table = randomTensor({50, 24}), ids = randomIds({6, 9}, 50), dy = randomTensor({6, 9, 24});
+  cases.push_back({"embedding", OpKind::Embedding, {table, ids}});
+  // fp32 sums of repeated ids in position order on both sides.
+  cases.push_back({"embedding_grad", OpKind::EmbeddingGrad, {ids, dy}, {{"vocab", std::int64_t{50}}}});
+  Tensor grads = randomTensor({6, 7, 33}), bias = randomTensor({33}), rows = randomTensor({7, 33});
+  cases.push_back({"reduce_to_shape (bias)", OpKind::ReduceToShape, {grads, bias}, {}, {1e-9, 1e-7}});
+  cases.push_back({"reduce_to_shape (rows)", OpKind::ReduceToShape, {grads, rows}, {}, {1e-9, 1e-7}});
+  cases.push_back({"global_norm (3 tensors)", OpKind::GlobalNorm, {grads, bias, rows}, {}, {0, 1e-6}, 1});
+  Tensor w = randomTensor({1000}), g = randomTensor({1000}), m = randomTensor({1000}),
+         v = randomTensor({1000}, 0.0f, 1.0f), scale = Tensor::scalar(0.8f);
+  cases.push_back({"sgd_update (in place)", OpKind::SgdUpdate, {w, g, scale, m},
+                   {{"lr", 0.1}, {"momentum", 0.9}, {"weight_decay", 0.01}}, {}, 2, {}, true});
+  // sqrt and division: one rounding each, on both sides.
+  cases.push_back({"adam_update (in place)", OpKind::AdamUpdate, {w, g, scale, m, v},
+                   {{"lr", 1e-3}, {"weight_decay", 0.01}}, {1e-9, 1e-6}, 3, {3, 0, 0}, true});
+  cases.push_back({"adamw_update", OpKind::AdamUpdate, {w, g, scale, m, v},
+                   {{"lr", 1e-3}, {"weight_decay", 0.01}, {"decoupled", std::int64_t{1}}}, {1e-9, 1e-6}, 3, {2, 0, 0}});
+  return cases;
+}
+
+std::vector<OpCase> matmulCases() {
+  std::vector<OpCase> cases;
+  const std::int64_t m = 37, n = 29, k = 65;
+  Tolerance f32{4e-6 * std::sqrt(double(k)), 1e-5};
+  auto transposes = [](bool a, bool b) {
+    return Attributes{{"transpose_a", std::int64_t{a}}, {"transpose_b", std::int64_t{b}}};
+  };
+  cases.push_back({"matmul f32 [2,m,k] x [k,n]", OpKind::MatMul, {randomTensor({2, m, k}, -1, 1), randomTensor({k, n}, -1, 1)},
+                   {}, f32});
+  cases.push_back({"matmul f32 [2,m,k] x [2,n,k] (b transposed)", OpKind::MatMul,
+                   {randomTensor({2, m, k}, -1, 1), randomTensor({2, n, k}, -1, 1)}, transposes(false, true), f32});
+  cases.push_back({"matmul f32 [2,k,m] x [k,n] (a transposed)", OpKind::MatMul,
+                   {randomTensor({2, k, m}, -1, 1), randomTensor({k, n}, -1, 1)}, transposes(true, false), f32});
+  // Inputs rounded to bf16 on both sides; the output rounded to bf16 twice at most.
+  cases.push_back({"matmul bf16 [2,m,k] x [k,n]", OpKind::MatMul,
+                   {randomTensor({2, m, k}, -1, 1).castTo(DType::BF16), randomTensor({k, n}, -1, 1).castTo(DType::BF16)},
+                   {}, {f32.atol, 2.0 / 256}});
+  return cases;
+}
+
+}  // namespace
+
+int main() {
+  if (!startChecks("test_cuda_ops")) return kSkipped;
+  try {
+    cuda::CudaKernels kernels(0);
+    auto memory = cuda::makeDeviceMemory(0, 0, 0, true);
+    for (auto cases : {elementwiseCases(), rowCases(), tableAndUpdateCases(), matmulCases()})
+      for (const OpCase& c : cases) check(kernels, memory, c);
+    std::printf("ops on the GPU: %zu kinds; device memory peak %lld bytes\n", kernels.gpuOps().size(),
+                static_cast<long long>(memory->stats().peak));
+  } catch (const std::exception& e) {
+    std::printf("FAIL: %s\n", e.what());
+    return 1;
+  }
+  return finishChecks("CUDA op checks");
+}

@@ -1,0 +1,164 @@
+// The seam the cuda backend plugs into (runtime/KernelBackend.h and
+// DeviceHost::makeMemory): a host whose device threads hold a KernelScope
+// get every kernel of the step — pipelined, replicated and tensor-parallel
+// (SpmdRunner) ops alike — and give every device its memory. A backend that
+// forwards to the cpu kernels changes no bit of the run.
+#include <atomic>
+
+#include "ParallelModels.h"
+#include "runtime/KernelBackend.h"
+#include "runtime/cpu/LocalCluster.h"
+
+using namespace meshflow;
+using namespace meshflow::parallel_test;
+
+namespace {
+
+const char* kMlp = R"(
+model mlp3(width = 8) {
+  let x = input("x", f32[batch, 6])
+  let y = input("y", f32[batch, 3])
+  var h = relu(linear(x, width, name = "fc1"))
+  h = h + tanh(linear(h, width, name = "fc2"))
+  let out = linear(h, 3, name = "fc3")
+  return mean((out - y) * (out - y))
+}
+)";
+
+// The cpu kernels, counted.
+class CountingKernels final : public runtime::KernelBackend {
+ public:
+  void run(const ir::Op& op, const std::vector<const runtime::Tensor*>& in, std::vector<runtime::Tensor*>& out,
+           const runtime::cpu::KernelContext& ctx) override {
+    ++ops;
+    runtime::cpu::runKernel(op, in, out, ctx);
+  }
+  std::atomic<int> ops{0};
+};
+
+// The cpu backend's devices, each thread with a KernelScope of its own backend.
+class ScopedHost final : public runtime::DeviceHost {
+ public:
+  explicit ScopedHost(int devices) : cluster_({devices}), kernels_(static_cast<std::size_t>(devices)) {}
+  bool runsHere(int device) const override { return cluster_.runsHere(device); }
+  runtime::Communicator& communicator(int device) override { return cluster_.communicator(device); }
+  runtime::cpu::CoreGate* cores() override { return nullptr; }
+  void run(const std::function<void(int)>& body) override {
+    cluster_.run([&](int device) {
+      runtime::KernelScope scope(&kernels_[static_cast<std::size_t>(device)]);
+      body(device);
+    });
+  }
+  std::shared_ptr<runtime::DeviceMemory> makeMemory(int device, std::int64_t limit) override {
+    ++memories;
+    return runtime::DeviceHost::makeMemory(device, limit);
+  }
+  int opsOn(int device) const { return kernels_[static_cast<std::size_t>(device)].ops; }
+  int memories = 0;
+
+ private:
+  runtime::cpu::LocalCluster cluster_;
+  std::vector<CountingKernels> kernels_;
+};
+
+// A run on a ScopedHost, with what its devices' backends saw.
+struct ScopedRun {
+  RunResult run;
+  std::vector<int> ops;  // per device
+  int memories = 0;
+};
+
+ScopedRun runScoped(const passes::TrainingGraph& training, const runtime::ParallelPlan& plan, int devices) {
+  auto owned = std::make_unique<ScopedHost>(devices);
+  ScopedHost* host = owned.get();
+  runtime::ParallelOptions options = optionsFor(8);
+  options.devices = devices;
+  runtime::ParallelTrainer trainer(training, plan, options, std::move(owned));
+  ScopedRun r;
+  runtime::TensorMap state;
+  runtime::initializeParameters(training.graph, 5, state);
+  trainer.setState(state);
+  auto data = runtime::syntheticData(5);
+  for (int step = 1; step <= 2; ++step)
+    r.run.losses.push_back(trainer.step(data->batch(training.graph, 8, step - 1), step).loss);
+  r.run.state = trainer.state();
+  for (int d = 0; d < devices; ++d) r.ops.push_back(host->opsOn(d));
+  r.memories = host->memories;
+  return r;
+}
+
+runtime::ParallelPlan twoStagesTwoReplicas(const ir::Graph& forward) {
+  runtime::ParallelPlan plan;
+  plan.virtualStages = 2;
+  plan.stageOfForwardOp = evenStages(forward, 2);
+  plan.rankDevices = {{0, 2}, {1, 3}};
+  plan.schedule = "1f1b";
+  plan.microbatches = 2;
+  return plan;
+}
+
+}  // namespace
+
+TEST_CASE("a KernelScope runs the thread's kernels; scopes nest", "[parallel][backend]") {
+  CountingKernels outer, inner;
+  ir::Op relu;
+  relu.kind = ir::OpKind::Relu;
+  runtime::Tensor x = runtime::Tensor::fromF32({2}, {-1.0f, 2.0f});
+  std::vector<const runtime::Tensor*> in{&x};
+  runtime::Tensor y;
+  std::vector<runtime::Tensor*> out{&y};
+  runtime::runKernel(relu, in, out, {});
+  CHECK(y.f32()[1] == 2.0f);
+  {
+    runtime::KernelScope a(&outer);
+    runtime::runKernel(relu, in, out, {});
+    {
+      runtime::KernelScope b(&inner);
+      runtime::runKernel(relu, in, out, {});
+    }
+    runtime::runKernel(relu, in, out, {});
+  }
+  runtime::runKernel(relu, in, out, {});
+  CHECK(outer.ops == 2);
+  CHECK(inner.ops == 1);
+  CHECK(runtime::KernelScope::current() == nullptr);
+}
+
+TEST_CASE("a pipelined, replicated step runs every kernel on its device's backend", "[parallel][backend]") {
+  ir::Graph forward = traceModel(kMlp, "mlp3()");
+  auto training = passes::buildTrainingGraph(forward, passes::OptimizerConfig::adam());
+  runtime::ParallelPlan plan = twoStagesTwoReplicas(forward);
+  ScopedRun scoped = runScoped(training, plan, 4);
+  runtime::ParallelOptions options = optionsFor(8);
+  options.devices = 4;
+  RunResult plain = runParallel(training, plan, options, 2, 5);
+  REQUIRE(scoped.run.losses == plain.losses);  // the same kernels: the same bits
+  for (const auto& [name, tensor] : plain.state) REQUIRE(scoped.run.state.at(name).bitEqual(tensor));
+  CHECK(scoped.memories == 4);
+  for (int d = 0; d < 4; ++d) {
+    INFO("device " << d);
+    CHECK(scoped.ops[static_cast<std::size_t>(d)] > 0);
+  }
+  CHECK(scoped.ops[0] == scoped.ops[2]);  // replicas run the same ops
+}
+
+TEST_CASE("tensor-parallel ops run on the device's backend too", "[parallel][backend]") {
+  ir::Graph forward = traceModel(kMlp, "mlp3()");
+  auto training = passes::buildTrainingGraph(forward, passes::OptimizerConfig::adam());
+  std::mt19937 rng(3);
+  runtime::ParallelPlan plan;
+  plan.virtualStages = 1;
+  plan.stageOfForwardOp = evenStages(forward, 1);
+  plan.rankDevices = {{0, 1}};
+  plan.rankMeshes = {{1, 2}};
+  plan.strategies = randomStrategies(forward, 8, {1, 2}, rng);
+  plan.schedule = "1f1b";
+  plan.microbatches = 1;
+  ScopedRun scoped = runScoped(training, plan, 2);
+  CHECK(scoped.ops[0] > 0);
+  CHECK(scoped.ops[1] > 0);
+  runtime::ParallelOptions options = optionsFor(8);
+  options.devices = 2;
+  RunResult plain = runParallel(training, plan, options, 2, 5);
+  REQUIRE(scoped.run.losses == plain.losses);
+}
