@@ -17,7 +17,8 @@ JOBS=${JOBS:-2}
 FUZZ_SECONDS=${FUZZ_SECONDS:-60}
 PACKAGES=(build-essential cmake antlr4 default-jre-headless libantlr4-runtime-dev libz3-dev
           libfmt-dev catch2 nlohmann-json3-dev libedit-dev libopenblas-dev libopenmpi-dev
-          openmpi-bin clang libclang-rt-14-dev)
+          openmpi-bin clang libclang-rt-14-dev coinor-libcbc-dev
+          pkg-config)
 
 log() { printf '\n== %s\n' "$*"; }
 

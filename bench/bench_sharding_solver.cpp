@@ -1,221 +1,239 @@
-// Solve times of the intra-op sharding solver on synthetic problems of growing
-// size: chains (shrunk away exactly), transformer-like layers (residual adds and
-// the q/k/v fan-out leave a core for Z3), and random layered DAGs with arbitrary
-// costs (the hard case DESIGN.md measured past a minute on raw Z3).
+// The intra-op sharding solver against Alpa's own ILP solved by COIN-OR CBC, on
+// families of synthetic problems (bench/ShardingFamilies.h): transformer blocks,
+// random DAGs (10–200 ops, 2–16 strategies), layered DAGs and wide DAGs, each
+// without and with a binding memory budget. Both run in the same process on the
+// same problem, one after the other, under the same time budget.
 //
-// Usage: bench_sharding_solver [TIME_BUDGET_SECONDS]   (default 10)
+// Usage: bench_sharding_solver [TIME_BUDGET_SECONDS] [FAMILY...]   (default 10, all)
 //
-// Rows with a memory budget exercise the Lagrangian search; a row not proven
-// optimal prints the gap to the proven lower bound.
-//
-// Not yet here: the GPT-39B layer and 48-layer model of issue 4, which need the
-// graph IR and per-op strategies to generate their problems.
+// Per case: each solver's time, objective and whether it proved it optimal (for
+// meshflow, the gap to its proven bound when not). Per family: how many cases
+// CBC proved, how many of those meshflow proved too, equal / better / worse
+// answers, and the median times with their ratio (CBC / meshflow). The chain rows
+// first show that shrinking alone solves long chains.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
-#include <limits>
-#include <random>
+#include <optional>
 #include <string>
+#include <vector>
 
+#include "bench/ShardingFamilies.h"
+#include "passes/ShardingReferenceIlp.h"
 #include "passes/ShardingSolver.h"
 
-using meshflow::passes::ShardingEdge;
-using meshflow::passes::ShardingError;
-using meshflow::passes::ShardingNode;
-using meshflow::passes::ShardingProblem;
-using meshflow::passes::ShardingSolution;
-using meshflow::passes::SolveOptions;
-using meshflow::passes::solveSharding;
+using namespace meshflow;
+using passes::ShardingProblem;
 
 namespace {
 
-class Generator {
- public:
-  explicit Generator(unsigned seed) : rng_(seed) {}
-
-  double uniform(double lo, double hi) {
-    return std::uniform_real_distribution<double>(lo, hi)(rng_);
-  }
-  int pick(int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng_); }
-
-  void addNode(ShardingProblem& p, const std::string& name, int strategies) {
-    ShardingNode n{name, {}, {}};
-    for (int k = 0; k < strategies; ++k) {
-      n.costs.push_back(uniform(0, 1));
-      n.memory.push_back(uniform(1, 4));
-    }
-    p.nodes.push_back(n);
-  }
-
-  // Resharding-like costs: zero on matching layouts, positive elsewhere, and a few
-  // infeasible pairs, as between real sharding specs.
-  void addEdge(ShardingProblem& p, int from, int to) {
-    ShardingEdge e{from, to, {}};
-    size_t rows = p.nodes[from].costs.size(), cols = p.nodes[to].costs.size();
-    for (size_t r = 0; r < rows; ++r) {
-      std::vector<double> row;
-      for (size_t c = 0; c < cols; ++c) {
-        double v = r == c ? 0.0 : uniform(0.2, 2.0);
-        if (r != c && pick(20) == 0) v = std::numeric_limits<double>::infinity();
-        row.push_back(v);
-      }
-      e.costs.push_back(row);
-    }
-    p.edges.push_back(e);
-  }
-
- private:
-  std::mt19937 rng_;
+struct Case {
+  std::string family;
+  std::string label;
+  ShardingProblem problem;
 };
 
-ShardingProblem chain(int n, int strategies, unsigned seed) {
-  Generator g(seed);
-  ShardingProblem p;
-  for (int i = 0; i < n; ++i) {
-    g.addNode(p, fmt::format("op{}", i), strategies);
-    if (i > 0) g.addEdge(p, i - 1, i);
-  }
-  return p;
+void addBoth(std::vector<Case>& cases, const std::string& family, const std::string& label,
+             const ShardingProblem& p) {
+  cases.push_back({family, label, p});
+  cases.push_back({family, label + " budget", families::withBudget(p, 0.3)});
 }
 
-// One transformer block is 14 ops: ln1, q, k, v, scores, softmax, context,
-// out_proj, add1 (residual), ln2, fc1, gelu, fc2, add2 (residual).
-ShardingProblem transformer(int blocks, int strategies, unsigned seed) {
-  Generator g(seed);
-  ShardingProblem p;
-  auto op = [&](const std::string& name) {
-    g.addNode(p, name, strategies);
-    return static_cast<int>(p.nodes.size()) - 1;
-  };
-  int x = op("embed");
-  for (int b = 0; b < blocks; ++b) {
-    auto name = [&](const char* n) { return fmt::format("b{}.{}", b, n); };
-    int ln1 = op(name("ln1")), q = op(name("q")), k = op(name("k")), v = op(name("v"));
-    int scores = op(name("scores")), softmax = op(name("softmax")), ctx = op(name("context"));
-    int out = op(name("out_proj")), add1 = op(name("add1")), ln2 = op(name("ln2"));
-    int fc1 = op(name("fc1")), gelu = op(name("gelu")), fc2 = op(name("fc2")),
-        add2 = op(name("add2"));
-    for (auto [a, c] : std::initializer_list<std::pair<int, int>>{{x, ln1},
-                                                                  {ln1, q},
-                                                                  {ln1, k},
-                                                                  {ln1, v},
-                                                                  {q, scores},
-                                                                  {k, scores},
-                                                                  {scores, softmax},
-                                                                  {softmax, ctx},
-                                                                  {v, ctx},
-                                                                  {ctx, out},
-                                                                  {out, add1},
-                                                                  {x, add1},
-                                                                  {add1, ln2},
-                                                                  {ln2, fc1},
-                                                                  {fc1, gelu},
-                                                                  {gelu, fc2},
-                                                                  {fc2, add2},
-                                                                  {add1, add2}}) {
-      g.addEdge(p, a, c);
-    }
-    x = add2;
-  }
-  return p;
-}
-
-// Layers of `width` ops, each op fed by two random ops of the previous layer.
-ShardingProblem layeredDag(int layers, int width, int strategies, unsigned seed) {
-  Generator g(seed);
-  ShardingProblem p;
-  for (int l = 0; l < layers; ++l) {
-    for (int w = 0; w < width; ++w) {
-      g.addNode(p, fmt::format("l{}.{}", l, w), strategies);
-      if (l == 0) continue;
-      int self = static_cast<int>(p.nodes.size()) - 1;
-      int a = (l - 1) * width + g.pick(width), b = (l - 1) * width + g.pick(width);
-      g.addEdge(p, a, self);
-      if (b != a) g.addEdge(p, b, self);
+std::vector<Case> allCases() {
+  std::vector<Case> cases;
+  for (int blocks : {1, 2, 4, 8}) {
+    for (int s : {4, 8}) {
+      addBoth(cases, "transformer", fmt::format("{} blocks x {}", blocks, s),
+              families::transformer(blocks, s, 2));
     }
   }
-  return p;
-}
-
-// A budget between the least and the most memory, so it binds.
-void tightBudget(ShardingProblem& p, double fraction) {
-  double least = 0.0, most = 0.0;
-  for (const ShardingNode& n : p.nodes) {
-    least += *std::min_element(n.memory.begin(), n.memory.end());
-    most += *std::max_element(n.memory.begin(), n.memory.end());
+  for (int ops : {10, 25, 50, 100, 200}) {
+    for (int hi : {4, 8, 16}) {
+      addBoth(cases, "random", fmt::format("{} ops x 2..{}", ops, hi),
+              families::randomDag(ops, 2, hi, 11 + ops + hi));
+    }
   }
-  p.memoryBudget = least + fraction * (most - least);
+  for (int layers : {5, 10, 15, 25, 50}) {
+    for (int s : {4, 8}) {
+      addBoth(cases, "layered", fmt::format("{} x 4 x {}", layers, s),
+              families::layeredDag(layers, 4, s, 3 + layers));
+    }
+  }
+  for (int width : {4, 8}) {
+    for (int length : {5, 10, 20}) {
+      for (int s : {4, 8}) {
+        addBoth(cases, "wide", fmt::format("{} x {} x {}", width, length, s),
+                families::wideDag(width, length, s, 5 + width * length));
+      }
+    }
+  }
+  return cases;
 }
 
-void run(const std::string& label, ShardingProblem p, const SolveOptions& options) {
-  size_t assignments = 0;
-  for (const ShardingNode& n : p.nodes) assignments += n.costs.size();
+struct Outcome {
+  double seconds = 0.0;
+  std::optional<double> objective;
+  bool optimal = false;
+  double bound = 0.0;
+};
+
+double objectiveOf(const ShardingProblem& p, const std::vector<int>& c) {
+  double total = 0.0;
+  for (size_t i = 0; i < p.nodes.size(); ++i) total += p.nodes[i].costs[c[i]];
+  for (const auto& e : p.edges) total += e.costs[c[e.from]][c[e.to]];
+  return total;
+}
+
+template <typename Solve>
+Outcome timed(Solve solve) {
   auto start = std::chrono::steady_clock::now();
-  std::string result;
-  size_t residual = 0;
-  try {
-    ShardingSolution s = solveSharding(p, options);
-    residual = s.residualNodes;
-    result = fmt::format("objective {:10.4f} {}", s.objective,
-                         s.optimal ? "optimal" : "NOT proven optimal");
-    if (!s.optimal) result += fmt::format(", gap {:.4f}", s.objective - s.lowerBound);
-  } catch (const ShardingError& e) {
-    result = fmt::format("error: {}", e.what());
-  }
-  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  fmt::print(
-      "{:<34} nodes {:5} edges {:5} strategies {:6} residual {:4} memory {:3}  {:8.3f} s  {}\n",
-      label, p.nodes.size(), p.edges.size(), assignments, residual, p.memoryBudget ? "yes" : "no",
-      seconds, result);
+  Outcome o = solve();
+  o.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return o;
 }
 
-ShardingProblem withBudget(ShardingProblem p, double fraction) {
-  tightBudget(p, fraction);
-  return p;
+Outcome runMeshflow(const ShardingProblem& p, const passes::SolveOptions& options) {
+  return timed([&] {
+    Outcome o;
+    try {
+      passes::ShardingSolution s = passes::solveSharding(p, options);
+      o.objective = s.objective;
+      o.optimal = s.optimal;
+      o.bound = s.lowerBound;
+    } catch (const passes::ShardingError&) {
+    }
+    return o;
+  });
+}
+
+Outcome runCbc(const ShardingProblem& p, double seconds) {
+  return timed([&] {
+    Outcome o;
+    passes::ReferenceIlpResult r = passes::solveReferenceIlp(p, seconds);
+    if (r.choice) o.objective = objectiveOf(p, *r.choice);
+    o.optimal = r.optimal;
+    o.bound = r.bound;
+    return o;
+  });
+}
+
+enum class Verdict { kEqual, kBetter, kWorse, kNoAnswer, kBothFail, kOnlyMeshflow };
+
+Verdict compare(const Outcome& m, const Outcome& c) {
+  if (!m.objective) return c.objective ? Verdict::kNoAnswer : Verdict::kBothFail;
+  if (!c.objective) return Verdict::kOnlyMeshflow;
+  double slack = 1e-6 * std::max(1.0, std::fabs(*c.objective));
+  if (std::fabs(*m.objective - *c.objective) <= slack) return Verdict::kEqual;
+  return *m.objective < *c.objective ? Verdict::kBetter : Verdict::kWorse;
+}
+
+const char* verdictName(Verdict v) {
+  switch (v) {
+    case Verdict::kEqual: return "equal";
+    case Verdict::kBetter: return "meshflow better";
+    case Verdict::kWorse: return "MESHFLOW WORSE";
+    case Verdict::kNoAnswer: return "MESHFLOW NO ANSWER";
+    case Verdict::kBothFail: return "both without answer";
+    case Verdict::kOnlyMeshflow: return "CBC no answer";
+  }
+  return "";
+}
+
+std::string describe(const Outcome& o, bool withGap) {
+  if (!o.objective) return fmt::format("{:7.3f} s  no answer", o.seconds);
+  std::string s = fmt::format("{:7.3f} s {:10.4f} {}", o.seconds, *o.objective,
+                              o.optimal ? "opt" : "   ");
+  if (withGap && !o.optimal && *o.objective > 0) {
+    s += fmt::format(" gap {:.1f}%", 100 * (*o.objective - o.bound) / *o.objective);
+  }
+  return s;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+struct Tally {
+  int cases = 0, cbcProven = 0, sameProven = 0, meshflowProven = 0;
+  int counts[6] = {};
+  std::vector<double> meshflowSeconds, cbcSeconds;
+
+  void add(const Outcome& m, const Outcome& c, Verdict v) {
+    ++cases;
+    cbcProven += c.optimal;
+    meshflowProven += m.optimal;
+    sameProven += c.optimal && m.optimal && v == Verdict::kEqual;
+    ++counts[static_cast<int>(v)];
+    meshflowSeconds.push_back(m.seconds);
+    cbcSeconds.push_back(c.seconds);
+  }
+};
+
+void printSummary(const std::vector<std::string>& order, const std::vector<Tally>& tallies) {
+  fmt::print(
+      "\n| family | cases | CBC proved | meshflow proved the same | meshflow proved | equal | "
+      "meshflow better | meshflow worse | meshflow no answer | median meshflow | median CBC | "
+      "CBC / meshflow |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  for (size_t f = 0; f < order.size(); ++f) {
+    const Tally& t = tallies[f];
+    double m = median(t.meshflowSeconds), c = median(t.cbcSeconds);
+    fmt::print("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.3f} s | {:.3f} s | {:.1f}x |\n",
+               order[f], t.cases, t.cbcProven, t.sameProven, t.meshflowProven,
+               t.counts[int(Verdict::kEqual)], t.counts[int(Verdict::kBetter)],
+               t.counts[int(Verdict::kWorse)], t.counts[int(Verdict::kNoAnswer)], m, c,
+               m > 0 ? c / m : 0.0);
+  }
+}
+
+void chains(const passes::SolveOptions& options) {
+  for (int n : {100, 1000, 10000}) {
+    families::Draw d(1);
+    ShardingProblem p;
+    for (int i = 0; i < n; ++i) {
+      d.node(p, "op" + std::to_string(i), 6);
+      if (i > 0) d.edge(p, i - 1, i);
+    }
+    Outcome m = runMeshflow(p, options);
+    fmt::print("chain {:5} x 6: meshflow {}\n", n, describe(m, true));
+  }
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  SolveOptions options;
+  passes::SolveOptions options;
   if (argc > 1) options.timeBudgetSeconds = std::atof(argv[1]);
-  SolveOptions z3Only = options;
-  z3Only.searchLimit = 0;
-  fmt::print("sharding solver benchmark (time budget {} s)\n", options.timeBudgetSeconds);
-
-  for (int n : {10, 100, 1000, 10000}) run(fmt::format("chain {} x 6", n), chain(n, 6, 1), options);
-  for (int blocks : {1, 2, 4}) {
-    for (int s : {4, 8}) {
-      run(fmt::format("transformer {} block(s) x {}", blocks, s), transformer(blocks, s, 2),
-          options);
-      run(fmt::format("  same, Z3 only"), transformer(blocks, s, 2), z3Only);
-      run(fmt::format("  same, memory budget"), withBudget(transformer(blocks, s, 2), 0.3),
-          options);
+  std::vector<std::string> wanted(argv + std::min(argc, 2), argv + argc);
+  fmt::print("sharding solver vs Alpa's ILP on CBC (time budget {} s each)\n",
+             options.timeBudgetSeconds);
+  if (wanted.empty()) chains(options);
+  std::vector<std::string> order;
+  std::vector<Tally> tallies;
+  for (const Case& c : allCases()) {
+    if (!wanted.empty() && std::find(wanted.begin(), wanted.end(), c.family) == wanted.end()) {
+      continue;
     }
-  }
-  // A binding budget between the least and the most memory: `fraction` of the way.
-  fmt::print("memory budget = least + fraction x (most - least):\n");
-  for (int blocks : {4, 8, 16}) {
-    for (double fraction : {0.05, 0.15, 0.3, 0.45}) {
-      run(fmt::format("transformer {} x 8, fraction {:.2f}", blocks, fraction),
-          withBudget(transformer(blocks, 8, 2), fraction), options);
+    auto it = std::find(order.begin(), order.end(), c.family);
+    if (it == order.end()) {
+      order.push_back(c.family);
+      tallies.emplace_back();
+      it = order.end() - 1;
     }
+    Outcome m = runMeshflow(c.problem, options);
+    Outcome cbc = runCbc(c.problem, options.timeBudgetSeconds);
+    Verdict v = compare(m, cbc);
+    tallies[it - order.begin()].add(m, cbc, v);
+    fmt::print("{:<12} {:<22} nodes {:4} edges {:4} | meshflow {:<36} | CBC {:<28} | {}\n",
+               c.family, c.label, c.problem.nodes.size(), c.problem.edges.size(),
+               describe(m, true), describe(cbc, false), verdictName(v));
+    std::fflush(stdout);
   }
-  for (unsigned seed : {3u, 4u, 5u, 6u}) {
-    run(fmt::format("transformer 4 x 8, seed {}, 0.30", seed),
-        withBudget(transformer(4, 8, seed), 0.3), options);
-  }
-  for (int layers : {5, 10, 15}) {
-    for (int s : {4, 6, 8}) {
-      run(fmt::format("layered {} x 4 x {}", layers, s), layeredDag(layers, 4, s, 3), options);
-    }
-  }
-  // Residual problems left by shrinking make each relaxed problem a search.
-  for (int layers : {5, 10, 15}) {
-    run(fmt::format("layered {} x 4 x 4, budget 0.3", layers),
-        withBudget(layeredDag(layers, 4, 4, 3), 0.3), options);
-  }
+  printSummary(order, tallies);
   return 0;
 }

@@ -13,6 +13,13 @@ add_library(meshflow_z3 INTERFACE)
 target_include_directories(meshflow_z3 SYSTEM INTERFACE ${Z3_INCLUDE_DIR})
 target_link_libraries(meshflow_z3 INTERFACE ${Z3_LIB})
 
+# COIN-OR CBC (coinor-libcbc-dev), the MILP engine of the intra-op sharding
+# solver (passes/ShardingCbc.cpp).
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(CBC REQUIRED IMPORTED_TARGET cbc)
+add_library(meshflow_cbc INTERFACE)
+target_link_libraries(meshflow_cbc INTERFACE PkgConfig::CBC)
+
 find_path(LIBEDIT_INCLUDE_DIR histedit.h REQUIRED)
 find_library(LIBEDIT_LIB edit REQUIRED)
 

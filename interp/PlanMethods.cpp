@@ -61,6 +61,14 @@ void explainOp(const ir::OpStrategy& op, std::size_t stage, const ir::PlanStage&
                        seconds(rows[i].cost));
 }
 
+// The planner's note on a stage whose intra-op sharding is not proven optimal
+// (with the solver's bound and gap), under that stage's ops.
+void explainStageNotes(const ir::Plan& plan, std::size_t stage, std::string& out) {
+  std::string prefix = fmt::format("intra-op sharding of stage {} ", stage);
+  for (const std::string& note : plan.notes)
+    if (note.rfind(prefix, 0) == 0) out += fmt::format("  note: {}\n", note);
+}
+
 // The top-level scopes of the plan's ops, for the message when nothing matches.
 std::string topScopes(const ir::Plan& plan) {
   std::vector<std::string> scopes;
@@ -181,9 +189,15 @@ Value megatron(Evaluator& ev, BoundArgs& a) {
 
 std::string explainPlan(const ir::Plan& plan, const std::string& scope) {
   std::string out;
-  for (std::size_t s = 0; s < plan.stages.size(); ++s)
+  for (std::size_t s = 0; s < plan.stages.size(); ++s) {
+    bool listed = false;
     for (const ir::OpStrategy& op : plan.stages[s].strategies)
-      if (scopeMatches(scope, op.scope)) explainOp(op, s, plan.stages[s], out);
+      if (scopeMatches(scope, op.scope)) {
+        explainOp(op, s, plan.stages[s], out);
+        listed = true;
+      }
+    if (listed) explainStageNotes(plan, s, out);
+  }
   return out;
 }
 

@@ -305,6 +305,7 @@ class ProblemBuilder {
                   IntraOpResult& r) {
     r.objective = solution.objective;
     r.optimal = solution.optimal;
+    r.lowerBound = solution.lowerBound;
     r.graphOps = g_.ops().size();
     r.problemNodes = problem_.nodes.size();
     r.problemEdges = problem_.edges.size();

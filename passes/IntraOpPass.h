@@ -106,6 +106,7 @@ struct IntraOpResult {
   double computePenalty = 0;
   double computeTime = 0;       ///< Σ ops' compute time per device.
   bool optimal = true;
+  double lowerBound = 0;        ///< Proven lower bound on the objective (= it when optimal).
   MemoryBreakdown memory;       ///< Per device, for the chosen strategies.
   // Problem sizes, for reports.
   std::size_t graphOps = 0;

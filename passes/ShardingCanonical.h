@@ -1,7 +1,7 @@
 // Internal to solveSharding: the canonical answer among equal optima.
 //
 // A problem can have many optimal choices, and which one a search meets first
-// depends on the path (branch and bound, Z3, the Lagrangian search, the order of
+// depends on the path (branch and bound, the Lagrangian search, the order of
 // the edges). The answer is therefore the lexicographically smallest choice
 // vector whose objective is within the optimum's tolerance: node 0's strategy as
 // low as possible, then node 1's, and so on. It is found greedily, one query per

@@ -1,5 +1,5 @@
 // Internal to solveSharding: objectives on the problem as given, single-node
-// moves, the explain table, and the local search that backs up a timed-out Z3.
+// moves, the explain table, and the local search that backs up a timed-out search.
 #pragma once
 
 #include <optional>
@@ -27,12 +27,13 @@ class Evaluator {
   /// A feasible choice from a greedy and from a least-memory start, each improved
   /// by single-node moves; nothing when neither is feasible.
   std::optional<std::vector<int>> localSearch() const;
+  /// Single-node improvements until none helps; a feasible choice stays feasible.
+  void improveLocally(std::vector<int>& c) const;
 
  private:
   bool fits(const std::vector<int>& c) const;
   bool fitsSwitched(const std::vector<int>& c, size_t i, int k) const;
   double local(const std::vector<int>& c, size_t i, int k) const;
-  void improveLocally(std::vector<int>& c) const;
 
   const ShardingProblem& p_;
   std::vector<std::vector<size_t>> incident_;

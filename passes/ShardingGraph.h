@@ -1,5 +1,5 @@
 // Internal to solveSharding: the problem as a graph of pairwise costs, the form
-// every part of the solver (elimination, search, Lagrangian relaxation, Z3) reads.
+// every part of the solver (elimination, search, Lagrangian relaxation, CBC) reads.
 #pragma once
 
 #include <limits>

@@ -173,7 +173,9 @@ std::string printShardingProblem(const ShardingProblem& problem) {
 std::string printShardingSolution(const ShardingSolution& solution) {
   ordered_json root = {{"objective", solution.objective},
                        {"choice", solution.choice},
-                       {"optimal", solution.optimal}};
+                       {"optimal", solution.optimal},
+                       {"bound", solution.lowerBound},
+                       {"gap", solution.gap()}};
   return root.dump();
 }
 

@@ -9,7 +9,7 @@
 #include "passes/ShardingEvaluator.h"
 #include "passes/ShardingLagrangian.h"
 #include "passes/ShardingValidation.h"
-#include "passes/ShardingZ3.h"
+#include "passes/ShardingMilp.h"
 
 namespace meshflow::passes {
 
@@ -87,6 +87,11 @@ MemoryModel buildMemoryModel(const ShardingProblem& p, CostGraph& g) {
   return mm;
 }
 
+Clock::time_point deadlineOf(const SolveOptions& options) {
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                            std::chrono::duration<double>(options.timeBudgetSeconds));
+}
+
 // ---------------------------------------------------------------------------
 // Errors that name what makes a problem infeasible.
 
@@ -124,6 +129,7 @@ struct Answer {
   bool optimal = false;
   double lowerBound = -kInfinity;
   size_t residualNodes = 0;
+  bool fromMilp = false;  // CBC's answer.
 };
 
 std::vector<int> fullChoice(const EliminationPlan& plan, const Folded& f, const Residual& r,
@@ -142,10 +148,16 @@ double shrinkingLowerBound(const Folded& f, const Residual& r) {
   return bound;
 }
 
+double secondsLeft(Clock::time_point deadline) {
+  return std::max(0.001, std::chrono::duration<double>(deadline - Clock::now()).count());
+}
+
 // Folds what can be folded and searches the rest, branch and bound first, then
-// Z3 under the time budget.
+// CBC until the deadline, starting from `start` (a full choice that fits) or
+// from what the branch and bound found.
 Answer solveFolded(const ShardingProblem& p, const CostGraph& g, const EliminationPlan& plan,
-                   const MemoryModel& mm, const SolveOptions& options) {
+                   const MemoryModel& mm, const SolveOptions& options, Clock::time_point deadline,
+                   const std::optional<std::vector<int>>& start = std::nullopt) {
   Folded f = fold(plan, g, g.cost);
   if (f.infeasibleNode >= 0) throw noStrategy(p, f.infeasibleNode, p.memoryBudget.has_value());
   Residual r = buildResidual(plan, f);
@@ -164,18 +176,26 @@ Answer solveFolded(const ShardingProblem& p, const CostGraph& g, const Eliminati
     a.optimal = true;
     return a;
   }
-  Z3Outcome z3 = solveWithZ3(r, {options.timeBudgetSeconds, options.resourceLimit});
-  if (z3.infeasible) throw residualInfeasible(p, r.nodes, p.memoryBudget.has_value());
-  a.optimal = z3.optimal;
-  if (z3.choice) a.choice = fullChoice(plan, f, r, *z3.choice);
+  std::optional<std::vector<int>> residualStart = s.choice;
+  if (start) {
+    residualStart = std::vector<int>();
+    for (int n : r.nodes) residualStart->push_back((*start)[n]);
+  }
+  MilpOutcome milp =
+      solveResidualMilp(r, {secondsLeft(deadline), options.resourceLimit}, residualStart);
+  if (milp.infeasible) throw residualInfeasible(p, r.nodes, p.memoryBudget.has_value());
+  a.optimal = milp.optimal;
+  a.fromMilp = true;
+  a.lowerBound = std::max(a.lowerBound, f.constant + milp.bound);
+  if (milp.choice) a.choice = fullChoice(plan, f, r, *milp.choice);
   return a;
 }
 
 // The lexicographically smallest optimum of an unconstrained problem: exact
 // min-marginals rule out almost every (node, strategy), the rest are queried.
 std::optional<std::vector<int>> canonicalFree(const CostGraph& g, const EliminationPlan& plan,
-                                              const std::vector<int>& choice) {
-  StepBudget steps(kCanonicalSteps);
+                                              const std::vector<int>& choice, uint64_t budget) {
+  StepBudget steps(budget);
   double objective = g.objective(choice);
   double cap = objective + tolerance(objective);
   auto bounds = exactMarginals(plan, g, g.cost, cap, steps);
@@ -193,27 +213,65 @@ std::optional<std::vector<int>> canonicalFree(const CostGraph& g, const Eliminat
 Answer solveFree(const ShardingProblem& p, const CostGraph& g, const MemoryModel& mm,
                  const SolveOptions& options) {
   EliminationPlan plan = planElimination(g, std::vector<bool>(g.nodes(), false));
-  Answer a = solveFolded(p, g, plan, mm, options);
+  Answer a = solveFolded(p, g, plan, mm, options, deadlineOf(options));
   if (a.optimal) {
-    if (auto canonical = canonicalFree(g, plan, *a.choice)) a.choice = canonical;
+    // A residual that the branch and bound could not settle within its steps
+    // usually cannot be enumerated either: after CBC, the floor's steps only.
+    uint64_t steps = a.fromMilp ? kCanonicalFloor : kCanonicalSteps;
+    if (auto canonical = canonicalFree(g, plan, *a.choice, steps)) a.choice = canonical;
   }
   return a;
 }
 
+// A choice that fits, whatever it costs. Its memory is minimised with edges
+// kept only as what they allow: first by the search, stopping at the first
+// choice within the budget, then, when the search runs out of steps, by CBC on
+// what folding leaves (with half the time left). Looking for one first means a
+// binding budget does not end without an answer while one exists (as long as
+// one of them finds it in time).
+std::optional<std::vector<int>> firstFit(const CostGraph& g, const MemoryModel& mm,
+                                         const EliminationPlan& plan, uint64_t steps,
+                                         Clock::time_point deadline) {
+  CostGraph allowed = g;
+  for (CostGraph::Edge& e : allowed.edges) {
+    for (double& v : e.cost.values) v = std::isfinite(v) ? 0.0 : kInfinity;
+  }
+  for (size_t i = 0; i < allowed.cost.size(); ++i) {
+    for (size_t k = 0; k < allowed.cost[i].size(); ++k) {
+      if (std::isfinite(g.cost[i][k])) allowed.cost[i][k] = mm.budget.memory[i][k];
+    }
+  }
+  auto fitting = [&](const std::optional<std::vector<int>>& c) {
+    return c && mm.budget.fits(*c) && std::isfinite(g.objective(*c));
+  };
+  // The search sums memory in its own order: its cap has the tolerance, the
+  // answer is then judged exactly.
+  double cap = mm.budget.budget + tolerance(mm.budget.budget);
+  ExactOutcome r = solveExactly(plan, allowed, allowed.cost, steps, cap, true);
+  if (fitting(r.choice)) return r.choice;
+  if (r.complete) return std::nullopt;
+  Folded f = fold(plan, allowed, allowed.cost);
+  Residual residual = buildResidual(plan, f);
+  MilpOutcome least = solveResidualMilp(residual, {secondsLeft(deadline) / 2, 0}, std::nullopt);
+  if (!least.choice) return std::nullopt;
+  std::optional<std::vector<int>> c = fullChoice(plan, f, residual, *least.choice);
+  return fitting(c) ? c : std::nullopt;
+}
+
 // The budgeted problem: Lagrangian relaxation and its branch and bound; what they
-// cannot settle goes to Z3 with memory as a constraint, and the better answer is
+// cannot settle goes to CBC with memory as a constraint, and the better answer is
 // kept.
 Answer solveBudgeted(const ShardingProblem& p, const CostGraph& g, const MemoryModel& mm,
-                     const SolveOptions& options) {
-  Clock::time_point deadline =
-      Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                         std::chrono::duration<double>(options.timeBudgetSeconds));
+                     const Evaluator& ev, const SolveOptions& options) {
+  Clock::time_point deadline = deadlineOf(options);
   EliminationPlan plan = planElimination(g, std::vector<bool>(g.nodes(), false));
   Folded unconstrained = fold(plan, g, g.cost);
   if (unconstrained.infeasibleNode >= 0) throw noStrategy(p, unconstrained.infeasibleNode, true);
-  StepBudget steps(options.searchLimit > UINT64_MAX / kLagrangianSearches
-                       ? UINT64_MAX
-                       : options.searchLimit * kLagrangianSearches);
+  // With a residual every relaxed problem is a search, and CBC closes the gap
+  // faster than the Lagrangian branch and bound: it gets one search's steps.
+  uint64_t searches = plan.residual.empty() ? kLagrangianSearches : 1;
+  StepBudget steps(options.searchLimit > UINT64_MAX / searches ? UINT64_MAX
+                                                               : options.searchLimit * searches);
   LagrangianSearch lagrangian(g, mm.budget, plan, options.searchLimit, steps, deadline);
   BudgetedOutcome out = lagrangian.minimise();
   Answer a;
@@ -227,27 +285,28 @@ Answer solveBudgeted(const ShardingProblem& p, const CostGraph& g, const MemoryM
   a.optimal = out.optimal;
   a.lowerBound = out.exact ? out.lower : -kInfinity;
   if (!a.optimal) {
-    // Z3 gets what is left of the time budget; the better answer is kept.
-    SolveOptions rest = options;
-    rest.timeBudgetSeconds =
-        std::max(0.001, std::chrono::duration<double>(deadline - Clock::now()).count());
-    Answer z3;
+    if (!a.choice) {
+      a.choice = firstFit(g, mm, plan, options.searchLimit, deadline);
+      if (a.choice) ev.improveLocally(*a.choice);  // A better start for CBC.
+    }
+    // CBC gets what is left of the time budget and the best answer so far.
+    Answer milp;
     try {
-      z3 = solveFolded(p, g, planElimination(g, mm.coupled), mm, rest);
+      milp = solveFolded(p, g, planElimination(g, mm.coupled), mm, options, deadline, a.choice);
     } catch (const ShardingError&) {
       // The residual sums memory in another order; with an answer that fits in
       // hand, a verdict of infeasible can only be rounding.
       if (!a.choice) throw;
     }
-    bool fits = z3.choice && mm.budget.fits(*z3.choice);
-    if (fits && (!a.choice || g.objective(*z3.choice) < out.upper)) {
-      a.choice = z3.choice;
-      a.residualNodes = z3.residualNodes;
+    bool fits = milp.choice && mm.budget.fits(*milp.choice);
+    if (fits && (!a.choice || g.objective(*milp.choice) < g.objective(*a.choice))) {
+      a.choice = milp.choice;
+      a.residualNodes = milp.residualNodes;
     }
-    // An optimum Z3 proves is ours, or no better than ours; an answer of its that
-    // misses the budget by rounding proves nothing.
-    a.optimal = z3.optimal && fits;
-    a.lowerBound = std::max(a.lowerBound, z3.lowerBound);
+    // An optimum CBC proves is ours, or no better than ours; an answer of its
+    // that misses the budget by rounding proves nothing.
+    a.optimal = milp.optimal && fits;
+    a.lowerBound = std::max(a.lowerBound, milp.lowerBound);
   }
   if (!a.optimal) return a;
   StepBudget canonicalSteps(std::min(kCanonicalSteps, kCanonicalFloor + 2 * steps.used()));
@@ -276,7 +335,7 @@ ShardingSolution solveSharding(const ShardingProblem& problem, const SolveOption
   CostGraph graph = buildCostGraph(problem);
   MemoryModel memory = buildMemoryModel(problem, graph);
   Evaluator ev(problem);
-  Answer a = memory.active ? solveBudgeted(problem, graph, memory, options)
+  Answer a = memory.active ? solveBudgeted(problem, graph, memory, ev, options)
                            : solveFree(problem, graph, memory, options);
   ShardingSolution solution;
   solution.residualNodes = a.residualNodes;
@@ -294,14 +353,18 @@ ShardingSolution solveSharding(const ShardingProblem& problem, const SolveOption
           "shrinking); infeasibility not proven",
           options.timeBudgetSeconds, a.residualNodes));
     }
-    ev.canonicaliseLocally(*a.choice);
   }
+  // A no-op on a lexicographically smallest optimum; otherwise (not proven, or
+  // its lexicographic form ran out of steps) the local canonical form.
+  ev.canonicaliseLocally(*a.choice);
   solution.choice = std::move(*a.choice);
   solution.objective = ev.objective(solution.choice);
   if (!std::isfinite(solution.objective)) {
     throw ShardingError("internal error: the solver's answer breaks a constraint");
   }
-  solution.lowerBound = a.optimal ? solution.objective : std::min(solution.objective, a.lowerBound);
+  // Costs are non-negative, so 0 bounds every objective.
+  solution.lowerBound =
+      a.optimal ? solution.objective : std::clamp(a.lowerBound, 0.0, solution.objective);
   solution.alternatives = ev.alternatives(solution.choice);
   return solution;
 }

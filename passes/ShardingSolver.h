@@ -4,10 +4,11 @@
 // subject to Σ chosen memory ≤ budget. The problem is first shrunk exactly (leaf
 // nodes and nodes of degree two are folded into their neighbours, as dynamic
 // programming on chains and trees does); what remains goes to a bounded branch
-// and bound search, and when that does not finish, to Z3's optimiser under a time
-// budget. A binding memory budget is relaxed into the costs (Lagrangian
-// relaxation), which keeps the problem shrinkable; a branch and bound on the
-// relaxation's bounds closes the gap, and Z3 takes over when it cannot.
+// and bound search, and when that does not finish, to COIN-OR CBC (the residual
+// as Alpa's ILP) under a time budget. A binding memory budget is relaxed into the
+// costs (Lagrangian relaxation), which keeps the problem shrinkable; a branch and
+// bound on the relaxation's bounds closes the gap, and CBC takes over when it
+// cannot, starting from the best answer found.
 #pragma once
 
 #include <cstdint>
@@ -38,20 +39,21 @@ struct ShardingProblem {
 };
 
 struct SolveOptions {
-  /// Wall-clock budget for the search under a memory budget and for Z3; when it
-  /// runs out the best solution found so far is returned with optimal = false.
+  /// Wall-clock budget for the whole solve; when it runs out the best solution
+  /// found so far is returned with optimal = false (and its proven lower bound).
   double timeBudgetSeconds = 10.0;
-  /// Z3's deterministic resource budget ("rlimit": counted work, not time; 0 =
-  /// none). Unlike the wall-clock budget, an answer reached when it runs out is
-  /// the same on every run and machine, so set it (with a generous time budget
-  /// as a backstop) wherever a timed-out answer must be reproducible.
+  /// CBC's deterministic work budget: branch-and-bound nodes (0 = none). Unlike
+  /// the wall-clock budget, an answer reached when it runs out is the same on
+  /// every run and machine, so set it (with a generous time budget as a
+  /// backstop) wherever a timed-out answer must be reproducible.
   uint64_t resourceLimit = 0;
-  /// Branch and bound tries the residual problem first and hands it to Z3 after
-  /// this many search steps (0 sends every residual problem to Z3; tests use it).
+  /// Branch and bound tries the residual problem first and hands it to CBC after
+  /// this many search steps (0 sends every residual problem to CBC; tests use it).
   /// Under a binding memory budget it also bounds each relaxed problem's search,
   /// and the Lagrangian search as a whole may spend 100 times as many steps (a
   /// relaxed problem costs a step per 64 strategy triples its folds look at, plus
-  /// its search's), then hands what it has not proven to Z3.
+  /// its search's; one searchLimit in all when shrinking leaves a residual, whose
+  /// relaxed problems are searches), then hands what it has not proven to CBC.
   uint64_t searchLimit = 1000000;
 };
 
@@ -62,12 +64,15 @@ struct ShardingSolution {
   /// A proven lower bound on the optimum: the objective itself when optimal, else
   /// what the search proved (objective − lowerBound is the gap left open).
   double lowerBound = 0.0;
+  /// The gap left open, relative to the objective: (objective − lowerBound) /
+  /// objective, 0 when optimal (or when the objective is 0).
+  double gap() const { return objective > 0 ? (objective - lowerBound) / objective : 0.0; }
   /// alternatives[i][k]: the objective if node i took strategy k and every other
   /// node kept its choice (+infinity when that breaks an edge or the budget). For
   /// `explain`: why node i's choice beats each alternative.
   std::vector<std::vector<double>> alternatives;
   /// Nodes left after exact shrinking (for reports); under a binding budget, the
-  /// nodes each relaxed problem searches, or those Z3 searched if its answer won.
+  /// nodes each relaxed problem searches, or those CBC searched if its answer won.
   size_t residualNodes = 0;
 };
 
@@ -86,9 +91,8 @@ class ShardingError : public std::runtime_error {
 /// (under a budget, with very many tied optima), is in local canonical form: no
 /// node can switch to a lower-numbered strategy without raising the objective.
 /// Throws ShardingError when the problem is malformed or infeasible.
-/// Z3 runs with its default (fixed) random seeds: its optimiser accepts no seed
-/// of its own, and meshflow never sets Z3's global parameters, so two solvers in
-/// one process cannot disturb each other.
+/// An optimum proven by CBC (what the fast path could not close) is in local
+/// canonical form: CBC is run single-threaded, so it too is deterministic.
 ShardingSolution solveSharding(const ShardingProblem& problem, const SolveOptions& options);
 
 }  // namespace meshflow::passes

@@ -22,9 +22,10 @@ constexpr const char* kUsage =
     "\n"
     "Chooses one strategy per node minimising node costs plus edge costs under an\n"
     "optional memory budget (Alpa's intra-op ILP). See docs/sharding.md for the format.\n"
-    "  --json                 print {\"objective\", \"choice\", \"optimal\"} instead of a summary\n"
-    "  --time-budget SECONDS  stop Z3 after this long and report the best solution so far\n"
-    "                         (marked not proven optimal); default 10\n";
+    "  --json                 print {\"objective\", \"choice\", \"optimal\", \"bound\", \"gap\"}\n"
+    "                         instead of a summary\n"
+    "  --time-budget SECONDS  stop the search after this long and report the best solution\n"
+    "                         so far (not proven optimal) with its proven bound; default 10\n";
 
 struct Options {
   std::string path;
@@ -76,7 +77,9 @@ std::optional<std::string> readFile(const std::string& path) {
 void printSummary(const passes::ShardingProblem& problem, const passes::ShardingSolution& s,
                   std::ostream& out) {
   out << fmt::format("objective: {}\n", s.objective);
-  out << (s.optimal ? "optimal: yes\n" : "optimal: no (time budget ran out; best found)\n");
+  out << (s.optimal ? std::string("optimal: yes\n")
+                    : fmt::format("optimal: no (time budget ran out; best found): bound {}, gap {:.2f}%\n",
+                                  s.lowerBound, 100 * s.gap()));
   out << fmt::format("nodes: {} ({} left for the search after exact shrinking)\n",
                      problem.nodes.size(), s.residualNodes);
   for (size_t i = 0; i < s.choice.size(); ++i) {

@@ -1,6 +1,6 @@
 // The solver under a binding memory budget on problems too large for brute
-// force: 57 nodes x 8 strategies, the size at which the search by Z3 alone found
-// no answer at all in 5 s.
+// force: 57 nodes x 8 strategies, the size at which the previous solver's
+// search by Z3 alone found no answer at all in 5 s.
 #include <catch2/catch.hpp>
 #include <chrono>
 
@@ -47,7 +47,7 @@ TEST_CASE("budget: 57 x 8 transformer blocks are solved optimally within the tim
   }
 }
 
-TEST_CASE("budget: when the Lagrangian search runs out, Z3 still returns a feasible answer",
+TEST_CASE("budget: when the Lagrangian search runs out, CBC still returns a feasible answer",
           "[sharding][budget]") {
   ShardingProblem p = transformerProblem(4, 8, 1, 0.3);
   SolveOptions o;
@@ -73,7 +73,7 @@ TEST_CASE("budget: an unmeetable budget is reported as such", "[sharding][budget
   CHECK_THROWS_WITH(solveSharding(p, {}),
                     "infeasible: every choice of strategies that avoids the infinite edge costs "
                     "needs more memory than the budget 5");
-  SolveOptions z3;
-  z3.searchLimit = 0;
-  CHECK_THROWS_WITH(solveSharding(p, z3), Catch::Contains("memory"));
+  SolveOptions cbc;
+  cbc.searchLimit = 0;
+  CHECK_THROWS_WITH(solveSharding(p, cbc), Catch::Contains("memory"));
 }

@@ -1,5 +1,5 @@
 // The solver's answer depends on the problem alone: not on the run, not on the
-// path that found the optimum (branch and bound, Z3, the Lagrangian search), and
+// path that found the optimum (branch and bound, CBC, the Lagrangian search), and
 // not on how the problem is written (edge order and direction, parallel edges).
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -15,7 +15,7 @@ using namespace meshflow::test;
 
 namespace {
 
-SolveOptions z3Only() {
+SolveOptions cbcOnly() {
   SolveOptions o;
   o.searchLimit = 0;
   return o;
@@ -45,7 +45,7 @@ TEST_CASE("determinism: the same problem gives the same answer on every path",
       INFO("seed " << seed);
       ShardingSolution a = solveSharding(p, {});
       ShardingSolution b = solveSharding(p, {});
-      ShardingSolution c = solveSharding(p, z3Only());
+      ShardingSolution c = solveSharding(p, cbcOnly());
       CHECK(a.choice == b.choice);
       CHECK(a.objective == b.objective);
       CHECK(a.choice == c.choice);
@@ -62,7 +62,7 @@ TEST_CASE("determinism: rewriting the edges does not change the answer",
       INFO("seed " << seed);
       ShardingSolution a = solveSharding(p, {});
       CHECK(solveSharding(rewritten(p, seed), {}).choice == a.choice);
-      CHECK(solveSharding(rewritten(p, seed + 1), z3Only()).choice == a.choice);
+      CHECK(solveSharding(rewritten(p, seed + 1), cbcOnly()).choice == a.choice);
     }
   }
 }

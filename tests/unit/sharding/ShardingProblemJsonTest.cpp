@@ -50,7 +50,7 @@ TEST_CASE("json: parse, print and parse back", "[sharding][json]") {
 
 TEST_CASE("json: solution output", "[sharding][json]") {
   ShardingSolution s = solveSharding(parseShardingProblem(kProblem), {});
-  CHECK(printShardingSolution(s) == R"({"objective":1.0,"choice":[0,0],"optimal":true})");
+  CHECK(printShardingSolution(s) == R"({"objective":1.0,"choice":[0,0],"optimal":true,"bound":1.0,"gap":0.0})");
 }
 
 TEST_CASE("json: malformed input names the place", "[sharding][json]") {

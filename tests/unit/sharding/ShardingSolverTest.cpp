@@ -57,10 +57,10 @@ TEST_CASE("solver: random problems equal brute force (shrink + branch and bound)
   CHECK(feasible > 300);  // The generator must not make most problems infeasible.
 }
 
-TEST_CASE("solver: random problems equal brute force (shrink + Z3)", "[sharding][solver]") {
-  SolveOptions z3Only;
-  z3Only.searchLimit = 0;
-  for (unsigned seed = 1000; seed < 1300; ++seed) checkAgainstBruteForce(seed, z3Only);
+TEST_CASE("solver: random problems equal brute force (shrink + CBC)", "[sharding][solver]") {
+  SolveOptions cbcOnly;
+  cbcOnly.searchLimit = 0;
+  for (unsigned seed = 1000; seed < 1300; ++seed) checkAgainstBruteForce(seed, cbcOnly);
 }
 
 TEST_CASE("solver: random problems under a memory budget equal brute force",
@@ -79,12 +79,12 @@ TEST_CASE("solver: random problems under a memory budget equal brute force",
   CHECK(binding > 150);  // The budget must bind often enough to test the relaxation.
 }
 
-TEST_CASE("solver: random problems under a memory budget equal brute force (Z3)",
+TEST_CASE("solver: random problems under a memory budget equal brute force (CBC)",
           "[sharding][solver][budget]") {
-  SolveOptions z3Only;
-  z3Only.searchLimit = 0;  // The Lagrangian search gives up at once and hands over to Z3.
+  SolveOptions cbcOnly;
+  cbcOnly.searchLimit = 0;  // The Lagrangian search gives up at once and hands over to CBC.
   for (unsigned seed = 4000; seed < 4200; ++seed) {
-    checkAgainstBruteForce(randomProblem(seed, Budget::kAlways), seed, z3Only);
+    checkAgainstBruteForce(randomProblem(seed, Budget::kAlways), seed, cbcOnly);
   }
 }
 

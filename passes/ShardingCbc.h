@@ -1,0 +1,52 @@
+// Internal to solveSharding: a mixed-integer linear program handed to COIN-OR
+// CBC (Debian's coinor-libcbc-dev, the solver Alpa uses), through CBC's C
+// interface. Built column by column; solved single-threaded, which makes CBC
+// deterministic for the same model and limits (a wall-clock limit that ends the
+// search is the one exception: how far it got depends on the machine).
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <utility>
+#include <vector>
+
+namespace meshflow::passes::sharding {
+
+struct MilpLimits {
+  double seconds = 10.0;  ///< Wall clock; when it runs out the best answer so far.
+  uint64_t nodes = 0;     ///< Branch-and-bound nodes (deterministic); 0 = no limit.
+};
+
+struct MilpResult {
+  std::optional<std::vector<double>> values;  ///< Per column; none when no answer was found.
+  double bound = -std::numeric_limits<double>::infinity();  ///< A proven lower bound.
+  bool optimal = false;     ///< CBC proved `values` optimal.
+  bool infeasible = false;  ///< CBC proved that no answer exists.
+};
+
+class Milp {
+ public:
+  /// Adds a row lower ≤ Σ coefficient · column ≤ upper; returns its index.
+  int addRow(double lower, double upper);
+  /// Adds a column with an objective coefficient and bounds, binary when
+  /// `integer` (bounds 0..1), and its coefficients in earlier rows.
+  int addColumn(double objective, double upper, bool integer,
+                const std::vector<std::pair<int, double>>& entries);
+  int columns() const { return static_cast<int>(objective_.size()); }
+  int rows() const { return static_cast<int>(rowLower_.size()); }
+
+  /// Minimises; `start` (per column, integer columns read) is a known answer
+  /// CBC begins from.
+  MilpResult solve(const MilpLimits& limits, const std::vector<double>* start = nullptr) const;
+
+ private:
+  std::vector<double> rowLower_, rowUpper_;
+  std::vector<double> objective_, columnUpper_;
+  std::vector<bool> integer_;
+  std::vector<int> start_{0};  // CSC column starts.
+  std::vector<int> index_;
+  std::vector<double> value_;
+};
+
+}  // namespace meshflow::passes::sharding
