@@ -2,11 +2,18 @@
 // (docs/planning.md, "Planning from a script").
 #include <fmt/format.h>
 
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
 #include "interp/Builtins.h"
 #include "interp/Evaluator.h"
+#include "interp/FileAccess.h"
 #include "interp/PlanInputs.h"
 #include "interp/PlanObject.h"
 #include "interp/Tracing.h"
+#include "ir/PlanFile.h"
+#include "passes/MemoryFloor.h"
 #include "runtime/sim/PlanSimulation.h"
 
 namespace meshflow::interp {
@@ -45,6 +52,31 @@ int layersArg(const BoundArgs& a) {
   throw ScriptError(std::move(diagnostic));
 }
 
+// "; it needs about 93 GiB per device (a plan fits in 93 GiB, none in 91.5
+// GiB); with recompute = full, 61 GiB": what the request would need, planned
+// under larger budgets (passes/MemoryFloor.h); "" when no budget helps.
+std::string memoryNeeded(const ir::Graph& graph, const ir::Cluster& cluster,
+                         const passes::PlanRequest& request) {
+  auto floor = passes::memoryFloor(graph, cluster, request);
+  if (!floor) return "";
+  std::string out = fmt::format("; it needs about {} per device (a plan fits in {}, none in {})",
+                                ir::formatBytes(floor->fits), ir::formatBytes(floor->fits),
+                                ir::formatBytes(floor->tooSmall));
+  passes::PlanRequest other = request;
+  std::string what;
+  if (!request.recompute) {
+    other.recompute = "none";
+    what = "without recomputation";
+  } else if (*request.recompute != "full") {
+    other.recompute = "full";
+    what = "with recompute = full";
+  }
+  if (what.empty()) return out;
+  if (auto alternative = passes::memoryFloor(graph, cluster, other))
+    out += fmt::format("; {}, {}", what, ir::formatBytes(alternative->fits));
+  return out;
+}
+
 Value plan(Evaluator& ev, BoundArgs& a) {
   auto model = modelOf(ev, a[kModel], a.spans[kModel]);
   const auto* cluster = handleArg<ClusterObject>(a, kCluster);
@@ -72,17 +104,16 @@ Value plan(Evaluator& ev, BoundArgs& a) {
   try {
     result = passes::planTraining(traced.tracer->graph, clusterOf(*cluster), request);
   } catch (const passes::PlanningError& error) {
-    refuse(a, schedule, traced.name, error);
+    if (error.hint() != "memory_per_device") refuse(a, schedule, traced.name, error);
+    std::string needed = memoryNeeded(traced.tracer->graph, clusterOf(*cluster), request);
+    refuse(a, schedule, traced.name,
+           passes::PlanningError(error.hint(), std::string(error.what()) + needed));
   } catch (const std::runtime_error& error) {
     // Errors of the passes the planner runs (clustering, placement, the solvers)
     // that it did not turn into a PlanningError.
     refuse(a, schedule, traced.name, passes::PlanningError("", error.what()));
   }
-  std::size_t strategies = 0;
-  for (const ir::PlanStage& stage : result.stages) strategies += stage.strategies.size();
-  auto object = std::make_shared<PlanObject>(std::move(result), clusterOf(*cluster), traced.name);
-  ev.heap().adopt(object, kObjectOverhead + 256 * (strategies + object->plan().stages.size()));
-  return Value::object(ValueKind::Object, std::move(object));
+  return planValue(ev, std::move(result), clusterOf(*cluster), traced.name);
 }
 
 Value simulate(Evaluator& ev, BoundArgs& a) {
@@ -91,6 +122,61 @@ Value simulate(Evaluator& ev, BoundArgs& a) {
     argumentError(a, 0, DiagnosticKind::TypeMismatch,
                   fmt::format("simulate() takes a plan from plan(...), not {}", a[0].aTypeName()));
   return simulationRecord(ev, *plan);
+}
+
+// How an argument was written (`p`, `p.alternatives[0]`), or `fallback` when
+// it spans lines or is long.
+std::string writtenAs(const SourceSpan& span, const char* fallback) {
+  if (!span.valid() || span.line != span.endLine || span.endColumn <= span.column) return fallback;
+  std::string_view line = span.file->line(span.line);
+  if (span.endColumn > line.size() || span.endColumn - span.column > 28) return fallback;
+  return std::string(line.substr(span.column, span.endColumn - span.column));
+}
+
+const PlanObject& planArg(const BoundArgs& a, std::size_t i, const char* function) {
+  const auto* plan = handleArg<PlanObject>(a, i);
+  if (!plan)
+    argumentError(a, i, DiagnosticKind::TypeMismatch,
+                  fmt::format("{}() takes plans from plan(...) or load_plan(...), not {}", function,
+                              a[i].aTypeName()));
+  return *plan;
+}
+
+Value compare(Evaluator& ev, BoundArgs& a) {
+  const PlanObject& p = planArg(a, 0, "compare");
+  const PlanObject& q = planArg(a, 1, "compare");
+  std::string first = writtenAs(a.spans[0], "first"), second = writtenAs(a.spans[1], "second");
+  if (first == second) {
+    first = "first";
+    second = "second";
+  }
+  ev.write(comparePlans(p, q, first, second));
+  return Value();
+}
+
+Value loadPlan(Evaluator& ev, BoundArgs& a) {
+  const std::string& path = stringArg(a, 0, "the path");
+  std::filesystem::path file;
+  try {
+    file = checkRead(ev.state().config, path);
+  } catch (ScriptError& denied) {
+    argumentError(a, 0, DiagnosticKind::AccessDenied, denied.diagnostic().message);
+  }
+  std::ifstream in(file, std::ios::binary);
+  if (!in)
+    argumentError(a, 0, DiagnosticKind::InvalidValue,
+                  fmt::format("cannot read '{}': no such file, or not readable", path));
+  nlohmann::json json = nlohmann::json::parse(in, nullptr, false);
+  if (json.is_discarded())
+    argumentError(a, 0, DiagnosticKind::InvalidValue,
+                  fmt::format("cannot load plan '{}': not JSON (a corrupt or truncated file?)", path));
+  try {
+    ir::PlanFile saved = ir::planFileFromJson(json);
+    return planValue(ev, std::move(saved.plan), std::move(saved.cluster), std::move(saved.model));
+  } catch (const ir::PlanError& error) {
+    argumentError(a, 0, DiagnosticKind::InvalidValue,
+                  fmt::format("cannot load plan '{}': {}", path, error.what()));
+  }
 }
 
 }  // namespace
@@ -104,6 +190,8 @@ void installPlanBuiltins(Environment& env) {
                  {"layers", Value::autoValue()}},
                 plan);
   defineBuiltin(env, "simulate", {{"plan", {}}}, simulate);
+  defineBuiltin(env, "compare", {{"p", {}}, {"q", {}}}, compare);
+  defineBuiltin(env, "load_plan", {{"path", {}}}, loadPlan);
 }
 
 }  // namespace meshflow::interp

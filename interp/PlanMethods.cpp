@@ -3,12 +3,15 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 
 #include "interp/Builtins.h"
 #include "interp/Evaluator.h"
 #include "interp/FileAccess.h"
 #include "interp/PlanObject.h"
+#include "ir/PlanFile.h"
+#include "ir/PlanMemory.h"
 #include "ir/ScopeGlob.h"
 #include "runtime/sim/SimTrace.h"
 #include "runtime/sim/TimelineText.h"
@@ -165,8 +168,58 @@ Value timeline(Evaluator& ev, BoundArgs& a) {
 
 Value save(Evaluator& ev, BoundArgs& a) {
   auto path = writablePath(ev, a);
-  writeFile(a, path, ir::planToJson(self(a).plan()).dump(2) + "\n");
+  const PlanObject& plan = self(a);
+  writeFile(a, path,
+            ir::planFileToJson({plan.model(), plan.cluster(), plan.plan()}).dump(2) + "\n");
   return Value();
+}
+
+// The figures of one pipeline rank's devices (ir/PlanMemory.h).
+Value rankMemoryRecord(Evaluator& ev, const ir::Plan& plan, const ir::RankMemory& m) {
+  std::vector<Value> stages, devices;
+  for (int k : m.stages) stages.push_back(Value::integer(k));
+  for (int d : plan.stages[static_cast<std::size_t>(m.stages.front())].devices)
+    devices.push_back(Value::integer(d));
+  auto bytes = [](double b) { return Value::quantity(b, Dimension{1, 0, 0}); };
+  return ev.makeRecord({{"rank", Value::integer(m.rank)},
+                        {"stages", ev.makeList(std::move(stages))},
+                        {"devices", ev.makeList(std::move(devices))},
+                        {"weights", bytes(m.weights)},
+                        {"gradients", bytes(m.gradients)},
+                        {"optimizer_state", bytes(m.optimizerState)},
+                        {"activations", bytes(m.activations)},
+                        {"peak", bytes(m.peak)},
+                        {"communication_buffers", bytes(m.communicationBuffers)}});
+}
+
+Value memory(Evaluator& ev, BoundArgs& a) {
+  const ir::Plan& plan = self(a).plan();
+  std::vector<Value> ranks;
+  for (const ir::RankMemory& m : ir::planMemory(plan))
+    if (!m.stages.empty()) ranks.push_back(rankMemoryRecord(ev, plan, m));
+  return ev.makeList(std::move(ranks));
+}
+
+Value timeToTrain(Evaluator& ev, BoundArgs& a) {
+  const ir::Plan& plan = self(a).plan();
+  if (!a[1].isNumber())
+    argumentError(a, 1, DiagnosticKind::TypeMismatch,
+                  fmt::format("tokens must be a number such as 300e9, not {}", a[1].aTypeName()));
+  double tokens = a[1].asNumber();
+  if (!(tokens > 0) || tokens > 1e30)
+    argumentError(a, 1, DiagnosticKind::InvalidValue, "tokens must be above 0 (and at most 1e30)");
+  if (plan.model.sequence <= 0)
+    argumentError(a, 1, DiagnosticKind::InvalidValue,
+                  "the plan does not know the model's tokens per sample (its graph has no "
+                  "embedding or attention); divide by samples_per_s instead");
+  double perStep = double(plan.globalBatch) * double(plan.model.sequence);
+  double steps = std::ceil(tokens / perStep);
+  double time = steps * plan.stepTime;
+  return ev.makeRecord({{"tokens", Value::number(tokens)},
+                        {"steps", Value::number(steps)},
+                        {"time", Value::quantity(time, Dimension{0, 1, 0})},
+                        {"days", Value::number(time / 86400)},
+                        {"text", ev.makeString(ir::durationText(time))}});
 }
 
 Value saveTrace(Evaluator& ev, BoundArgs& a) {
@@ -177,12 +230,27 @@ Value saveTrace(Evaluator& ev, BoundArgs& a) {
   return Value();
 }
 
+// An export's text, or an ExportError saying why not and the nearest plan the
+// notation can express.
+Value exported(Evaluator& ev, const ir::PlanExport& result, const char* notation) {
+  if (result.ok()) return ev.makeString(result.text);
+  std::string message = fmt::format("{} cannot express this plan: {}", notation, result.whyNot);
+  message += result.nearest.empty() ? "; no nearby plan it can express"
+                                    : fmt::format("; the nearest plan it can express: {}",
+                                                  result.nearest);
+  throw ScriptError(DiagnosticKind::ExportError, message);
+}
+
 Value megatron(Evaluator& ev, BoundArgs& a) {
-  ir::PlanExport flags = ir::megatronFlags(self(a).plan());
-  if (!flags.ok())
-    throw ScriptError(DiagnosticKind::ExportError,
-                      fmt::format("Megatron-LM flags cannot express this plan: {}", flags.whyNot));
-  return ev.makeString(flags.text);
+  return exported(ev, ir::megatronFlags(self(a).plan()), "Megatron-LM flags");
+}
+
+Value deepspeed(Evaluator& ev, BoundArgs& a) {
+  return exported(ev, ir::deepspeedConfig(self(a).plan()), "a DeepSpeed config");
+}
+
+Value pytorch(Evaluator& ev, BoundArgs& a) {
+  return exported(ev, ir::pytorchPipeline(self(a).plan()), "PyTorch's pipelining");
 }
 
 }  // namespace
@@ -242,7 +310,11 @@ MethodTable planMethods() {
       {"timeline", {{{"width", Value::integer(runtime::sim::kTimelineColumns)}}, timeline}},
       {"save", {{{"path", {}}}, save}},
       {"save_trace", {{{"path", {}}}, saveTrace}},
+      {"memory", {{}, memory}},
+      {"time_to_train", {{{"tokens", {}}}, timeToTrain}},
       {"megatron", {{}, megatron}},
+      {"deepspeed", {{}, deepspeed}},
+      {"pytorch", {{}, pytorch}},
       {"jax_specs",
        {{}, [](Evaluator& ev, BoundArgs& a) { return specExport(ev, a, ir::jaxPartitionSpecs); }}},
       {"alpa_specs",

@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "interp/Evaluator.h"
+#include "ir/PlanAxes.h"
 #include "passes/Lowering.h"
 #include "passes/PlanPipeline.h"
 
@@ -21,6 +22,12 @@ Value pair(const std::array<std::int64_t, 2>& values) {
   return Value::list({Value::integer(values[0]), Value::integer(values[1])});
 }
 
+// What each mesh axis carries: ["data", "tensor+sequence"].
+Value axesValue(const ir::PlanStage& stage) {
+  std::array<ir::AxisRoles, 2> roles = ir::axisRoles(stage);
+  return Value::list({Value::string(roles[0].text()), Value::string(roles[1].text())});
+}
+
 Value stageRecord(const ir::PlanStage& stage, std::size_t index) {
   std::vector<Value> devices;
   for (int d : stage.devices) devices.push_back(Value::integer(d));
@@ -31,6 +38,7 @@ Value stageRecord(const ir::PlanStage& stage, std::size_t index) {
                         {"devices", Value::list(std::move(devices))},
                         {"latency", seconds(stage.latency)},
                         {"memory", bytes(stage.peakMemoryBytes)},
+                        {"axes", axesValue(stage)},
                         {"recompute", Value::string(stage.costs.recompute)},
                         {"shard_optimizer", Value::boolean(stage.costs.shardedOptimizerState)}});
 }
@@ -42,9 +50,10 @@ Value strings(const std::vector<std::string>& texts) {
 }
 
 const std::vector<std::string> kPlanFields = {
-    "alternatives", "chunks",    "global_batch",     "mfu",           "microbatches",
-    "model",        "notes",     "peak_memory",      "samples_per_s", "schedule",
-    "stages",       "step_time", "tflops_per_device"};
+    "alternatives",  "chunks",        "description", "global_batch", "mfu",
+    "mfu_with_recompute", "microbatches", "model", "notes", "peak_memory",
+    "samples_per_s", "schedule", "simulated_step_time", "stages", "step_time",
+    "tflops_per_device", "tokens_per_s"};
 
 }  // namespace
 
@@ -64,6 +73,11 @@ std::optional<Value> PlanObject::field(const std::string& name) const {
   if (name == "samples_per_s") return Value::number(plan_.samplesPerSecond);
   if (name == "tflops_per_device") return Value::number(plan_.tflopsPerDevice);
   if (name == "mfu") return Value::number(plan_.mfu);
+  if (name == "mfu_with_recompute") return Value::number(plan_.mfuWithRecompute);
+  if (name == "tokens_per_s") return Value::number(plan_.tokensPerSecond());
+  if (name == "description") return Value::string(plan_.description);
+  if (name == "simulated_step_time")
+    return plan_.simulatedStepTime > 0 ? seconds(plan_.simulatedStepTime) : Value();
   if (name == "peak_memory") return bytes(plan_.peakMemoryBytes());
   if (name == "microbatches") return Value::integer(plan_.microbatches);
   if (name == "chunks") return Value::integer(plan_.chunks);
@@ -78,16 +92,51 @@ std::optional<Value> PlanObject::field(const std::string& name) const {
     return Value::list(std::move(stages));
   }
   if (name == "alternatives") {
-    std::vector<Value> rows;
-    for (const ir::PlanAlternative& a : plan_.alternatives)
-      rows.push_back(Value::record(
-          {{"description", Value::string(a.description)}, {"step_time", seconds(a.stepTime)}}));
-    return Value::list(std::move(rows));
+    std::vector<Value> plans;
+    for (const auto& alternative : alternatives())
+      plans.push_back(Value::object(ValueKind::Object, alternative));
+    return Value::list(std::move(plans));
   }
   return std::nullopt;
 }
 
 std::vector<std::string> PlanObject::fieldNames() const { return kPlanFields; }
+
+const std::vector<std::shared_ptr<PlanObject>>& PlanObject::alternatives() const {
+  if (alternatives_) return *alternatives_;
+  alternatives_.emplace();
+  for (const ir::PlanAlternative& a : plan_.alternatives)
+    if (a.plan) {
+      ir::Plan plan = *a.plan;
+      if (plan.description.empty()) plan.description = a.description;
+      alternatives_->push_back(std::make_shared<PlanObject>(std::move(plan), cluster_, model_));
+    }
+  return *alternatives_;
+}
+
+std::variant<double, std::string> PlanObject::trySimulatedStep() const {
+  try {
+    return simulation().result.makespan;
+  } catch (const ScriptError& error) {
+    return error.diagnostic().message;
+  }
+}
+
+std::size_t planHeapBytes(const ir::Plan& plan) {
+  std::size_t strategies = 0;
+  for (const ir::PlanStage& stage : plan.stages) strategies += stage.strategies.size();
+  std::size_t bytes = kObjectOverhead + 256 * (strategies + plan.stages.size());
+  for (const ir::PlanAlternative& a : plan.alternatives)
+    if (a.plan) bytes += planHeapBytes(*a.plan);
+  return bytes;
+}
+
+Value planValue(Evaluator& ev, ir::Plan plan, ir::Cluster cluster, std::string model) {
+  std::size_t bytes = planHeapBytes(plan);
+  auto object = std::make_shared<PlanObject>(std::move(plan), std::move(cluster), std::move(model));
+  ev.heap().adopt(object, bytes);
+  return Value::object(ValueKind::Object, std::move(object));
+}
 
 const PlanSimulation& PlanObject::simulation() const {
   if (simulation_) return *simulation_;

@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "interp/Members.h"
@@ -44,17 +45,41 @@ class PlanObject final : public Object {
   /// The simulated step, computed on first use. A plan that cannot be lowered
   /// or simulated is a PlanningError ScriptError.
   const PlanSimulation& simulation() const;
+  /// The simulated step's seconds, or the reason it cannot be simulated.
+  std::variant<double, std::string> trySimulatedStep() const;
+  /// p.alternatives[i] as plans of their own (made on first use).
+  const std::vector<std::shared_ptr<PlanObject>>& alternatives() const;
 
  private:
   ir::Plan plan_;
   ir::Cluster cluster_;
   std::string model_;
   mutable std::shared_ptr<const PlanSimulation> simulation_;
+  mutable std::optional<std::vector<std::shared_ptr<PlanObject>>> alternatives_;
 };
 
-/// The methods of a plan: explain, save, timeline, save_trace, megatron,
-/// jax_specs and alpa_specs.
+/// The bytes a plan value is charged on the heap: its strategies and its
+/// alternatives' (interp/Heap.h).
+std::size_t planHeapBytes(const ir::Plan& plan);
+
+/// A plan value for `plan`, charged on the evaluator's heap.
+Value planValue(Evaluator& evaluator, ir::Plan plan, ir::Cluster cluster, std::string model);
+
+/// The methods of a plan: explain, memory, time_to_train, save, timeline,
+/// save_trace, and the exports megatron, deepspeed, pytorch, jax_specs and
+/// alpa_specs.
 MethodTable planMethods();
+
+/// The text of compare(p, q) and the REPL's :compare: both plans side by side
+/// (stages, meshes, what each axis carries, recomputation, step time estimated
+/// and simulated, throughput, memory, communication by link), rows that
+/// differ marked `*`, then what differs and which is faster.
+std::string comparePlans(const PlanObject& a, const PlanObject& b, const std::string& nameA,
+                         const std::string& nameB);
+
+/// The text of the alternatives' list (:alts, print(p.alternatives) aside):
+/// one line per alternative with its index, estimated (and simulated) step.
+std::string alternativesText(const ir::Plan& plan);
 
 /// simulate(p): the record of the simulated step.
 Value simulationRecord(Evaluator& evaluator, const PlanObject& plan);

@@ -1,5 +1,9 @@
 #include "ir/Plan.h"
 
+#include "ir/JsonReader.h"
+#include "ir/PlanAxes.h"
+#include "ir/PlanMemory.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -13,6 +17,16 @@ double Plan::peakMemoryBytes() const {
   double peak = 0;
   for (const PlanStage& s : stages) peak = std::max(peak, s.peakMemoryBytes);
   return peak;
+}
+
+double Plan::tokensPerSecond() const {
+  return samplesPerSecond * double(model.sequence > 0 ? model.sequence : 1);
+}
+
+bool PlanAlternative::operator==(const PlanAlternative& other) const {
+  if (description != other.description || stepTime != other.stepTime) return false;
+  if (!plan || !other.plan) return !plan && !other.plan;
+  return *plan == *other.plan;
 }
 
 int Plan::pipelineRanks() const {
@@ -42,6 +56,7 @@ json costsToJson(const StageCosts& c) {
           {"activation_bytes", c.activationBytes},
           {"held_activation_bytes", c.heldActivationBytes},
           {"parameter_bytes", c.parameterBytes},
+          {"optimizer_state_bytes", c.optimizerStateBytes},
           {"gradient_bytes", c.gradientBytes},
           {"recompute", c.recompute},
           {"sharded_optimizer_state", c.shardedOptimizerState}};
@@ -66,69 +81,7 @@ json stageToJson(const PlanStage& s) {
           {"strategies", strategies}};
 }
 
-// ---- from JSON: every read names its path, and unknown keys are errors ----
-
-class Reader {
- public:
-  Reader(const json& j, std::string path) : j_(j), path_(std::move(path)) {}
-
-  // An object whose keys must all be in `known`.
-  Reader object(std::initializer_list<const char*> known) const {
-    if (!j_.is_object()) fail("expected an object");
-    for (auto it = j_.begin(); it != j_.end(); ++it) {
-      bool ok =
-          std::any_of(known.begin(), known.end(), [&](const char* k) { return it.key() == k; });
-      if (!ok) at(it.key()).fail("unknown key");
-    }
-    return *this;
-  }
-  bool has(const char* key) const { return j_.contains(key); }
-  Reader at(const std::string& key) const {
-    if (!j_.contains(key)) Reader(j_, join(key)).fail("missing");
-    return Reader(j_.at(key), join(key));
-  }
-  Reader at(std::size_t i) const { return Reader(j_.at(i), fmt::format("{}[{}]", path_, i)); }
-  std::size_t size() const {
-    if (!j_.is_array()) fail("expected an array");
-    return j_.size();
-  }
-
-  double number() const {
-    if (!j_.is_number()) fail("expected a number");
-    return j_.get<double>();
-  }
-  std::int64_t integer() const {
-    if (!j_.is_number_integer()) fail("expected an integer");
-    return j_.get<std::int64_t>();
-  }
-  bool boolean() const {
-    if (!j_.is_boolean()) fail("expected true or false");
-    return j_.get<bool>();
-  }
-  std::string string() const {
-    if (!j_.is_string()) fail("expected a string");
-    return j_.get<std::string>();
-  }
-  std::vector<std::string> strings() const {
-    std::vector<std::string> out;
-    for (std::size_t i = 0; i < size(); ++i) out.push_back(at(i).string());
-    return out;
-  }
-  std::array<std::int64_t, 2> pair() const {
-    if (size() != 2) fail("expected two integers");
-    return {at(0).integer(), at(1).integer()};
-  }
-  [[noreturn]] void fail(const std::string& message) const {
-    throw PlanError(fmt::format("{}: {}", path_.empty() ? "plan" : path_, message));
-  }
-
- private:
-  std::string join(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
-  const json& j_;
-  std::string path_;
-};
-
-std::vector<std::string> specStrings(const Reader& r) {
+std::vector<std::string> specStrings(const JsonReader& r) {
   std::vector<std::string> specs = r.strings();
   for (std::size_t i = 0; i < specs.size(); ++i) {
     try {
@@ -140,7 +93,7 @@ std::vector<std::string> specStrings(const Reader& r) {
   return specs;
 }
 
-OpStrategy strategyFromJson(const Reader& r) {
+OpStrategy strategyFromJson(const JsonReader& r) {
   r.object({"op", "kind", "scope", "name", "inputs", "outputs", "cost_s", "alternatives"});
   OpStrategy s;
   std::int64_t op = r.at("op").integer();
@@ -153,19 +106,19 @@ OpStrategy strategyFromJson(const Reader& r) {
   s.outputs = specStrings(r.at("outputs"));
   if (r.has("cost_s")) s.cost = r.at("cost_s").number();
   if (r.has("alternatives")) {
-    Reader alts = r.at("alternatives");
+    JsonReader alts = r.at("alternatives");
     for (std::size_t i = 0; i < alts.size(); ++i) {
-      Reader a = alts.at(i).object({"strategy", "cost_s"});
+      JsonReader a = alts.at(i).object({"strategy", "cost_s"});
       s.alternatives.push_back({a.at("strategy").string(), a.at("cost_s").number()});
     }
   }
   return s;
 }
 
-StageCosts costsFromJson(const Reader& r) {
+StageCosts costsFromJson(const JsonReader& r) {
   r.object({"forward_s", "backward_s", "weight_grad_s", "update_s", "gradient_sync_s",
-            "activation_bytes", "held_activation_bytes", "parameter_bytes", "gradient_bytes",
-            "recompute", "recompute_s", "recompute_bytes", "sharded_optimizer_state",
+            "activation_bytes", "held_activation_bytes", "parameter_bytes",
+            "optimizer_state_bytes", "gradient_bytes", "recompute", "recompute_s", "recompute_bytes", "sharded_optimizer_state",
             "gradient_sync_bytes"});
   StageCosts c;
   auto number = [&](const char* key, double& out) {
@@ -179,6 +132,7 @@ StageCosts costsFromJson(const Reader& r) {
   number("activation_bytes", c.activationBytes);
   number("held_activation_bytes", c.heldActivationBytes);
   number("parameter_bytes", c.parameterBytes);
+  number("optimizer_state_bytes", c.optimizerStateBytes);
   number("gradient_bytes", c.gradientBytes);
   number("recompute_s", c.recomputeSeconds);
   number("recompute_bytes", c.recomputeBytes);
@@ -188,7 +142,7 @@ StageCosts costsFromJson(const Reader& r) {
       r.at("recompute").fail("expected \"none\", \"selective\" or \"full\"");
   }
   if (r.has("gradient_sync_bytes")) {
-    const Reader list = r.at("gradient_sync_bytes");
+    const JsonReader list = r.at("gradient_sync_bytes");
     if (list.size() != 3) list.fail("expected [dimension 0, dimension 1, both]");
     c.gradientSyncBytes.emplace();
     for (std::size_t a = 0; a < 3; ++a) (*c.gradientSyncBytes)[a] = list.at(a).number();
@@ -198,7 +152,7 @@ StageCosts costsFromJson(const Reader& r) {
   return c;
 }
 
-PlanStage stageFromJson(const Reader& r) {
+PlanStage stageFromJson(const JsonReader& r) {
   r.object({"layers", "submesh", "logical_mesh", "devices", "latency_s", "peak_memory_bytes",
             "costs", "strategies"});
   PlanStage s;
@@ -217,7 +171,7 @@ PlanStage stageFromJson(const Reader& r) {
         .fail(fmt::format("({}, {}) does not view the {} devices of submesh ({}, {})",
                           s.logicalMesh[0], s.logicalMesh[1], s.submesh[0] * s.submesh[1],
                           s.submesh[0], s.submesh[1]));
-  Reader devices = r.at("devices");
+  JsonReader devices = r.at("devices");
   for (std::size_t i = 0; i < devices.size(); ++i)
     s.devices.push_back(static_cast<int>(devices.at(i).integer()));
   if (!s.devices.empty() && std::int64_t(s.devices.size()) != s.submesh[0] * s.submesh[1])
@@ -227,7 +181,7 @@ PlanStage stageFromJson(const Reader& r) {
   if (r.has("peak_memory_bytes")) s.peakMemoryBytes = r.at("peak_memory_bytes").number();
   if (r.has("costs")) s.costs = costsFromJson(r.at("costs"));
   if (r.has("strategies")) {
-    Reader strategies = r.at("strategies");
+    JsonReader strategies = r.at("strategies");
     for (std::size_t i = 0; i < strategies.size(); ++i)
       s.strategies.push_back(strategyFromJson(strategies.at(i)));
   }
@@ -251,9 +205,18 @@ json planToJson(const Plan& plan) {
   json stages = json::array();
   for (const PlanStage& s : plan.stages) stages.push_back(stageToJson(s));
   json alternatives = json::array();
-  for (const PlanAlternative& a : plan.alternatives)
-    alternatives.push_back({{"description", a.description}, {"step_time_s", a.stepTime}});
+  for (const PlanAlternative& a : plan.alternatives) {
+    json alternative = {{"description", a.description}, {"step_time_s", a.stepTime}};
+    if (a.plan) alternative["plan"] = planToJson(*a.plan);
+    alternatives.push_back(std::move(alternative));
+  }
+  const ModelFacts& m = plan.model;
   return {{"stages", stages},
+          {"description", plan.description},
+          {"model", {{"blocks", m.blocks}, {"hidden", m.hidden}, {"heads", m.heads},
+                     {"sequence", m.sequence}, {"precision", m.precision}}},
+          {"simulated_step_time_s", plan.simulatedStepTime},
+          {"mfu_with_recompute", plan.mfuWithRecompute},
           {"microbatches", plan.microbatches},
           {"schedule", std::string(scheduleKindName(plan.schedule))},
           {"chunks", plan.chunks},
@@ -267,12 +230,44 @@ json planToJson(const Plan& plan) {
           {"notes", plan.notes}};
 }
 
-Plan planFromJson(const json& j) {
-  Reader r = Reader(j, "").object({"stages", "microbatches", "schedule", "chunks", "global_batch",
-                                   "step_time_s", "samples_per_s", "tflops_per_device", "mfu",
-                                   "peak_memory_bytes", "alternatives", "notes"});
+namespace {
+
+ModelFacts modelFromJson(const JsonReader& r) {
+  r.object({"blocks", "hidden", "heads", "sequence", "precision"});
+  ModelFacts m;
+  auto count = [&](const char* key, std::int64_t& out) {
+    if (!r.has(key)) return;
+    out = r.at(key).integer();
+    if (out < 0) r.at(key).fail("expected a count >= 0");
+  };
+  count("blocks", m.blocks);
+  count("hidden", m.hidden);
+  count("heads", m.heads);
+  count("sequence", m.sequence);
+  if (r.has("precision")) {
+    m.precision = r.at("precision").string();
+    if (m.precision != "fp32" && m.precision != "fp16" && m.precision != "bf16")
+      r.at("precision").fail("expected \"fp32\", \"fp16\" or \"bf16\"");
+  }
+  return m;
+}
+
+Plan parsePlan(const JsonReader& r);
+
+PlanAlternative alternativeFromJson(const JsonReader& r) {
+  r.object({"description", "step_time_s", "plan"});
+  PlanAlternative a{r.at("description").string(), r.at("step_time_s").number(), nullptr};
+  if (r.has("plan")) a.plan = std::make_shared<const Plan>(parsePlan(r.at("plan")));
+  return a;
+}
+
+Plan parsePlan(const JsonReader& root) {
+  JsonReader r = root.object({"stages", "microbatches", "schedule", "chunks", "global_batch",
+                          "step_time_s", "samples_per_s", "tflops_per_device", "mfu",
+                          "peak_memory_bytes", "alternatives", "notes", "description", "model",
+                          "simulated_step_time_s", "mfu_with_recompute"});
   Plan plan;
-  Reader stages = r.at("stages");
+  JsonReader stages = r.at("stages");
   for (std::size_t i = 0; i < stages.size(); ++i)
     plan.stages.push_back(stageFromJson(stages.at(i)));
   plan.microbatches = static_cast<int>(r.at("microbatches").integer());
@@ -289,18 +284,27 @@ Plan planFromJson(const json& j) {
   if (r.has("samples_per_s")) plan.samplesPerSecond = r.at("samples_per_s").number();
   plan.tflopsPerDevice = r.at("tflops_per_device").number();
   if (r.has("mfu")) plan.mfu = r.at("mfu").number();
+  if (r.has("mfu_with_recompute")) plan.mfuWithRecompute = r.at("mfu_with_recompute").number();
+  if (r.has("simulated_step_time_s"))
+    plan.simulatedStepTime = r.at("simulated_step_time_s").number();
+  if (r.has("description")) plan.description = r.at("description").string();
+  if (r.has("model")) plan.model = modelFromJson(r.at("model"));
   // peak_memory_bytes is derived from the stages; it is read only to check it.
   if (r.has("peak_memory_bytes")) r.at("peak_memory_bytes").number();
   if (r.has("alternatives")) {
-    Reader alts = r.at("alternatives");
-    for (std::size_t i = 0; i < alts.size(); ++i) {
-      Reader a = alts.at(i).object({"description", "step_time_s"});
-      plan.alternatives.push_back({a.at("description").string(), a.at("step_time_s").number()});
-    }
+    JsonReader alts = r.at("alternatives");
+    for (std::size_t i = 0; i < alts.size(); ++i)
+      plan.alternatives.push_back(alternativeFromJson(alts.at(i)));
   }
   if (r.has("notes")) plan.notes = r.at("notes").strings();
   return plan;
 }
+
+}  // namespace
+
+Plan planFromJson(const json& j) { return parsePlan(JsonReader(j, "")); }
+
+Plan planFromJson(const JsonReader& reader) { return parsePlan(reader); }
 
 std::string idRanges(const std::vector<int>& ids, std::string_view separator) {
   std::string out;
@@ -327,6 +331,37 @@ std::string formatBytes(double b) {
   return fmt::format("{:.3g} {}", b, units[u]);
 }
 
+std::string durationText(double s) {
+  if (s >= 2 * 86400) return fmt::format("{:.3g} days", s / 86400);
+  if (s >= 2 * 3600) return fmt::format("{:.3g} h", s / 3600);
+  if (s >= 2 * 60) return fmt::format("{:.3g} min", s / 60);
+  return seconds(s);
+}
+
+std::string rateText(double n) {
+  if (n >= 1e9) return fmt::format("{:.4g}G", n / 1e9);
+  if (n >= 1e6) return fmt::format("{:.4g}M", n / 1e6);
+  if (n >= 1e4) return fmt::format("{:.4g}k", n / 1e3);
+  return fmt::format("{:.4g}", n);
+}
+
+namespace {
+
+std::string throughputLine(const Plan& plan) {
+  std::string step = seconds(plan.stepTime);
+  if (plan.simulatedStepTime > 0) step += fmt::format(" (simulated {})", seconds(plan.simulatedStepTime));
+  std::string tokens = plan.model.sequence > 0
+                           ? fmt::format(", {} tokens/s", rateText(plan.tokensPerSecond()))
+                           : std::string();
+  std::string mfu = fmt::format("MFU {:.1f}%", plan.mfu * 100);
+  if (plan.mfuWithRecompute > plan.mfu * (1 + 1e-9))
+    mfu += fmt::format(" ({:.1f}% with recomputation counted)", plan.mfuWithRecompute * 100);
+  return fmt::format("step {}, {:.4g} samples/s{}, {:.4g} TFLOP/s per device, {}\n", step,
+                     plan.samplesPerSecond, tokens, plan.tflopsPerDevice, mfu);
+}
+
+}  // namespace
+
 std::string planTable(const Plan& plan) {
   // "1 stage", "2 stages"; "1 microbatch", "4 microbatches".
   auto count = [](std::int64_t n, std::string_view one, std::string_view many) {
@@ -339,25 +374,41 @@ std::string planTable(const Plan& plan) {
       scheduleKindName(plan.schedule), count(plan.microbatches, "microbatch", "microbatches"));
   if (plan.chunks > 1) out += fmt::format(" ({} chunks per rank)", plan.chunks);
   out += "\n";
-  out += fmt::format(
-      "step {}, {:.4g} samples/s, {:.4g} TFLOP/s per device (MFU {:.1f}%), "
-      "peak memory {} per device\n",
-      seconds(plan.stepTime), plan.samplesPerSecond, plan.tflopsPerDevice, plan.mfu * 100,
-      formatBytes(plan.peakMemoryBytes()));
-  out += fmt::format("{:<6} {:<10} {:<9} {:<9} {:<14} {:<10} {}\n", "stage", "layers", "submesh",
-                     "mesh", "devices", "latency", "memory");
+  out += throughputLine(plan);
+  if (plan.model.sequence > 0 && plan.tokensPerSecond() > 0)
+    out += fmt::format("1e9 tokens take {}; peak memory {} per device\n",
+                       durationText(1e9 / plan.tokensPerSecond()), formatBytes(plan.peakMemoryBytes()));
+  else
+    out += fmt::format("peak memory {} per device\n", formatBytes(plan.peakMemoryBytes()));
+  std::vector<std::string> axes;
+  std::size_t axesWidth = 4;
+  for (const PlanStage& s : plan.stages) {
+    axes.push_back(axesText(s));
+    axesWidth = std::max(axesWidth, axes.back().size());
+  }
+  out += fmt::format("{:<6} {:<10} {:<9} {:<9} {:<14} {:<10} {:<10} {:<{}}  {:<10} {}\n", "stage",
+                     "layers", "submesh", "mesh", "devices", "latency", "memory", "axes", axesWidth,
+                     "recompute", "optimizer");
   for (std::size_t i = 0; i < plan.stages.size(); ++i) {
     const PlanStage& s = plan.stages[i];
-    out += fmt::format("{:<6} {:<10} {:<9} {:<9} {:<14} {:<10} {}\n", i,
+    out += fmt::format("{:<6} {:<10} {:<9} {:<9} {:<14} {:<10} {:<10} {:<{}}  {:<10} {}\n", i,
                        fmt::format("[{}, {})", s.firstLayer, s.endLayer),
                        fmt::format("({}, {})", s.submesh[0], s.submesh[1]),
                        fmt::format("({}, {})", s.logicalMesh[0], s.logicalMesh[1]),
-                       deviceRanges(s.devices), seconds(s.latency), formatBytes(s.peakMemoryBytes));
+                       deviceRanges(s.devices), seconds(s.latency), formatBytes(s.peakMemoryBytes),
+                       axes[i], axesWidth, s.costs.recompute,
+                       s.costs.shardedOptimizerState && s.logicalMesh[0] > 1 ? "sharded" : "whole");
   }
+  out += memoryTable(plan);
   if (!plan.alternatives.empty()) {
-    out += "alternatives considered:\n";
-    for (const PlanAlternative& a : plan.alternatives)
-      out += fmt::format("  {:<40} step {}\n", a.description, seconds(a.stepTime));
+    out += "alternatives considered (p.alternatives[i]):\n";
+    for (std::size_t i = 0; i < plan.alternatives.size(); ++i) {
+      const PlanAlternative& a = plan.alternatives[i];
+      std::string simulated = a.plan && a.plan->simulatedStepTime > 0
+                                  ? fmt::format(", simulated {}", seconds(a.plan->simulatedStepTime))
+                                  : "";
+      out += fmt::format("  [{}] {:<40} step {}{}\n", i, a.description, seconds(a.stepTime), simulated);
+    }
   }
   for (const std::string& note : plan.notes) out += fmt::format("note: {}\n", note);
   return out;

@@ -12,6 +12,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
@@ -58,6 +59,9 @@ struct StageCosts {
   double activationBytes = 0;      ///< Sent to the next stage per microbatch.
   double heldActivationBytes = 0;  ///< Kept from forward to backward per microbatch.
   double parameterBytes = 0;       ///< Weights and optimizer state.
+  /// The optimizer state's part of parameterBytes (sharded when
+  /// shardedOptimizerState); the rest is the weights.
+  double optimizerStateBytes = 0;
   double gradientBytes = 0;
   std::string recompute = "none";  ///< "none", "selective" or "full".
   /// With recomputation: the forward work rerun before each backward (part of
@@ -87,11 +91,27 @@ struct PlanStage {
   bool operator==(const PlanStage&) const = default;
 };
 
+struct Plan;
+
 /// A whole plan the planner weighed, and its estimated step time (seconds).
 struct PlanAlternative {
   std::string description;
   double stepTime = 0;
-  bool operator==(const PlanAlternative&) const = default;
+  /// The plan itself, placed and priced as the chosen one (absent in plans
+  /// built by hand); its own alternatives are empty.
+  std::shared_ptr<const Plan> plan;
+  bool operator==(const PlanAlternative& other) const;
+};
+
+/// What the exports need to know about the model the plan trains, read from
+/// its forward graph (passes/PlanFacts.h); 0 where the graph does not say.
+struct ModelFacts {
+  std::int64_t blocks = 0;      ///< Attention layers (transformer blocks).
+  std::int64_t hidden = 0;      ///< Model dimension entering attention.
+  std::int64_t heads = 0;       ///< Attention heads.
+  std::int64_t sequence = 0;    ///< Tokens per sample (sequence length).
+  std::string precision = "fp32";  ///< "fp32", "fp16" or "bf16": the parameters' dtype.
+  bool operator==(const ModelFacts&) const = default;
 };
 
 struct Plan {
@@ -101,9 +121,17 @@ struct Plan {
   int chunks = 1;                ///< Virtual stages (model chunks) per pipeline rank.
   std::int64_t globalBatch = 1;  ///< Samples per step.
   double stepTime = 0;           ///< Seconds per step, estimated.
+  /// Seconds per step as the planner simulated it when it chose by
+  /// simulation; 0 when it did not simulate this plan.
+  double simulatedStepTime = 0;
   double samplesPerSecond = 0;
   double tflopsPerDevice = 0;
   double mfu = 0;  ///< Model FLOP utilisation, 0..1.
+  /// The same with the recomputed forward work counted (hardware FLOP utilisation).
+  double mfuWithRecompute = 0;
+  /// How the planner names it, e.g. "1f1b, 8 microbatches of 8, 2 stages: 2x (1, 4) as (1, 4)".
+  std::string description;
+  ModelFacts model;
   std::vector<PlanAlternative> alternatives;
   /// Caveats, e.g. "intra-op sharding of stage 2 not proven optimal".
   std::vector<std::string> notes;
@@ -112,6 +140,9 @@ struct Plan {
   double peakMemoryBytes() const;
   /// Pipeline ranks: stages.size() / chunks.
   int pipelineRanks() const;
+  /// Tokens per second (samples/s × model.sequence); samples/s when the
+  /// sequence length is not known.
+  double tokensPerSecond() const;
   bool operator==(const Plan&) const = default;
 };
 
@@ -132,22 +163,47 @@ std::string planTable(const Plan& plan);
 /// units with three significant digits ("512 B", "1.11 MiB", "1015 KiB", "80 GiB").
 std::string formatBytes(double bytes);
 
+/// A duration for people: "138 ms", "45 min", "3.2 h", "12.4 days".
+std::string durationText(double seconds);
+
+/// A rate for people, four significant digits: "812", "47.66k", "1.25M".
+std::string rateText(double perSecond);
+
 /// Ascending device ids as runs of consecutive ids joined by `separator`:
 /// "0-7", "0-3,8-11" (separator ","), "" for none.
 std::string idRanges(const std::vector<int>& ids, std::string_view separator);
 
-/// The result of an export: the text, or why the plan cannot be expressed.
+/// The result of an export: the text, or why the plan cannot be expressed and
+/// the nearest plan that can be.
 struct PlanExport {
   std::string text;
   std::string whyNot;  ///< Empty when `text` is the export.
+  /// When whyNot is set: what the nearest expressible plan changes and its
+  /// export ("the same stages under 1f1b: --tensor-model-parallel-size ..."),
+  /// or empty when there is none.
+  std::string nearest;
   bool ok() const { return whyNot.empty(); }
 };
 
 /// Megatron-LM flags, for a uniform plan only: every stage with the same logical
-/// mesh and the same number of layers, on a 1f1b or interleaved schedule.
-/// Mesh dimension 1 is Megatron's tensor-parallel group, dimension 0 its data
-/// parallelism.
+/// mesh, the same number of layers and the same parallelism, on a 1f1b or
+/// interleaved schedule. The tensor- and data-parallel sizes come from what the
+/// strategies do on each mesh axis (ir/PlanAxes.h); Megatron's tensor group is
+/// consecutive devices, mesh dimension 1. With the model's facts known:
+/// --num-layers, --hidden-size, --num-attention-heads, --seq-length; and
+/// --sequence-parallel, --recompute-*, --use-distributed-optimizer, --fp16 or
+/// --bf16 where they apply.
 PlanExport megatronFlags(const Plan& plan);
+
+/// A DeepSpeed config (JSON text): train_batch_size, micro batch per GPU,
+/// gradient accumulation, zero_optimization's stage, fp16/bf16, and the
+/// pipeline's stages and partition. DeepSpeed's config has no tensor
+/// parallelism, selective recomputation or unequal layer split.
+PlanExport deepspeedConfig(const Plan& plan);
+
+/// PyTorch's pipelining (torch.distributed.pipelining): the split points by
+/// layer scope, the microbatches and the schedule class, as Python.
+PlanExport pytorchPipeline(const Plan& plan);
 
 /// One spec of one op's tensor, in some notation.
 struct SpecRow {

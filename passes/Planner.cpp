@@ -485,10 +485,14 @@ class Search {
         "searched {} candidate plans over {} meshes; {} intra-op solves of {} distinct layers",
         searched_, configs_.size(), table_->solves(), table_->kindCount()));
     if (simulated > 1) plan.notes.push_back(choiceNote(finalists, simulated, chosen));
+    plan.simulatedStepTime = finalists[chosen].simulated;
     for (std::size_t k = 0; k < finalists.size(); ++k)
-      if (k != chosen)
+      if (k != chosen) {
+        finalists[k].plan.simulatedStepTime = finalists[k].simulated;
         plan.alternatives.push_back(
-            {finalists[k].candidate.describe(configs_), finalists[k].candidate.stepTime});
+            {finalists[k].candidate.describe(configs_), finalists[k].candidate.stepTime,
+             std::make_shared<const ir::Plan>(std::move(finalists[k].plan))});
+      }
     return plan;
   }
 

@@ -9,6 +9,7 @@
 
 #include "interp/Handles.h"
 #include "interp/PlanObject.h"
+#include "ir/PlanMemory.h"
 
 namespace meshflow::cli {
 namespace {
@@ -343,34 +344,45 @@ ReplReply PlanExplorer::replan(Interpreter& interpreter, LastPlan plan) {
 }
 
 ReplReply PlanExplorer::altsCommand(Interpreter& interpreter, std::string_view args) {
-  const interp::PlanObject* plan = asPlan(interpreter.global(currentName()));
-  if (!plan) return error(fmt::format("no plan named '{}': make one with :plan", currentName()));
-  const auto& alternatives = plan->plan().alternatives;
+  const std::string name = currentName();
+  std::optional<Value> current = interpreter.global(name);
+  const interp::PlanObject* plan = asPlan(current);
+  if (!plan) return error(fmt::format("no plan named '{}': make one with :plan", name));
+  const auto& alternatives = plan->alternatives();
   if (args.empty()) {
     ReplReply reply;
-    reply.output = fmt::format("{} weighed for {} (:alts N plans with one's schedule):\n",
-                               plural(alternatives.size(), "alternative"), currentName());
-    for (std::size_t i = 0; i < alternatives.size(); ++i)
-      reply.output += fmt::format("  {:>2}  {:>9}  {}\n", i + 1, seconds(alternatives[i].stepTime),
-                                  alternatives[i].description);
+    reply.output = fmt::format("{} weighed for {} (:alts N makes {}.alternatives[N] the plan):\n",
+                               plural(alternatives.size(), "alternative"), name, name);
+    reply.output += interp::alternativesText(plan->plan());
     return reply;
   }
-  std::size_t index = 0;
+  std::size_t index = alternatives.size();
   try {
-    index = std::stoul(std::string(args));
+    std::size_t used = 0;
+    index = std::stoul(std::string(args), &used);
+    if (used != args.size()) index = alternatives.size();
   } catch (const std::exception&) {
   }
-  if (index < 1 || index > alternatives.size())
-    return error(fmt::format("usage: :alts [N], N from 1 to {}", alternatives.size()));
-  auto hints = hintsOfAlternative(alternatives[index - 1].description);
-  if (!hints) return error("this alternative's schedule cannot be read back as hints");
-  if (!last_)
-    return error(
-        ":alts N re-plans the last plan made at the prompt (by :plan or "
-        "`let p = plan(...)`); there is none");
-  LastPlan next = *last_;
-  for (auto& setting : *hints) setHint(next.hints, std::move(setting));
-  return replan(interpreter, std::move(next));
+  if (index >= alternatives.size())
+    return error(alternatives.empty()
+                     ? fmt::format("usage: :alts [N]; {} has no alternatives", name)
+                     : fmt::format("usage: :alts [N], N from 0 to {}", alternatives.size() - 1));
+  Value chosen = Value::object(ValueKind::Object, alternatives[index]);
+  const ir::Plan before = plan->plan();
+  interpreter.setGlobal(name, chosen);
+  ReplReply reply;
+  reply.output = fmt::format("{} = {}.alternatives[{}]: {}\n", name, name, index,
+                             alternatives[index]->plan().description);
+  // :set goes on from the alternative's hints.
+  if (last_ && last_->name == name)
+    if (auto hints = hintsOfAlternative(alternatives[index]->plan().description))
+      for (auto& setting : *hints) setHint(last_->hints, std::move(setting));
+  if (last_ && last_->name == name)
+    for (const auto& [hint, value] : last_->hints)
+      reply.output += fmt::format("  {} {} {}\n", hint, hint == "memory_per_device" ? "<=" : "=", value);
+  reply.output += changes(before, alternatives[index]->plan());
+  reply.output += chosen.repr() + "\n";
+  return reply;
 }
 
 ReplReply PlanExplorer::compareCommand(Interpreter& interpreter, std::string_view args) {
@@ -387,29 +399,10 @@ ReplReply PlanExplorer::compareCommand(Interpreter& interpreter, std::string_vie
     keep.push_back(*value);
     plans.push_back(plan);
   }
-  const ir::Plan& a = plans[0]->plan();
-  const ir::Plan& b = plans[1]->plan();
-  auto row = [&](const char* what, const std::string& x, const std::string& y) {
-    reply.output += fmt::format("  {:<18}{:<24}{}\n", what, x, y);
-  };
-  row("", names[0], names[1]);
-  row("step time", seconds(a.stepTime), seconds(b.stepTime));
-  row("samples/s", fmt::format("{:.4g}", a.samplesPerSecond),
-      fmt::format("{:.4g}", b.samplesPerSecond));
-  row("TFLOPS/device", fmt::format("{:.3g}", a.tflopsPerDevice),
-      fmt::format("{:.3g}", b.tflopsPerDevice));
-  row("peak memory", bytes(a.peakMemoryBytes()), bytes(b.peakMemoryBytes()));
-  row("stages", std::to_string(a.stages.size()), std::to_string(b.stages.size()));
-  row("submeshes", submeshes(a), submeshes(b));
-  row("schedule", std::string(ir::scheduleKindName(a.schedule)),
-      std::string(ir::scheduleKindName(b.schedule)));
-  row("microbatches", std::to_string(a.microbatches), std::to_string(b.microbatches));
-  if (a.stepTime > 0 && b.stepTime > 0 && a.stepTime != b.stepTime) {
-    bool firstFaster = a.stepTime < b.stepTime;
-    reply.output += fmt::format("{} is {:.2f}x faster per step\n", names[firstFaster ? 0 : 1],
-                                firstFaster ? b.stepTime / a.stepTime : a.stepTime / b.stepTime);
-  } else {
-    reply.output += "the same estimated step time\n";
+  try {
+    reply.output = interp::comparePlans(*plans[0], *plans[1], names[0], names[1]);
+  } catch (const std::exception& e) {
+    return error(e.what());
   }
   return reply;
 }
@@ -427,19 +420,9 @@ ReplReply PlanExplorer::memoryCommand(Interpreter& interpreter) {
   const interp::PlanObject* plan = asPlan(interpreter.global(currentName()));
   if (!plan) return error(fmt::format("no plan named '{}': make one with :plan", currentName()));
   ReplReply reply;
-  const ir::Plan& p = plan->plan();
   reply.output = fmt::format("memory per device of {}, predicted (device memory {}):\n",
                              currentName(), bytes(plan->cluster().device.memoryBytes));
-  for (std::size_t s = 0; s < p.stages.size(); ++s) {
-    const ir::PlanStage& stage = p.stages[s];
-    reply.output += fmt::format(
-        "  stage {} (layers {}-{}, mesh ({}, {})): peak {}; weights and optimizer state {}, "
-        "gradients {}, activations {} per microbatch held\n",
-        s, stage.firstLayer, stage.endLayer - 1, stage.logicalMesh[0], stage.logicalMesh[1],
-        bytes(stage.peakMemoryBytes), bytes(stage.costs.parameterBytes),
-        bytes(stage.costs.gradientBytes), bytes(stage.costs.heldActivationBytes));
-  }
-  reply.output += fmt::format("  peak of any device: {}\n", bytes(p.peakMemoryBytes()));
+  reply.output += ir::memoryTable(plan->plan());
   return reply;
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "ir/OpCost.h"
+#include "passes/PlanFacts.h"
 #include "passes/planner/RankMemory.h"
 #include "passes/planner/StepTime.h"
 
@@ -67,6 +68,17 @@ std::vector<ir::OpStrategy> strategiesOf(const PlanInputs& in, const Candidate& 
   return out;
 }
 
+// The weights' bytes per device of a stage's layers (the rest of its
+// parameter bytes is optimizer state).
+double stageWeights(const PlanInputs& in, const Candidate& c, const StageChoice& stage) {
+  double weights = 0;
+  for (int l = stage.firstLayer; l < stage.endLayer; ++l)
+    weights += in.table->cost(l, stage.config, (*in.configs)[stage.config], c.microbatch,
+                              1.0 / c.microbatches, stage.variant.lean)
+                   ->weights;
+  return weights;
+}
+
 ir::StageCosts costsOf(const StageEstimate& e, const StageEstimate* next, const MeshConfig& config,
                        const StageChoice& stage) {
   ir::StageCosts c;
@@ -103,6 +115,7 @@ void addThroughput(const PlanInputs& in, const Candidate& best, ir::Plan& plan) 
   plan.samplesPerSecond = double(in.globalBatch) / best.stepTime;
   plan.tflopsPerDevice = (modelFlops + recomputed) / best.stepTime / devices / 1e12;
   plan.mfu = modelFlops / best.stepTime / devices / in.cluster->device.peakFlops;
+  plan.mfuWithRecompute = (modelFlops + recomputed) / best.stepTime / devices / in.cluster->device.peakFlops;
 }
 
 void addNotes(const PlanInputs& in, const Candidate& best, ir::Plan& plan) {
@@ -137,6 +150,8 @@ ir::Plan buildPlan(const PlanInputs& in, const Candidate& best,
   plan.chunks = best.chunks;
   plan.globalBatch = in.globalBatch;
   plan.stepTime = best.stepTime;
+  plan.description = best.describe(*in.configs);
+  plan.model = modelFacts(*in.forward);
   const std::vector<double> peaks = candidatePeaks(best, *in.table, *in.configs, *in.cluster);
   for (std::size_t k = 0; k < best.stages.size(); ++k) {
     const StageChoice& s = best.stages[k];
@@ -156,6 +171,7 @@ ir::Plan buildPlan(const PlanInputs& in, const Candidate& best,
     ps.peakMemoryBytes = peaks[static_cast<std::size_t>(rank)];
     const StageEstimate* next = k + 1 < best.stages.size() ? &best.stages[k + 1].estimate : nullptr;
     ps.costs = costsOf(s.estimate, next, config, s);
+    ps.costs.optimizerStateBytes = std::max(0.0, ps.costs.parameterBytes - stageWeights(in, best, s));
     plan.stages.push_back(std::move(ps));
   }
   addThroughput(in, best, plan);

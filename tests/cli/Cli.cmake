@@ -66,6 +66,10 @@ cli_exit_test(plan_not_a_schedule 1 "--schedule tiny is a model, not a schedule 
 add_test(NAME cli.plan_save COMMAND ${mf} run ${src}/tests/golden/planning/_save.mesh
          WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
 set_tests_properties(cli.plan_save PROPERTIES PASS_REGULAR_EXPRESSION "true true\ntrue")
+# load_plan reads back what p.save wrote: the same plan, simulated, exported and trained.
+add_test(NAME cli.plan_load COMMAND ${mf} run ${src}/tests/golden/planning/_load.mesh
+         WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
+set_tests_properties(cli.plan_load PROPERTIES PASS_REGULAR_EXPRESSION "true gpt true\ntrue true\ntrue\n.*1\n")
 # train(..., trace = path) writes the last step's measured trace there too.
 add_test(NAME cli.train_trace COMMAND ${mf} run ${src}/tests/golden/training/_trace.mesh
          WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})

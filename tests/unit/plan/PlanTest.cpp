@@ -118,16 +118,37 @@ TEST_CASE("malformed plan JSON names the path", "[plan][json]") {
 TEST_CASE("the plan prints as a table", "[plan][table]") {
   CHECK(planTable(nonUniformPlan()) ==
         "plan: 3 stages on 3 pipeline ranks, schedule 1f1b, 8 microbatches\n"
-        "step 138 ms, 465.5 samples/s, 98.25 TFLOP/s per device (MFU 31.5%), peak memory 12 "
-        "GiB per device\n"
-        "stage  layers     submesh   mesh      devices        latency    memory\n"
-        "0      [0, 2)     (1, 4)    (2, 2)    0-3            12.5 ms    10 GiB\n"
-        "1      [2, 4)     (1, 4)    (2, 2)    4-7            12.5 ms    11 GiB\n"
-        "2      [4, 8)     (1, 8)    (1, 8)    8-15           12.5 ms    12 GiB\n"
-        "alternatives considered:\n"
-        "  4 stages x (1, 4), mesh (2, 2)           step 138 ms\n"
-        "  2 stages x (2, 8), mesh (2, 8)           step 210 ms\n"
+        "step 138 ms, 465.5 samples/s, 98.25 TFLOP/s per device, MFU 31.5%\n"
+        "peak memory 12 GiB per device\n"
+        "stage  layers     submesh   mesh      devices        latency    memory     axes           "
+        "recompute  optimizer\n"
+        "0      [0, 2)     (1, 4)    (2, 2)    0-3            12.5 ms    10 GiB     data x tensor  "
+        "none       whole\n"
+        "1      [2, 4)     (1, 4)    (2, 2)    4-7            12.5 ms    11 GiB     data x tensor  "
+        "none       whole\n"
+        "2      [4, 8)     (1, 8)    (1, 8)    8-15           12.5 ms    12 GiB     tensor         "
+        "none       whole\n"
+        "memory per device     weights  gradients  optimizer activations       peak  comm buffers, "
+        "outside the peak\n"
+        "stage 0                   0 B        0 B        0 B      10 GiB     10 GiB  0 B\n"
+        "stage 1                   0 B        0 B        0 B      11 GiB     11 GiB  0 B\n"
+        "stage 2                   0 B        0 B        0 B      12 GiB     12 GiB  0 B\n"
+        "alternatives considered (p.alternatives[i]):\n"
+        "  [0] 4 stages x (1, 4), mesh (2, 2)           step 138 ms\n"
+        "  [1] 2 stages x (2, 8), mesh (2, 8)           step 210 ms\n"
         "note: intra-op sharding of stage 3 is not proven optimal\n");
+
+  // With the model's sequence: tokens/s, the time of a billion tokens, and
+  // MFU with recomputation counted beside the model's.
+  Plan p = nonUniformPlan();
+  p.model.sequence = 1024;
+  p.mfuWithRecompute = 0.42;
+  p.simulatedStepTime = 0.14;
+  std::string table = planTable(p);
+  CHECK(table.find("step 138 ms (simulated 140 ms), 465.5 samples/s, 476.6k tokens/s, 98.25 "
+                   "TFLOP/s per device, MFU 31.5% (42.0% with recomputation counted)\n") !=
+        std::string::npos);
+  CHECK(table.find("1e9 tokens take 35 min; peak memory 12 GiB per device\n") != std::string::npos);
 }
 
 TEST_CASE("Megatron flags for a uniform plan", "[plan][export]") {

@@ -101,11 +101,15 @@ TEST_CASE(":alts lists the alternatives and :alts N plans with one", "[repl][pla
   f.session.feed(kTinyPlan);
   ReplReply list = f.session.feed(":alts");
   CHECK(contains(list.output, "weighed for p"));
-  CHECK(contains(list.output, "   1  "));
+  CHECK(contains(list.output, "  [0] "));
+  const std::string description = f.session.feed("p.alternatives[1].description").output;
   ReplReply chosen = f.session.feed(":alts 1");
   INFO(chosen.diagnostics);
   CHECK(chosen.diagnostics.empty());
+  CHECK(contains(chosen.output, "p = p.alternatives[1]: "));
   CHECK(contains(chosen.output, "  pipeline = "));
+  // The alternative itself became p, not a plan made again.
+  CHECK(f.session.feed("p.description").output == description);
   CHECK(contains(f.session.feed(":alts 999").diagnostics, "usage: :alts [N]"));
 }
 
@@ -116,9 +120,14 @@ TEST_CASE(":compare, :explain, :timeline, :memory and :time", "[repl][plan]") {
   f.session.feed(std::string(kTinyPlan) + " stages=2");
   ReplReply compared = f.session.feed(":compare one p");
   INFO(compared.diagnostics);
-  CHECK(contains(compared.output, "step time"));
-  CHECK(contains(compared.output, "stages            1                       2\n"));
-  CHECK(contains(compared.output, "faster per step\n"));
+  CHECK(contains(compared.output, "step, estimated"));
+  CHECK(contains(compared.output, "* stages            1 on 1 rank "));
+  CHECK(contains(compared.output, "they differ in: stages"));
+  CHECK(contains(compared.output, "faster estimated"));
+  // The same text as compare(one, p) in a script.
+  f.printed.clear();
+  CHECK(f.session.feed("compare(one, p)").diagnostics.empty());
+  CHECK(f.printed == compared.output);
   CHECK(contains(f.session.feed(":compare one 3").diagnostics, "'3' is an int, not a plan"));
 
   f.printed.clear();
@@ -135,7 +144,8 @@ TEST_CASE(":compare, :explain, :timeline, :memory and :time", "[repl][plan]") {
   CHECK(firstRow.find('|', 1) == 21);  // 20 columns between the bars
   CHECK(contains(f.session.feed(":timeline wide").diagnostics, "usage: :timeline [WIDTH]"));
   CHECK(contains(f.session.feed(":timeline 3").diagnostics, "width must be between 8 and 1000"));
-  CHECK(contains(f.session.feed(":memory").output, "stage 1 (layers"));
+  CHECK(contains(f.session.feed(":memory").output, "memory per device     weights  gradients"));
+  CHECK(contains(f.session.feed(":memory").output, "\nstage 1 "));
   CHECK(contains(f.session.feed(":time").output, "planning p took "));
 }
 
