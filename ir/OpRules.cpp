@@ -264,6 +264,7 @@ RuleFn ruleFor(OpKind kind) {
     case OpKind::Tanh:
     case OpKind::Sigmoid:
     case OpKind::Exp:
+    case OpKind::Rsqrt:
       return unaryRule;
     case OpKind::Scale:
       return scaleRule;

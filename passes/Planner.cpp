@@ -4,6 +4,8 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <cstring>
 #include <map>
 #include <thread>
@@ -15,6 +17,7 @@
 #include "passes/planner/PlacedTransfers.h"
 #include "passes/planner/PlanBuilder.h"
 #include "passes/planner/RankMemory.h"
+#include "passes/planner/RequestChecks.h"
 #include "passes/planner/ScopeLayers.h"
 #include "passes/planner/StepTime.h"
 
@@ -218,6 +221,8 @@ std::vector<ScheduleChoice> scheduleCandidates(const PlanRequest& r) {
 struct ScheduleRefusal {
   std::string hint;
   std::string why;
+  /// The smallest peak per device of the candidates over the memory budget.
+  double smallestPeak = std::numeric_limits<double>::infinity();
 };
 
 std::optional<Candidate> withSchedule(const StageSearchResult& found, ScheduleChoice schedule,
@@ -261,17 +266,17 @@ std::optional<Candidate> withSchedule(const StageSearchResult& found, ScheduleCh
   }
   sumRanks(c, p);
   double closest = 0;
-  for (int r = 0; r < p; ++r) {
-    const double peak = c.ranks[r].memory(holdingOf(schedule.kind, schedule.chunks, p, r, microbatches));
-    if (peak > in.memoryBudget) return {};
-    closest = std::max(closest, peak);
-  }
+  for (int r = 0; r < p; ++r)
+    closest = std::max(closest, c.ranks[r].memory(holdingOf(schedule.kind, schedule.chunks, p, r, microbatches)));
   // Near the budget, the peak the plan will report (the schedule replayed,
   // RankMemory.h) decides: it may exceed the closed form by a layer's
   // gradients.
-  if (closest > kReplayShare * in.memoryBudget) {
+  if (closest <= in.memoryBudget && closest > kReplayShare * in.memoryBudget)
     for (double peak : candidatePeaks(c, *in.table, *in.configs, *in.cluster))
-      if (peak > in.memoryBudget) return {};
+      closest = std::max(closest, peak);
+  if (closest > in.memoryBudget) {
+    refusal.smallestPeak = std::min(refusal.smallestPeak, closest);
+    return {};
   }
   return c;
 }
@@ -296,7 +301,9 @@ class Search {
 
   ir::Plan run() {
     validateRequest(request_, cluster_);
+    checkOpPinsMatch(request_, forward_);
     layers_ = planLayers(forward_, request_.layers);
+    checkStagesFitLayers(request_, int(layers_.layers.size()));
     checkLayerPins(request_, int(layers_.layers.size()));
     budget_ = request_.memoryPerDevice.value_or(cluster_.device.memoryBytes);
     table_.emplace(forward_, layers_, cluster_.device,
@@ -593,10 +600,41 @@ class Search {
     std::string limit = request_.memoryPerDevice
                             ? fmt::format("memory_per_device <= {:.4g} GB", budget_ / 1e9)
                             : fmt::format("the device's {:.4g} GB", budget_ / 1e9);
+    std::string why = lastWhy_.empty() ? smallestPeakText() : lastWhy_;
+    if (request_.recompute && *request_.recompute != "full") {
+      PlanRequest full = withoutSimulation();
+      full.recompute = "full";
+      if (fits(full))
+        return PlanningError("recompute",
+                             fmt::format("no plan fits in {} per device with recompute = \"{}\" "
+                                         "({} layers, batch {}): {}; with recompute = \"full\" "
+                                         "plans fit",
+                                         limit, *request_.recompute, layers_.layers.size(),
+                                         request_.globalBatch, why));
+    }
     return PlanningError("memory_per_device",
-                         fmt::format("no plan fits in {} per device, even with recomputation and "
-                                     "sharded optimizer state ({} layers, batch {}): {}",
-                                     limit, layers_.layers.size(), request_.globalBatch, lastWhy_));
+                         fmt::format("no plan fits in {} per device, {} ({} layers, batch {}): {}",
+                                     limit, triedText(), layers_.layers.size(),
+                                     request_.globalBatch, why));
+  }
+
+  // What the search tried to save memory: "even with recomputation and
+  // sharded optimizer state", or what the hints allowed.
+  std::string triedText() const {
+    const bool recompute = !request_.recompute || *request_.recompute == "full";
+    const bool zero = request_.shardOptimizerState.value_or(true);
+    if (recompute && zero) return "even with recomputation and sharded optimizer state";
+    std::string text = recompute ? "even with recomputation"
+                                 : fmt::format("with recompute = \"{}\"", *request_.recompute);
+    return text + (zero ? " and sharded optimizer state" : ", optimizer state not sharded");
+  }
+
+  // "the smallest plan searched needs 93.1 GB per device", or why none was priced.
+  std::string smallestPeakText() const {
+    if (!std::isfinite(scheduleRefusal_.smallestPeak))
+      return "no stage split of the layers could be priced";
+    return fmt::format("the smallest plan searched needs {:.4g} GB per device",
+                       scheduleRefusal_.smallestPeak / 1e9);
   }
 
   // The request for a feasibility check, which needs no final choice.
