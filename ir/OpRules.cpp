@@ -264,8 +264,9 @@ RuleFn ruleFor(OpKind kind) {
     case OpKind::Tanh:
     case OpKind::Sigmoid:
     case OpKind::Exp:
-    case OpKind::Rsqrt:
       return unaryRule;
+    case OpKind::Rsqrt:
+      return rsqrtRule;
     case OpKind::Scale:
       return scaleRule;
     case OpKind::Cast:
