@@ -346,6 +346,7 @@ class Search {
         std::int64_t perRow = in.microbatch / c.view[0];
         in.usable.push_back(in.microbatch % c.view[0] == 0 && (perRow & (perRow - 1)) == 0 &&
                             worthPricing(c));
+        anyMeshTakesBatch_ = anyMeshTakesBatch_ || (in.usable.back() && tiles(c));
       }
       prefetch(in);
       for (auto& [result, search] : stageResults(in))
@@ -382,6 +383,13 @@ class Search {
     if (at - candidates_.begin() >= std::ptrdiff_t(kCandidatesKept)) return;
     candidates_.insert(at, std::move(c));
     if (candidates_.size() > kCandidatesKept) candidates_.pop_back();
+  }
+
+  // Whether stages of submesh `c` can cover the cluster, one layer each at
+  // least (Alpa's DP combines unequal submeshes below kAlpaDpDevices).
+  bool tiles(const MeshConfig& c) const {
+    std::int64_t devices = cluster_.deviceCount(), size = c.shape.devices();
+    return devices <= kAlpaDpDevices || (devices % size == 0 && devices / size <= table_->layerCount());
   }
 
   // Beyond Alpa's scale a submesh is worth pricing only if the cluster holds a
@@ -594,6 +602,11 @@ class Search {
                                          pins, lastWhy_));
       }
     }
+    // No submesh both covers the cluster in at most one stage per layer and
+    // splits a microbatch over its data-parallel rows: the batch is too small
+    // for the cluster, whatever the memory.
+    if (!anyMeshTakesBatch_)
+      return PlanningError("batch", batchTooSmall());
     // Stages fit, but the schedule asked for could not run on any of them.
     if (lastWhy_.empty() && !scheduleRefusal_.why.empty())
       return PlanningError(scheduleRefusal_.hint, "no plan takes the schedule: " + scheduleRefusal_.why);
@@ -627,6 +640,18 @@ class Search {
     std::string text = recompute ? "even with recomputation"
                                  : fmt::format("with recompute = \"{}\"", *request_.recompute);
     return text + (zero ? " and sharded optimizer state" : ", optimizer state not sharded");
+  }
+
+  // Why a batch of B samples cannot fill the cluster.
+  std::string batchTooSmall() const {
+    const std::int64_t devices = cluster_.deviceCount(), layers = table_->layerCount();
+    const std::int64_t perStage = (devices + layers - 1) / layers;
+    return fmt::format(
+        "the batch of {} samples cannot fill the cluster's {} devices: a stage holds one layer "
+        "at least, so each of at most {} stages spans {} devices or more, and each data-parallel "
+        "row of a stage takes a power of two of a microbatch's samples; plan with a larger "
+        "batch, or on fewer devices (a smaller cluster, or exclude = ...)",
+        request_.globalBatch, devices, layers, perStage);
   }
 
   // "the smallest plan searched needs 93.1 GB per device", or why none was priced.
@@ -664,6 +689,7 @@ class Search {
   std::vector<MeshConfig> configs_;
   std::vector<Candidate> candidates_;
   std::string lastWhy_;
+  bool anyMeshTakesBatch_ = false;  // some usable submesh covers the cluster (tiles)
   ScheduleRefusal scheduleRefusal_;  // the last schedule the stages found could not take
   std::size_t searched_ = 0;
 };
