@@ -96,7 +96,7 @@ TEST_CASE("gpt(dtype = f16) keeps every parameter in f16 and the loss in f32", "
 TEST_CASE("llama3_405b has Llama 3's 405B parameters and GQA's smaller K/V", "[models][llama]") {
   Interpreter interpreter;
   const ir::Graph graph = traced(interpreter, "llama3_405b()");
-  // Per block: q and out h², kv 2·(h/heads·kv)·h, SwiGLU 3·h·ffn, two RMSNorm
+  // Per block: Q and out h², K and V (h/heads·kv)·h each, SwiGLU 3·h·ffn, two RMSNorm
   // gains; plus the embedding, the final norm and the untied head.
   const double l = 126, h = 16384, ffn = 53248, vocab = 128256, kvWidth = 16384.0 / 128 * 8;
   const double block = 2 * h * h + 2 * kvWidth * h + 3 * h * ffn + 2 * h;
@@ -110,12 +110,12 @@ TEST_CASE("llama3_405b has Llama 3's 405B parameters and GQA's smaller K/V", "[m
     for (const ir::Dim& d : graph.value(p).type.shape) dims.push_back(d.value);
     shapes[graph.value(p).name] = dims;
   }
-  CHECK(shapes.at("block0.self_attention.q.weight") == std::vector<std::int64_t>{16384, 16384});
-  CHECK(shapes.at("block0.self_attention.kv.weight") == std::vector<std::int64_t>{16384, 2048});
+  // Q, K and V in one projection, as Megatron fuses them: 16384 + 2·1024.
+  CHECK(shapes.at("block0.self_attention.qkv.weight") == std::vector<std::int64_t>{16384, 18432});
   CHECK(shapes.at("block0.swiglu.gate.weight") == std::vector<std::int64_t>{16384, 53248});
   CHECK(shapes.at("block0.swiglu.down.weight") == std::vector<std::int64_t>{53248, 16384});
   CHECK(shapes.at("block0.attention_norm.gamma") == std::vector<std::int64_t>{16384});
-  CHECK(shapes.count("block0.self_attention.q.bias") == 0);
+  CHECK(shapes.count("block0.self_attention.qkv.bias") == 0);
   for (ir::ValueId p : graph.parameters()) CHECK(graph.value(p).type.dtype == ir::DType::BF16);
 }
 
