@@ -6,11 +6,13 @@
 // their simulated steps (≥ 1 means ours is no slower), and the predicted
 // TFLOP/s per GPU beside Megatron's measured figure. Plans are chosen as
 // plan() in a script chooses them: the best estimates simulated. --scale plans
-// on 80,000 and 100,000 GPUs and times tracing 1000 and 5000 blocks. The Megatron rows are traced in fp16 and planned with the run
+// on 80,000 and 100,000 GPUs and times tracing 1000 and 5000 blocks. --llama
+// plans Llama 3 405B on Meta's H100 clusters of 8,192 and 16,384 GPUs and
+// prices Meta's published plans beside ours. The Megatron rows are traced in fp16 and planned with the run
 // settings of Megatron's own scripts, as the runs were. Not a timed test: run it
 // by hand (bench/README.md).
 //
-//   bench_planner [--megatron] [--alpa] [--scale] [--rows N]
+//   bench_planner [--megatron] [--alpa] [--scale] [--llama] [--rows N]
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -43,6 +45,20 @@ ir::Cluster dgxA100(std::int64_t nodes) {
   c.device = {"A100-SXM4-80GB", 80e9, 312e12, 2039e9};
   c.intraNode = {300e9, 2e-6};
   c.interNode = {25e9 * 8, 10e-6};
+  return c;
+}
+
+// Meta's H100 servers as the Llama 3 paper describes them (reference/
+// hardware.md for the H100's figures): 8 x H100-SXM5-80GB on NVLink4 (450 GB/s
+// per GPU, one direction), one 400 Gb/s RoCE NIC per GPU between servers (50
+// GB/s per GPU, 400 GB/s per server) -- stdlib/clusters.mesh's dgx_h100.
+ir::Cluster h100Servers(std::int64_t nodes) {
+  ir::Cluster c;
+  c.nodes = nodes;
+  c.devicesPerNode = 8;
+  c.device = {"H100-SXM5-80GB", 80e9, 989e12, 3350e9};
+  c.intraNode = {450e9, 2e-6};
+  c.interNode = {50e9 * 8, 10e-6};
   return c;
 }
 
@@ -196,6 +212,53 @@ void alpa() {
   }
 }
 
+// Llama 3 405B as Meta trained it (Llama 3 paper, Table 4): 16M tokens per
+// step (2048 sequences of 8192) on H100 servers, TP 8 x PP 16 x DP 64 on 8,192
+// GPUs at 430 TFLOP/s per GPU and DP 128 on 16,384 at 400. Meta's plan under
+// our cost model: its (tp, pp, dp), microbatches of one sequence, the
+// interleaved schedule, and the optimizer state and gradients sharded over
+// data parallelism (FSDP); recomputation is the planner's choice. Its
+// predicted TFLOP/s per GPU is compared with the published figure.
+void llama() {
+  struct LlamaRow {
+    int gpus, dp;
+    double tflops;
+  };
+  const LlamaRow table[] = {{8192, 64, 430}, {16384, 128, 400}};
+  std::printf("\nLlama 3 405B on H100 servers (sequence 8192, 2048 sequences per step)\n");
+  std::printf("%5s %8s  %-44s %-44s %9s %9s %9s %9s %6s %8s %8s %8s %6s\n", "gpus", "plan_s",
+              "ours", "meta (tp,pp,dp) under our model", "ours_est", "ours_sim", "meta_est",
+              "meta_sim", "ratio", "ours_TF", "meta_TF", "pub_TF", "calib");
+  ir::Graph g = trace("llama3_405b()");
+  for (const LlamaRow& row : table) {
+    ir::Cluster cluster = h100Servers(row.gpus / 8);
+    passes::PlanRequest ours;
+    ours.globalBatch = 2048;
+    passes::PlanRequest meta;
+    meta.globalBatch = 2048;
+    meta.stages = 16;
+    meta.maxTensorParallel = 8;
+    meta.dataParallel = row.dp;
+    meta.microbatches = 2048 / row.dp;
+    meta.schedule = ir::ScheduleKind::kInterleaved;
+    meta.virtualStages = 2;
+    meta.shardOptimizerState = true;
+    Outcome a = plan(g, cluster, ours);
+    Outcome b = plan(g, cluster, meta);
+    auto text = [](const Outcome& o) { return o.plan ? shape(*o.plan) : "error: " + o.error.substr(0, 200); };
+    double ratio = a.simulated > 0 && b.simulated > 0 ? b.simulated / a.simulated : 0;
+    double metaTF = b.plan ? b.plan->tflopsPerDevice : 0.0;
+    std::printf("%5d %8.2f  %-44s %-44s %9.3f %9.3f %9.3f %9.3f %6.3f %8.1f %8.1f %8.1f %6.3f\n",
+                row.gpus, a.seconds, text(a).c_str(), text(b).c_str(), a.plan ? a.plan->stepTime : 0.0,
+                a.simulated, b.plan ? b.plan->stepTime : 0.0, b.simulated, ratio,
+                a.plan ? a.plan->tflopsPerDevice : 0.0, metaTF, row.tflops, metaTF / row.tflops);
+    std::printf("      meta's plan planned in %.2f s; peak %.1f GB per device (ours %.1f GB)\n",
+                b.seconds, b.plan ? b.plan->peakMemoryBytes() / 1e9 : 0.0,
+                a.plan ? a.plan->peakMemoryBytes() / 1e9 : 0.0);
+    std::fflush(stdout);
+  }
+}
+
 // Planning at 100,000 GPUs (12,500 DGX A100 nodes), and the issue's
 // gpt_1_3b on 10,000 nodes. Not simulated: one step of these programs has
 // tens of millions of instructions (the planner leaves them to its estimate).
@@ -240,18 +303,21 @@ void scale() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool runMegatron = true, runAlpa = true, runScale = true;
+  bool runMegatron = true, runAlpa = true, runScale = true, runLlama = true;
   int rows = 10;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--megatron"))
-      runAlpa = runScale = false;
+      runAlpa = runScale = runLlama = false;
     else if (!std::strcmp(argv[i], "--alpa"))
-      runMegatron = runScale = false;
+      runMegatron = runScale = runLlama = false;
     else if (!std::strcmp(argv[i], "--scale"))
-      runMegatron = runAlpa = false;
+      runMegatron = runAlpa = runLlama = false;
+    else if (!std::strcmp(argv[i], "--llama"))
+      runMegatron = runAlpa = runScale = false;
     else if (!std::strcmp(argv[i], "--rows") && i + 1 < argc) rows = std::atoi(argv[++i]);
   }
   if (runMegatron) megatron(rows);
   if (runAlpa) alpa();
+  if (runLlama) llama();
   if (runScale) scale();
 }

@@ -304,6 +304,11 @@ void installTensorBuiltins(Environment& env) {
     ir::ValueId x = c.tensor(0, "mean()'s input");
     return c.one(OpKind::Mean, {x}, {{"axes", axesOf(c, 1, x)}});
   });
+  defineTensor(env, "rsqrt", {{"x", {}}, {"eps", Value::number(0)}}, [](const Call& c) {
+    double eps = numberArg(c.args, 1, "eps");
+    if (!(eps >= 0)) argumentError(c.args, 1, DiagnosticKind::InvalidValue, "rsqrt's eps must be >= 0");
+    return c.one(OpKind::Rsqrt, {c.tensor(0, "rsqrt()'s input")}, {{"eps", eps}});
+  });
   defineTensor(env, "scale", {{"x", {}}, {"factor", {}}}, [](const Call& c) {
     return c.one(OpKind::Scale, {c.tensor(0, "scale()'s input")}, {{"factor", numberArg(c.args, 1, "factor")}});
   });

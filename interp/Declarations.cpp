@@ -8,6 +8,7 @@
 
 #include "interp/Evaluator.h"
 #include "interp/Handles.h"
+#include "ir/EditDistance.h"
 
 namespace meshflow::interp {
 namespace {
@@ -204,6 +205,22 @@ std::vector<std::string> hintNames() {
   return names;
 }
 
+// "; did you mean 'pipeline'?" for a hint a letter or two away from one.
+std::string nearestHint(const std::string& name) {
+  std::vector<std::string> names = hintNames();
+  names.insert(names.end(), kScheduleBounds.begin(), kScheduleBounds.end());
+  std::string best;
+  std::size_t bestDistance = name.size() <= 4 ? 1 : 2;
+  for (const std::string& candidate : names) {
+    std::size_t distance = ir::editDistance(name, candidate);
+    if (distance <= bestDistance && (best.empty() || distance < bestDistance)) {
+      best = candidate;
+      bestDistance = distance;
+    }
+  }
+  return best.empty() ? "" : fmt::format("; did you mean '{}'?", best);
+}
+
 // Hints that only make sense together.
 void crossCheck(const std::vector<Entry>& hints) {
   const Entry* pipeline = findEntry(hints, "pipeline");
@@ -256,12 +273,18 @@ void checkHint(const Entry& e) {
     invalid("bound the memory with `memory_per_device <= ...`", e.span);
   auto check = scheduleHints().find(e.name);
   if (check == scheduleHints().end())
-    invalid(fmt::format("unknown schedule hint '{}' (hints: {})", e.name, joined(hintNames())),
+    invalid(fmt::format("unknown schedule hint '{}'{} (hints: {})", e.name, nearestHint(e.name),
+                        joined(hintNames())),
             e.span);
   check->second(e);
 }
 
 }  // namespace
+
+bool isScheduleHint(const std::string& name) {
+  return scheduleHints().count(name) > 0 ||
+         std::find(kScheduleBounds.begin(), kScheduleBounds.end(), name) != kScheduleBounds.end();
+}
 
 Value evalSchedule(Evaluator& evaluator, const ast::ScheduleDecl& decl,
                    const std::shared_ptr<Environment>& env) {

@@ -17,6 +17,9 @@ Value makeModel(Evaluator& evaluator, ScriptFunction& model, const std::shared_p
 Value evalCluster(Evaluator& evaluator, ScriptFunction& cluster,
                   const std::shared_ptr<Environment>& env);
 
+/// Whether `name` is a hint or a bound a schedule block takes.
+bool isScheduleHint(const std::string& name);
+
 /// A `schedule` block: hints (`name = value`), bounds (`name <= value`) and pins.
 Value evalSchedule(Evaluator& evaluator, const ast::ScheduleDecl& decl,
                    const std::shared_ptr<Environment>& env);

@@ -4,36 +4,23 @@
 
 #include <algorithm>
 
+#include "interp/CallNotes.h"
 #include "interp/Declarations.h"
 #include "interp/Members.h"
 #include "interp/Operators.h"
 #include "interp/TensorOps.h"
 #include "interp/Tracing.h"
+#include "ir/EditDistance.h"
 
 namespace meshflow::interp {
 namespace {
-
-std::size_t editDistance(const std::string& a, const std::string& b) {
-  std::vector<std::size_t> row(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t diagonal = row[0];
-    row[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      std::size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1])});
-      diagonal = above;
-    }
-  }
-  return row[b.size()];
-}
 
 // "; did you mean 'hidden'?" when a visible name is a likely typo of `name`.
 std::string suggestion(const std::string& name, const std::vector<std::string>& candidates) {
   std::string best;
   std::size_t bestDistance = name.size() <= 3 ? 1 : 2;
   for (const auto& candidate : candidates) {
-    std::size_t distance = editDistance(name, candidate);
+    std::size_t distance = ir::editDistance(name, candidate);
     if (distance <= bestDistance && (best.empty() || distance < bestDistance)) {
       best = candidate;
       bestDistance = distance;
@@ -555,15 +542,8 @@ Value Evaluator::callScript(ScriptFunction& function, const Arguments& given) {
     } leave{*tracer};
     return runBody(decl, env);
   } catch (ScriptError& error) {
-    // A short trace of calls, innermost first, as notes.
-    // Recursion repeats the same call site: it is noted once.
-    auto& notes = error.diagnostic().notes;
-    Diagnostic note = makeDiagnostic(error.kind(), fmt::format("in '{}' called here", decl.name),
-                                     args.callSpan, Severity::Note);
-    bool repeated = !notes.empty() && notes.back().line == note.line &&
-                    notes.back().column == note.column && notes.back().message == note.message;
-    if (error.located() && args.callSpan.valid() && notes.size() < 4 && !repeated)
-      notes.push_back(std::move(note));
+    // A short trace of calls, innermost first, as notes (CallNotes.h).
+    noteCall(error, fmt::format("in '{}' called here", decl.name), args.callSpan);
     throw;
   }
 }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "interp/CallNotes.h"
 #include "interp/Evaluator.h"
 #include "ir/OpRules.h"
 
@@ -167,7 +168,15 @@ TracedModel traceModel(Evaluator& evaluator, const ModelObject& model, const Sou
   for (const auto& [name, value] : model.args())
     env->define(name, Binding{value, false, {}});
   env->define("batch", Binding{dimValue(ir::Dim::batch()), false, {}});
-  Value loss = evaluator.runBody(declaration->decl(), env);
+  Value loss;
+  try {
+    loss = evaluator.runBody(declaration->decl(), env);
+  } catch (ScriptError& error) {
+    // The body runs when the model is traced (by plan, train, trace): the
+    // chain of calls goes on to that call, in the user's script.
+    noteCall(error, fmt::format("in model '{}' traced here", declaration->name()), where);
+    throw;
+  }
 
   TensorObject* tensor = asTensor(loss);
   bool scalarLoss = tensor && tensor->type().rank() == 0 && tensor->type().dtype == ir::DType::F32;

@@ -9,7 +9,7 @@
 namespace meshflow::ir {
 namespace {
 
-constexpr std::array<std::pair<OpKind, const char*>, 56> kOpNames = {{
+constexpr std::array<std::pair<OpKind, const char*>, 57> kOpNames = {{
     {OpKind::Input, "input"},
     {OpKind::Parameter, "parameter"},
     {OpKind::Constant, "constant"},
@@ -45,6 +45,7 @@ constexpr std::array<std::pair<OpKind, const char*>, 56> kOpNames = {{
     {OpKind::MoeCombine, "moe_combine"},
     {OpKind::MoeDropped, "moe_dropped"},
     {OpKind::Cast, "cast"},
+    {OpKind::Rsqrt, "rsqrt"},
     {OpKind::ReduceToShape, "reduce_to_shape"},
     {OpKind::ReluGrad, "relu_grad"},
     {OpKind::GeluGrad, "gelu_grad"},

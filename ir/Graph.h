@@ -96,6 +96,7 @@ enum class OpKind : std::uint8_t {
   MoeCombine,   // y[E, B*capacity, h], gates[B, S, E] -> out[B, S, h]: Σ_e gate·y at the token's slot {capacity}
   MoeDropped,   // gates[B, S, E] -> n (f32 scalar): (token, expert) choices dropped   {capacity}
   Cast,       // x -> y: the same values in another float dtype, rounded to nearest even {dtype: "f32"|"f16"|"bf16"}
+  Rsqrt,      // x -> y = 1 / sqrt(x + eps)      {eps} (RMSNorm's scale)
 
   // ---- backward (made by autodiff) ----
   ReduceToShape,   // dy, like -> dx: sum dy over broadcast dims to like's shape

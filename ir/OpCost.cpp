@@ -20,7 +20,8 @@ struct PerElement {
 // softmax is max, subtract, exp, sum, divide (5); its backward y·(dy − Σ dy·y)
 // is 4. layer_norm is mean, subtract, square, sum, scale, ·γ, +β (7); its
 // backward 13 (recompute x̂, dy·γ, two sums, combine, dγ, dβ). Dropout compares
-// a random number to p and scales. sgd: scale g, weight decay, momentum,
+// a random number to p and scales. rsqrt adds eps and takes 1/√ (2); its
+// backward y·y·y·dy·(−½) (4). sgd: scale g, weight decay, momentum,
 // step (7); adam: scale g, weight decay, two moments, bias correction, sqrt,
 // divide, step (16).
 constexpr PerElement kPerElement[] = {
@@ -34,6 +35,7 @@ constexpr PerElement kPerElement[] = {
     {OpKind::Tanh, 1, 3},
     {OpKind::Sigmoid, 4, 3},
     {OpKind::Exp, 1, 1},
+    {OpKind::Rsqrt, 2, 4},
     {OpKind::Scale, 1, 1},
     {OpKind::Cast, 1, 1},
     {OpKind::Softmax, 5, 4},

@@ -265,6 +265,8 @@ RuleFn ruleFor(OpKind kind) {
     case OpKind::Sigmoid:
     case OpKind::Exp:
       return unaryRule;
+    case OpKind::Rsqrt:
+      return rsqrtRule;
     case OpKind::Scale:
       return scaleRule;
     case OpKind::Cast:

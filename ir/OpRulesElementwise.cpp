@@ -41,6 +41,14 @@ Types scaleRule(const Rule& r) {
   return {r.in(0)};
 }
 
+Types rsqrtRule(const Rule& r) {
+  r.expectInputs(1);
+  r.allowAttrs({"eps"});
+  r.expectFloat(0);
+  if (!(r.numberAttr("eps") >= 0)) r.fail("attribute 'eps' must be >= 0");
+  return {r.in(0)};
+}
+
 Types castRule(const Rule& r) {
   r.expectInputs(1);
   r.allowAttrs({"dtype"});

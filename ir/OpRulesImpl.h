@@ -79,6 +79,7 @@ Types constantRule(const Rule& r);
 Types binaryRule(const Rule& r);  // add, sub, mul, div
 Types unaryRule(const Rule& r);   // neg, relu, gelu, tanh, sigmoid, exp
 Types scaleRule(const Rule& r);
+Types rsqrtRule(const Rule& r);   // 1 / sqrt(x + eps)
 Types lossScaleUpdateRule(const Rule& r);
 Types castRule(const Rule& r);
 Types dropoutRule(const Rule& r);

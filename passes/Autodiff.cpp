@@ -42,7 +42,7 @@ constexpr OpKind kDifferentiable[] = {
     OpKind::Mean,       OpKind::Dropout,   OpKind::SplitHeads,   OpKind::MergeHeads,
     OpKind::CausalMask, OpKind::TopKGate,  OpKind::Select,       OpKind::MoeDispatch,
     OpKind::MoeCombine, OpKind::MoeDropped,
-    OpKind::Cast,
+    OpKind::Cast,       OpKind::Rsqrt,
 };
 
 bool hasVjpRule(OpKind kind) {
@@ -367,6 +367,12 @@ void TrainingGraphBuilder::differentiate(OpId id) {
       return unary(x, OpKind::Cast, {dy}, {{"dtype", std::string(ir::dtypeName(typeOf(x).dtype))}});
     case OpKind::Exp:
       return unary(x, OpKind::Mul, {dy, y});
+    case OpKind::Rsqrt:  // d/dx (x + eps)^-1/2 = -y³ / 2
+      if (requiresGrad_[x]) {
+        ValueId y3 = emit(OpKind::Mul, {emit(OpKind::Mul, {y, y}, typeOf(y)), y}, typeOf(y));
+        unary(x, OpKind::Scale, {emit(OpKind::Mul, {dy, y3}, typeOf(y))}, {{"factor", -0.5}});
+      }
+      return;
     case OpKind::Relu:
       return unary(x, OpKind::ReluGrad, {x, dy});
     case OpKind::Gelu:

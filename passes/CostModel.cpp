@@ -18,7 +18,7 @@ bool isFusible(ir::OpKind kind) {
   using K = ir::OpKind;
   switch (kind) {
     case K::Add: case K::Sub: case K::Mul: case K::Div: case K::Neg: case K::Relu:
-    case K::Gelu: case K::Tanh: case K::Sigmoid: case K::Exp: case K::Scale: case K::Cast:
+    case K::Gelu: case K::Tanh: case K::Sigmoid: case K::Exp: case K::Rsqrt: case K::Scale: case K::Cast:
     case K::CausalMask: case K::Dropout: case K::Softmax:
       return true;
     default:
@@ -94,16 +94,25 @@ MemoryBreakdown& MemoryBreakdown::operator+=(const MemoryBreakdown& other) {
 
 namespace {
 
+constexpr double kFp32 = 4;
+
+bool isMixed(ir::DType dtype) { return ir::dtypeBytes(dtype) < kFp32; }
+
 // Optimizer state per parameter element, in bytes. The moments are fp32 at any
 // precision. Mixed-precision training (Micikevicius et al., ICLR 2018) updates
-// an fp32 master copy of a half-precision weight from an fp32 copy of its
-// gradient; Megatron-LM's fp16 optimizer keeps both for the whole step, which
-// makes its 20 bytes per parameter with Adam (docs/source/api-guide/
-// dist_optimizer.md of the Megatron-LM repository).
+// an fp32 master copy of a half-precision weight: 4 bytes more.
 double optimizerStateBytes(ir::DType dtype, int copies) {
-  constexpr double kFp32 = 4;
-  bool mixed = ir::dtypeBytes(dtype) < kFp32;
-  return kFp32 * (copies + (mixed ? 2 : 0));
+  return kFp32 * (copies + (isMixed(dtype) ? 1 : 0));
+}
+
+// Gradient bytes per parameter element: the parameter's precision, except that
+// a half-precision weight's gradient accumulates in fp32, as Megatron-LM's
+// distributed data parallelism does (its `main_grad` buffer, which the
+// optimizer reads directly; no half-precision gradient is kept beside it).
+// With Adam that makes Megatron's 18 bytes per parameter: 2 + 4 + 4 + 8
+// (megatron/training/theoretical_memory_usage.py).
+double gradientBytes(ir::DType dtype) {
+  return isMixed(dtype) ? kFp32 : double(ir::dtypeBytes(dtype));
 }
 
 }  // namespace
@@ -116,7 +125,7 @@ MemoryBreakdown parameterMemory(double elements, ir::DType dtype, const ir::Shar
   if (options.shardOptimizerState) stateElements /= double(std::max<std::int64_t>(syncDevices, 1));
   MemoryBreakdown m;
   m.weights = local * double(ir::dtypeBytes(dtype));
-  m.gradients = stateElements * double(ir::dtypeBytes(dtype));
+  m.gradients = stateElements * gradientBytes(dtype);
   m.optimizerState = stateElements * optimizerStateBytes(dtype, options.optimizerCopies);
   return m;
 }

@@ -61,10 +61,10 @@ struct MemoryBreakdown {
 
 /// Memory of one parameter of `elements` elements of `dtype` stored with `spec`,
 /// whose gradient is synchronised over `syncDevices` devices (its data-parallel
-/// group). Weights and gradients take the parameter's precision; optimizer state
-/// is fp32. A half-precision (f16, bf16) parameter is trained in mixed precision:
-/// its optimizer state adds an fp32 master copy and an fp32 copy of the gradient,
-/// 20 bytes per parameter with Adam as in Megatron-LM's fp16 optimizer (16 in fp32).
+/// group). Weights take the parameter's precision; optimizer state is fp32. A
+/// half-precision (f16, bf16) parameter is trained in mixed precision as
+/// Megatron-LM trains it: its gradient accumulates in fp32 and its optimizer
+/// state adds an fp32 master copy, 18 bytes per parameter with Adam (16 in fp32).
 MemoryBreakdown parameterMemory(double elements, ir::DType dtype, const ir::ShardingSpec& spec,
                                 std::int64_t syncDevices, const ir::LogicalMesh& mesh,
                                 const MemoryOptions& options);

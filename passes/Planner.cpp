@@ -4,6 +4,8 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <cstring>
 #include <map>
 #include <thread>
@@ -15,6 +17,7 @@
 #include "passes/planner/PlacedTransfers.h"
 #include "passes/planner/PlanBuilder.h"
 #include "passes/planner/RankMemory.h"
+#include "passes/planner/RequestChecks.h"
 #include "passes/planner/ScopeLayers.h"
 #include "passes/planner/StepTime.h"
 
@@ -218,6 +221,8 @@ std::vector<ScheduleChoice> scheduleCandidates(const PlanRequest& r) {
 struct ScheduleRefusal {
   std::string hint;
   std::string why;
+  /// The smallest peak per device of the candidates over the memory budget.
+  double smallestPeak = std::numeric_limits<double>::infinity();
 };
 
 std::optional<Candidate> withSchedule(const StageSearchResult& found, ScheduleChoice schedule,
@@ -261,17 +266,17 @@ std::optional<Candidate> withSchedule(const StageSearchResult& found, ScheduleCh
   }
   sumRanks(c, p);
   double closest = 0;
-  for (int r = 0; r < p; ++r) {
-    const double peak = c.ranks[r].memory(holdingOf(schedule.kind, schedule.chunks, p, r, microbatches));
-    if (peak > in.memoryBudget) return {};
-    closest = std::max(closest, peak);
-  }
+  for (int r = 0; r < p; ++r)
+    closest = std::max(closest, c.ranks[r].memory(holdingOf(schedule.kind, schedule.chunks, p, r, microbatches)));
   // Near the budget, the peak the plan will report (the schedule replayed,
   // RankMemory.h) decides: it may exceed the closed form by a layer's
   // gradients.
-  if (closest > kReplayShare * in.memoryBudget) {
+  if (closest <= in.memoryBudget && closest > kReplayShare * in.memoryBudget)
     for (double peak : candidatePeaks(c, *in.table, *in.configs, *in.cluster))
-      if (peak > in.memoryBudget) return {};
+      closest = std::max(closest, peak);
+  if (closest > in.memoryBudget) {
+    refusal.smallestPeak = std::min(refusal.smallestPeak, closest);
+    return {};
   }
   return c;
 }
@@ -296,7 +301,9 @@ class Search {
 
   ir::Plan run() {
     validateRequest(request_, cluster_);
+    checkOpPinsMatch(request_, forward_);
     layers_ = planLayers(forward_, request_.layers);
+    checkStagesFitLayers(request_, int(layers_.layers.size()));
     checkLayerPins(request_, int(layers_.layers.size()));
     budget_ = request_.memoryPerDevice.value_or(cluster_.device.memoryBytes);
     table_.emplace(forward_, layers_, cluster_.device,
@@ -339,6 +346,7 @@ class Search {
         std::int64_t perRow = in.microbatch / c.view[0];
         in.usable.push_back(in.microbatch % c.view[0] == 0 && (perRow & (perRow - 1)) == 0 &&
                             worthPricing(c));
+        anyMeshTakesBatch_ = anyMeshTakesBatch_ || (in.usable.back() && tiles(c));
       }
       prefetch(in);
       for (auto& [result, search] : stageResults(in))
@@ -375,6 +383,13 @@ class Search {
     if (at - candidates_.begin() >= std::ptrdiff_t(kCandidatesKept)) return;
     candidates_.insert(at, std::move(c));
     if (candidates_.size() > kCandidatesKept) candidates_.pop_back();
+  }
+
+  // Whether stages of submesh `c` can cover the cluster, one layer each at
+  // least (Alpa's DP combines unequal submeshes below kAlpaDpDevices).
+  bool tiles(const MeshConfig& c) const {
+    std::int64_t devices = cluster_.deviceCount(), size = c.shape.devices();
+    return devices <= kAlpaDpDevices || (devices % size == 0 && devices / size <= table_->layerCount());
   }
 
   // Beyond Alpa's scale a submesh is worth pricing only if the cluster holds a
@@ -591,16 +606,64 @@ class Search {
                                          pins, lastWhy_));
       }
     }
+    // No submesh both covers the cluster in at most one stage per layer and
+    // splits a microbatch over its data-parallel rows: the batch is too small
+    // for the cluster, whatever the memory.
+    if (!anyMeshTakesBatch_)
+      return PlanningError("batch", batchTooSmall());
     // Stages fit, but the schedule asked for could not run on any of them.
     if (lastWhy_.empty() && !scheduleRefusal_.why.empty())
       return PlanningError(scheduleRefusal_.hint, "no plan takes the schedule: " + scheduleRefusal_.why);
     std::string limit = request_.memoryPerDevice
                             ? fmt::format("memory_per_device <= {:.4g} GB", budget_ / 1e9)
                             : fmt::format("the device's {:.4g} GB", budget_ / 1e9);
+    std::string why = lastWhy_.empty() ? smallestPeakText() : lastWhy_;
+    if (request_.recompute && *request_.recompute != "full") {
+      PlanRequest full = withoutSimulation();
+      full.recompute = "full";
+      if (fits(full))
+        return PlanningError("recompute",
+                             fmt::format("no plan fits in {} per device with recompute = \"{}\" "
+                                         "({} layers, batch {}): {}; with recompute = \"full\" "
+                                         "plans fit",
+                                         limit, *request_.recompute, layers_.layers.size(),
+                                         request_.globalBatch, why));
+    }
     return PlanningError("memory_per_device",
-                         fmt::format("no plan fits in {} per device, even with recomputation and "
-                                     "sharded optimizer state ({} layers, batch {}): {}",
-                                     limit, layers_.layers.size(), request_.globalBatch, lastWhy_));
+                         fmt::format("no plan fits in {} per device, {} ({} layers, batch {}): {}",
+                                     limit, triedText(), layers_.layers.size(),
+                                     request_.globalBatch, why));
+  }
+
+  // What the search tried to save memory: "even with recomputation and
+  // sharded optimizer state", or what the hints allowed.
+  std::string triedText() const {
+    const bool recompute = !request_.recompute || *request_.recompute == "full";
+    const bool zero = request_.shardOptimizerState.value_or(true);
+    if (recompute && zero) return "even with recomputation and sharded optimizer state";
+    std::string text = recompute ? "even with recomputation"
+                                 : fmt::format("with recompute = \"{}\"", *request_.recompute);
+    return text + (zero ? " and sharded optimizer state" : ", optimizer state not sharded");
+  }
+
+  // Why a batch of B samples cannot fill the cluster.
+  std::string batchTooSmall() const {
+    const std::int64_t devices = cluster_.deviceCount(), layers = table_->layerCount();
+    const std::int64_t perStage = (devices + layers - 1) / layers;
+    return fmt::format(
+        "the batch of {} samples cannot fill the cluster's {} devices: a stage holds one layer "
+        "at least, so each of at most {} stages spans {} devices or more, and each data-parallel "
+        "row of a stage takes a power of two of a microbatch's samples; plan with a larger "
+        "batch, or on fewer devices (a smaller cluster, or exclude = ...)",
+        request_.globalBatch, devices, layers, perStage);
+  }
+
+  // "the smallest plan searched needs 93.1 GB per device", or why none was priced.
+  std::string smallestPeakText() const {
+    if (!std::isfinite(scheduleRefusal_.smallestPeak))
+      return "no stage split of the layers could be priced";
+    return fmt::format("the smallest plan searched needs {:.4g} GB per device",
+                       scheduleRefusal_.smallestPeak / 1e9);
   }
 
   // The request for a feasibility check, which needs no final choice.
@@ -630,6 +693,7 @@ class Search {
   std::vector<MeshConfig> configs_;
   std::vector<Candidate> candidates_;
   std::string lastWhy_;
+  bool anyMeshTakesBatch_ = false;  // some usable submesh covers the cluster (tiles)
   ScheduleRefusal scheduleRefusal_;  // the last schedule the stages found could not take
   std::size_t searched_ = 0;
 };

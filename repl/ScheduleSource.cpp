@@ -5,13 +5,19 @@
 #include <algorithm>
 #include <cctype>
 
+#include "interp/Declarations.h"
 #include "interp/Handles.h"
 
 namespace meshflow::cli {
 namespace {
 
-// Hints whose value is a word (`pipeline=1f1b`), quoted for the schedule block.
-bool takesWord(const std::string& hint) { return hint == "pipeline" || hint == "recompute"; }
+// Hints whose value is a word (`pipeline=1f1b`), quoted for the schedule
+// block; so is the value of a hint the block does not know, so that the block
+// reports the unknown hint (`pipline=1f1b`) rather than a syntax error in
+// its value.
+bool takesWord(const std::string& hint) {
+  return hint == "pipeline" || hint == "recompute" || !interp::isScheduleHint(hint);
+}
 
 bool isIdentifier(std::string_view text) {
   if (text.empty() || std::isdigit(static_cast<unsigned char>(text[0]))) return false;

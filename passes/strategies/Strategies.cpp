@@ -80,6 +80,7 @@ std::vector<Strategy> strategiesFor(const OpContext& ctx) {
     case K::Tanh:
     case K::Sigmoid:
     case K::Exp:
+    case K::Rsqrt:
     case K::Dropout:
     case K::Cast:
       return elementwiseStrategies(ctx);

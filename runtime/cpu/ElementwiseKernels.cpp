@@ -152,6 +152,10 @@ void unary(const KernelArgs& args) {
       return mapUnary(args, [](float x) { return sigmoidOf(x); });
     case ir::OpKind::Exp:
       return mapUnary(args, [](float x) { return std::exp(x); });
+    case ir::OpKind::Rsqrt: {
+      float eps = static_cast<float>(args.doubleAttr("eps"));
+      return mapUnary(args, [eps](float x) { return 1.0f / std::sqrt(x + eps); });
+    }
     case ir::OpKind::Scale: {
       float factor = static_cast<float>(args.doubleAttr("factor"));
       return mapUnary(args, [factor](float x) { return x * factor; });

@@ -29,6 +29,7 @@ Kernel kernelFor(ir::OpKind kind) {
     case K::Tanh:
     case K::Sigmoid:
     case K::Exp:
+    case K::Rsqrt:
     case K::Scale:
       return unary;
     case K::Cast:

@@ -220,6 +220,7 @@ SpmdLayout spmdLayout(const ir::Op& op, const std::vector<ShardingSpec>& held, c
     case OpKind::Tanh:
     case OpKind::Sigmoid:
     case OpKind::Exp:
+    case OpKind::Rsqrt:
     case OpKind::Scale:
     case OpKind::Cast:
       layout = elementwiseLayout(op, held, inputShapes, outputShapes, planned, mesh);

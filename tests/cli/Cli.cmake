@@ -58,6 +58,11 @@ cli_exit_test(plan_hint_in_file 1 "_cli.mesh:[0-9]+:[0-9]+: note: 'memory_per_de
               ${mf} plan ${plan_file} ${plan_args} --schedule tight)
 cli_exit_test(plan_unknown_hint 1 "unknown schedule hint 'microbatch'.*InvalidDeclaration"
               ${mf} plan ${plan_file} ${plan_args} --set microbatch=2)
+# A misspelt hint whose value is a word is an unknown hint too, not a syntax
+# error in its value, and the nearest hint is named.
+cli_exit_test(plan_unknown_word_hint 1
+              "<--set>:2:3: error: unknown schedule hint 'pipline'; did you mean 'pipeline'\\?.*InvalidDeclaration"
+              ${mf} plan ${plan_file} ${plan_args} --set pipline=1f1b)
 cli_exit_test(plan_bad_model 1 "<--model>:1:1: error: unknown name 'no_such_model'"
               ${mf} plan ${plan_file} --model no_such_model --cluster "cpu(devices = 4)" --batch 8)
 cli_exit_test(plan_not_a_schedule 1 "--schedule tiny is a model, not a schedule block"

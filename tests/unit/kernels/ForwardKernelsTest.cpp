@@ -95,6 +95,8 @@ TEST_CASE("unary ops", "[kernels][forward]") {
   checkValues(run1(OpKind::Tanh, {x}), {-0.761594f, 0, 0.462117f, 0.761594f});
   checkValues(run1(OpKind::Sigmoid, {x}), {0.268941f, 0.5f, 0.622459f, 0.731059f});
   checkValues(run1(OpKind::Exp, {x}), {0.367879f, 1, 1.648721f, 2.718282f});
+  checkValues(run1(OpKind::Rsqrt, {run1(OpKind::Exp, {x})}, {{"eps", 0.0}}),
+              {1.648721f, 1, 0.778801f, 0.606531f});
   checkValues(run1(OpKind::Scale, {x}, {{"factor", -2.0}}), {2, 0, -1, -2});
   // Sigmoid does not overflow at the extremes.
   checkValues(run1(OpKind::Sigmoid, {Tensor::fromF32({2}, {-200, 200})}), {0, 1});

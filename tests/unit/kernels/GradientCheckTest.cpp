@@ -100,6 +100,13 @@ TEST_CASE("unary op gradients", "[kernels][gradient]") {
   checkGradient1(f(OpKind::Exp), {x}, 0, dy, run1(OpKind::Mul, {dy, e}));
   Attributes factor = {{"factor", 0.75}};
   checkGradient1(f(OpKind::Scale, factor), {x}, 0, dy, run1(OpKind::Scale, {dy}, factor));
+  // rsqrt on positive inputs; autodiff's rule: dx = dy · y³ · (−½).
+  Tensor positive = e;
+  Attributes eps = {{"eps", 1e-3}};
+  Tensor r = run1(OpKind::Rsqrt, {positive}, eps);
+  Tensor r3 = run1(OpKind::Mul, {run1(OpKind::Mul, {r, r}), r});
+  checkGradient1(f(OpKind::Rsqrt, eps), {positive}, 0, dy,
+                 run1(OpKind::Scale, {run1(OpKind::Mul, {dy, r3})}, {{"factor", -0.5}}));
 }
 
 TEST_CASE("softmax and layer_norm gradients", "[kernels][gradient]") {

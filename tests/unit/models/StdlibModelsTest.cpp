@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <map>
+
 #include "interp/Tracing.h"
 #include "ir/OpCost.h"
 #include "meshflow/meshflow.h"
@@ -89,4 +91,47 @@ TEST_CASE("gpt(dtype = f16) keeps every parameter in f16 and the loss in f32", "
   Interpreter fp32;
   const ir::Graph standard = traced(fp32, "gpt(layers = 2, hidden = 32, heads = 2, seq = 8, vocab = 20)");
   for (ir::ValueId p : standard.parameters()) CHECK(standard.value(p).type.dtype == ir::DType::F32);
+}
+
+TEST_CASE("llama3_405b has Llama 3's 405B parameters and GQA's smaller K/V", "[models][llama]") {
+  Interpreter interpreter;
+  const ir::Graph graph = traced(interpreter, "llama3_405b()");
+  // Per block: Q and out h², K and V (h/heads·kv)·h each, SwiGLU 3·h·ffn, two RMSNorm
+  // gains; plus the embedding, the final norm and the untied head.
+  const double l = 126, h = 16384, ffn = 53248, vocab = 128256, kvWidth = 16384.0 / 128 * 8;
+  const double block = 2 * h * h + 2 * kvWidth * h + 3 * h * ffn + 2 * h;
+  const double params = l * block + 2 * vocab * h + h;
+  CHECK(static_cast<double>(ir::parameterCount(graph)) == params);
+  // Meta's 405B, within 1%.
+  CHECK(std::abs(params / 405e9 - 1) < 0.01);
+  std::map<std::string, std::vector<std::int64_t>> shapes;
+  for (ir::ValueId p : graph.parameters()) {
+    std::vector<std::int64_t> dims;
+    for (const ir::Dim& d : graph.value(p).type.shape) dims.push_back(d.value);
+    shapes[graph.value(p).name] = dims;
+  }
+  // Q, K and V in one projection, as Megatron fuses them: 16384 + 2·1024.
+  CHECK(shapes.at("block0.self_attention.qkv.weight") == std::vector<std::int64_t>{16384, 18432});
+  CHECK(shapes.at("block0.swiglu.gate.weight") == std::vector<std::int64_t>{16384, 53248});
+  CHECK(shapes.at("block0.swiglu.down.weight") == std::vector<std::int64_t>{53248, 16384});
+  CHECK(shapes.at("block0.attention_norm.gamma") == std::vector<std::int64_t>{16384});
+  CHECK(shapes.count("block0.self_attention.qkv.bias") == 0);
+  for (ir::ValueId p : graph.parameters()) CHECK(graph.value(p).type.dtype == ir::DType::BF16);
+}
+
+TEST_CASE("grouped-query attention costs multi-head attention's FLOPs less the smaller K/V", "[models][llama]") {
+  // Same sizes, kv_heads = heads (multi-head) against kv_heads = 2: the score
+  // and context matmuls are equal, the K/V projection is 2/8 the size.
+  Interpreter interpreter;
+  auto model = [](int kv) {
+    return fmt::format("llama(layers = 1, hidden = 64, heads = 8, kv_heads = {}, ffn = 128, seq = 16, vocab = 32, dtype = f32)", kv);
+  };
+  const ir::Graph mha = traced(interpreter, model(8));
+  const ir::Graph gqa = traced(interpreter, model(2));
+  const std::int64_t batch = 4, seq = 16, h = 64;
+  const double kvFlops = 3 * 2.0 * batch * seq * h * (2 * h);  // fwd + bwd of the K/V projection
+  double saved = ir::graphCost(mha, batch).flops + ir::graphCost(mha, batch).backwardFlops -
+                 ir::graphCost(gqa, batch).flops - ir::graphCost(gqa, batch).backwardFlops;
+  CHECK(saved == Approx(kvFlops * (1 - 2.0 / 8)).epsilon(1e-6));
+  CHECK(ir::parameterCount(mha) - ir::parameterCount(gqa) == 2 * h * h * 6 / 8);
 }
