@@ -1,5 +1,7 @@
 #include "runtime/cpu/LocalCluster.h"
 
+#include "runtime/CallSignature.h"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -90,13 +92,13 @@ struct MailboxKey {
 
 // One member's side of a collective: what it called and a copy of its operands.
 struct Contribution {
-  std::string op;
-  std::vector<int> group;
-  int root = -1;
+  CallSignature call;
   std::vector<Tensor> tensors;
-  // Whether every member brings operands of the same count, dtypes and shapes
-  // (all but broadcast, where only the root brings one).
-  bool operandsAgree = true;
+
+  void add(const Tensor& operand) {
+    tensors.push_back(operand);
+    call.operands.push_back(OperandType::of(operand));
+  }
 };
 
 // A collective is identified by its members as a set and by how many collectives
@@ -190,44 +192,6 @@ struct LocalWorld {
 
 namespace {
 
-// Who calls the collective and what: "allReduce #3 over group [2, 0, 1]".
-std::string describeCall(const Contribution& call, std::uint64_t number) {
-  std::string text = fmt::format("{} #{} over group {}", call.op, number, groupText(call.group));
-  if (call.root >= 0) text += fmt::format(" (root device {})", call.root);
-  return text;
-}
-
-std::string operandName(const Contribution& call, std::size_t index) {
-  return call.tensors.size() == 1 && call.op != "allReduce" ? "the input"
-                                                            : fmt::format("tensor {}", index);
-}
-
-// "1 tensor", "2 tensors".
-std::string tensorCount(const Contribution& call) {
-  std::size_t n = call.tensors.size();
-  return fmt::format("{} tensor{}", n, n == 1 ? "" : "s");
-}
-
-// How the calls of devices a and b (a first in group order) differ, if they do.
-std::optional<std::string> difference(int a, const Contribution& x, int b, const Contribution& y) {
-  if (x.op != y.op) return fmt::format("device {} called {} but device {} {}", a, x.op, b, y.op);
-  if (x.group != y.group)
-    return fmt::format("device {} gave the group as {} but device {} as {}", a, groupText(x.group),
-                       b, groupText(y.group));
-  if (x.root != y.root)
-    return fmt::format("device {} named root device {} but device {} root device {}", a, x.root, b,
-                       y.root);
-  if (!x.operandsAgree) return std::nullopt;
-  if (x.tensors.size() != y.tensors.size())
-    return fmt::format("device {} passed {} but device {} {}", a, tensorCount(x), b,
-                       tensorCount(y));
-  for (std::size_t i = 0; i < x.tensors.size(); ++i)
-    if (x.tensors[i].typeText() != y.tensors[i].typeText())
-      return fmt::format("{} is {} on device {} but {} on device {}", operandName(x, i),
-                         x.tensors[i].typeText(), a, y.tensors[i].typeText(), b);
-  return std::nullopt;
-}
-
 // A member's part in one collective. The constructor deposits its contribution;
 // wait() waits for every other member's and checks that they all called the same
 // thing; the destructor leaves, and the last member to leave frees the rendezvous.
@@ -236,12 +200,12 @@ std::optional<std::string> difference(int a, const Contribution& x, int b, const
 class Meeting {
  public:
   Meeting(LocalWorld& world, int device, Contribution mine)
-      : world_(world), device_(device), group_(mine.group) {
+      : world_(world), device_(device), group_(mine.call.group) {
     std::lock_guard lock(world_.mutex);
     std::vector<int> members = group_;
     std::sort(members.begin(), members.end());
     std::uint64_t number = world_.nextCall[device][members]++;
-    call_ = describeCall(mine, number);
+    call_ = mine.call.describe(number);
     world_.throwIfAborted(device, call_);
     key_ = {std::move(members), number};
     rendezvous_ = &world_.calls[key_];
@@ -304,8 +268,8 @@ class Meeting {
         mineFirst = true;
         continue;
       }
-      auto differs = mineFirst ? difference(device_, mine, other, of(other))
-                               : difference(other, of(other), device_, mine);
+      auto differs = mineFirst ? callDifference(device_, mine.call, other, of(other).call)
+                               : callDifference(other, of(other).call, device_, mine.call);
       if (differs) throw CommError(Kind::Mismatch, device_, call_ + ": " + *differs);
     }
   }
@@ -368,8 +332,8 @@ class Endpoint final : public Communicator {
     Contribution mine = checkedCall("allReduce", group);
     for (std::size_t i = 0; i < tensors.size(); ++i) {
       if (!tensors[i] || !tensors[i]->allocated())
-        throw usage(fmt::format("{}: tensor {} is unallocated", plainCall(mine), i));
-      mine.tensors.push_back(*tensors[i]);
+        throw usage(fmt::format("{}: tensor {} is unallocated", mine.call.plain(), i));
+      mine.add(*tensors[i]);
     }
     return std::make_unique<LocalAllReduce>(std::make_unique<Meeting>(world_, device_, std::move(mine)),
                                             std::move(tensors));
@@ -411,13 +375,13 @@ class Endpoint final : public Communicator {
 
   void broadcast(const std::vector<int>& group, int root, Tensor& tensor) override {
     Contribution mine = checkedCall("broadcast", group);
-    mine.root = root;
-    mine.operandsAgree = false;
+    mine.call.root = root;
+    mine.call.operandsAgree = false;
     if (std::find(group.begin(), group.end(), root) == group.end())
-      throw usage(plainCall(mine) + ": the root is not a member");
+      throw usage(mine.call.plain() + ": the root is not a member");
     if (root == device_) {
-      if (!tensor.allocated()) throw usage(plainCall(mine) + ": the root's tensor is unallocated");
-      mine.tensors.push_back(tensor);
+      if (!tensor.allocated()) throw usage(mine.call.plain() + ": the root's tensor is unallocated");
+      mine.add(tensor);
     }
     Meeting meeting(world_, device_, std::move(mine));
     meeting.wait();
@@ -447,41 +411,15 @@ class Endpoint final : public Communicator {
                               deviceCount()));
   }
 
-  // "allReduce over group [0, 1]": a call before it has a number.
-  static std::string plainCall(const Contribution& call) {
-    return fmt::format("{} over group {}", call.op, groupText(call.group));
-  }
-
-  // A contribution to `op` on `group`, once the group is known to be valid: real
-  // devices, each once, this device among them.
+  // A contribution to `op` on `group`, once the group is known to be valid.
   Contribution checkedCall(std::string op, const std::vector<int>& group) const {
-    Contribution call;
-    call.op = std::move(op);
-    call.group = group;
-    std::vector<bool> listed(static_cast<std::size_t>(deviceCount()), false);
-    for (int member : group) {
-      checkDevice(member, plainCall(call));
-      if (listed[member])
-        throw usage(fmt::format("{}: device {} is listed twice", plainCall(call), member));
-      listed[member] = true;
-    }
-    if (!listed[device_])
-      throw usage(fmt::format("{}: device {} is not a member", plainCall(call), device_));
-    return call;
+    return {runtime::checkedCall(std::move(op), group, device_, deviceCount()), {}};
   }
 
   // A contribution of `input`, whose dim 0 must split into `parts` equal slices.
   Contribution withSlicedInput(std::string op, const std::vector<int>& group, const Tensor& input,
                                std::size_t parts) const {
-    Contribution call = checkedCall(std::move(op), group);
-    if (!input.allocated()) throw usage(plainCall(call) + ": the input is unallocated");
-    if (input.rank() == 0)
-      throw usage(fmt::format("{}: the input {} has no axis 0", plainCall(call), input.typeText()));
-    if (input.dim(0) % static_cast<std::int64_t>(parts) != 0)
-      throw usage(fmt::format("{}: dim 0 of {} does not split into {} equal slices",
-                              plainCall(call), input.typeText(), parts));
-    call.tensors.push_back(input);
-    return call;
+    return {slicedInputCall(std::move(op), group, device_, deviceCount(), input, parts), {input}};
   }
 
   LocalWorld& world_;
