@@ -102,7 +102,7 @@ libs="$BUILD/meshflow-lib"
 rm -rf "$libs" && mkdir -p "$libs" && cp "$bundle"/lib/* "$libs"/
 for packed in "$libs"/*.xz; do [ -e "$packed" ] && xz -d -f "$packed"; done
 torch_libs=$(python3 -c 'import glob, os, torch; print(":".join([os.path.join(os.path.dirname(torch.__file__), "lib")] + glob.glob(os.path.join(os.path.dirname(os.path.dirname(torch.__file__)), "nvidia", "*", "lib"))))' 2>/dev/null || true)
-library_path="$libs:/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib:$torch_libs:/usr/lib/x86_64-linux-gnu:/lib/x86_64-linux-gnu:/usr/lib64"
+library_path="$libs:/usr/local/cuda/lib64:/usr/local/cuda/lib:/usr/local/cuda/targets/x86_64-linux/lib:$torch_libs:/usr/local/nvidia/lib64:/usr/lib/x86_64-linux-gnu:/lib/x86_64-linux-gnu:/usr/lib64"
 meshflow() { "$libs"/ld-linux-x86-64.so.2 --library-path "$library_path" "$bundle/bin/meshflow" "$@"; }
 
 log "parity: tests/gpu/parity.mesh (tiny GPT, cuda vs cpu)"
