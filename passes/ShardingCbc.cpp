@@ -42,7 +42,7 @@ int Milp::addColumn(double objective, double upper, bool integer,
   return columns() - 1;
 }
 
-MilpResult Milp::solve(const MilpLimits& limits, const std::vector<double>* start) const {
+MilpResult Milp::solve(const MilpLimits& limits) const {
   Model model(Cbc_newModel(), Cbc_deleteModel);
   std::vector<double> columnLower(objective_.size(), 0.0);
   Cbc_loadProblem(model.get(), columns(), static_cast<int>(rowLower_.size()), start_.data(),
@@ -50,17 +50,6 @@ MilpResult Milp::solve(const MilpLimits& limits, const std::vector<double>* star
                   objective_.data(), rowLower_.data(), rowUpper_.data());
   for (int c = 0; c < columns(); ++c) {
     if (integer_[c]) Cbc_setInteger(model.get(), c);
-  }
-  if (start) {
-    std::vector<int> columns;
-    std::vector<double> values;
-    for (int c = 0; c < this->columns(); ++c) {
-      if (integer_[c] && (*start)[c] != 0.0) {
-        columns.push_back(c);
-        values.push_back((*start)[c]);
-      }
-    }
-    Cbc_setMIPStartI(model.get(), static_cast<int>(columns.size()), columns.data(), values.data());
   }
   setLimits(model.get(), limits);
   Cbc_solve(model.get());

@@ -36,9 +36,8 @@ class Milp {
   int columns() const { return static_cast<int>(objective_.size()); }
   int rows() const { return static_cast<int>(rowLower_.size()); }
 
-  /// Minimises; `start` (per column, integer columns read) is a known answer
-  /// CBC begins from.
-  MilpResult solve(const MilpLimits& limits, const std::vector<double>* start = nullptr) const;
+  /// Minimises within the limits.
+  MilpResult solve(const MilpLimits& limits) const;
 
  private:
   std::vector<double> rowLower_, rowUpper_;

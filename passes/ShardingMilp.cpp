@@ -24,12 +24,6 @@ class ResidualProgram {
 
   const Milp& milp() const { return milp_; }
 
-  std::vector<double> values(const std::vector<int>& choice) const {
-    std::vector<double> v(milp_.columns(), 0.0);
-    for (size_t i = 0; i < choice.size(); ++i) v[column_[i][choice[i]]] = 1.0;
-    return v;
-  }
-
   std::vector<int> choice(const std::vector<double>& values) const {
     std::vector<int> c(r_.nodes.size(), 0);
     for (size_t i = 0; i < c.size(); ++i) {
@@ -89,12 +83,9 @@ class ResidualProgram {
 
 }  // namespace
 
-MilpOutcome solveResidualMilp(const Residual& residual, const MilpLimits& limits,
-                              const std::optional<std::vector<int>>& start) {
+MilpOutcome solveResidualMilp(const Residual& residual, const MilpLimits& limits) {
   ResidualProgram program(residual);
-  std::vector<double> startValues;
-  if (start) startValues = program.values(*start);
-  MilpResult r = program.milp().solve(limits, start ? &startValues : nullptr);
+  MilpResult r = program.milp().solve(limits);
   MilpOutcome out;
   out.optimal = r.optimal && r.values.has_value();
   out.infeasible = r.infeasible;

@@ -27,9 +27,7 @@ struct MilpOutcome {
   double bound = -kInfinity;  ///< A proven lower bound, without the residual's constant.
 };
 
-/// Minimises the residual's objective under its memory budget; `start` (per
-/// residual node) is a known feasible answer CBC starts from.
-MilpOutcome solveResidualMilp(const Residual& residual, const MilpLimits& limits,
-                              const std::optional<std::vector<int>>& start);
+/// Minimises the residual's objective under its memory budget.
+MilpOutcome solveResidualMilp(const Residual& residual, const MilpLimits& limits);
 
 }  // namespace meshflow::passes::sharding

@@ -8,7 +8,7 @@
 // as Alpa's ILP) under a time budget. A binding memory budget is relaxed into the
 // costs (Lagrangian relaxation), which keeps the problem shrinkable; a branch and
 // bound on the relaxation's bounds closes the gap, and CBC takes over when it
-// cannot, starting from the best answer found.
+// cannot (the better of its answer and the best found before is kept).
 #pragma once
 
 #include <cstdint>
