@@ -1,6 +1,5 @@
 #include "passes/MemoryFloor.h"
 
-#include <chrono>
 #include <cmath>
 
 namespace meshflow::passes {
@@ -22,23 +21,20 @@ std::optional<double> peakUnder(const ir::Graph& forward, const ir::Cluster& clu
 }  // namespace
 
 std::optional<MemoryFloor> memoryFloor(const ir::Graph& forward, const ir::Cluster& cluster,
-                                       PlanRequest request, double precision, double seconds) {
-  const auto start = std::chrono::steady_clock::now();
+                                       PlanRequest request, double precision, int probes) {
   request.simulateStep = nullptr;
   double failed = request.memoryPerDevice.value_or(cluster.device.memoryBytes);
-  // Far beyond any device: the fastest plan's peak bounds the floor.
+  // Far beyond any device: the fastest plan's peak bounds the floor; the
+  // budget that plans must be one the planner accepts (near a budget it
+  // prunes by an upper bound of the peak), so grow it until it does.
   std::optional<double> unbounded = peakUnder(forward, cluster, request, 1e30);
   if (!unbounded) return std::nullopt;
-  MemoryFloor floor{*unbounded, std::min(failed, *unbounded)};
-  auto elapsed = [&] {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  };
-  while (floor.fits > floor.tooSmall * (1 + precision) && elapsed() < seconds) {
+  double fits = std::max(*unbounded, failed);
+  while (fits < 1e30 && !peakUnder(forward, cluster, request, fits)) fits *= 1.25;
+  MemoryFloor floor{fits, failed};
+  for (int probe = 0; probe < probes && floor.fits > floor.tooSmall * (1 + precision); ++probe) {
     double mid = std::sqrt(floor.fits * std::max(floor.tooSmall, 1.0));
-    if (std::optional<double> peak = peakUnder(forward, cluster, request, mid))
-      floor.fits = std::min(*peak, mid);
-    else
-      floor.tooSmall = mid;
+    (peakUnder(forward, cluster, request, mid) ? floor.fits : floor.tooSmall) = mid;
   }
   return floor;
 }

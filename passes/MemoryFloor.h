@@ -12,17 +12,19 @@
 namespace meshflow::passes {
 
 struct MemoryFloor {
-  double fits = 0;      ///< The peak per device of the leanest plan found.
-  double tooSmall = 0;  ///< A budget no plan fits in (at most `fits`).
+  double fits = 0;      ///< A budget per device under which the planner finds a plan.
+  double tooSmall = 0;  ///< A budget under which it finds none (below `fits`).
 };
 
-/// The leanest plan's peak for `request` (its memoryPerDevice, the failing
-/// budget, is where the search starts), by bisection on the budget until the
-/// bracket is within `precision` (relative) or `seconds` of planning have
-/// passed. Nothing when no budget gives a plan (the request fails for another
-/// reason).
+/// The least budget per device under which the planner finds a plan for
+/// `request`, bracketed: from its memoryPerDevice (the budget that failed)
+/// and the unbounded plan's peak, by bisection on the budget until the
+/// bracket is within `precision` (relative) or `probes` plannings have
+/// bisected it (a count, not a time, so the answer is the same on every
+/// machine). Nothing when no budget gives a plan (the request fails for
+/// another reason). Assumes a larger budget never loses a plan.
 std::optional<MemoryFloor> memoryFloor(const ir::Graph& forward, const ir::Cluster& cluster,
                                        PlanRequest request, double precision = 0.02,
-                                       double seconds = 20);
+                                       int probes = 10);
 
 }  // namespace meshflow::passes
