@@ -209,15 +209,7 @@ std::vector<std::string> hintNames() {
 std::string nearestHint(const std::string& name) {
   std::vector<std::string> names = hintNames();
   names.insert(names.end(), kScheduleBounds.begin(), kScheduleBounds.end());
-  std::string best;
-  std::size_t bestDistance = name.size() <= 4 ? 1 : 2;
-  for (const std::string& candidate : names) {
-    std::size_t distance = ir::editDistance(name, candidate);
-    if (distance <= bestDistance && (best.empty() || distance < bestDistance)) {
-      best = candidate;
-      bestDistance = distance;
-    }
-  }
+  std::string best = ir::nearestName(name, names);
   return best.empty() ? "" : fmt::format("; did you mean '{}'?", best);
 }
 

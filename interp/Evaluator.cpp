@@ -17,15 +17,7 @@ namespace {
 
 // "; did you mean 'hidden'?" when a visible name is a likely typo of `name`.
 std::string suggestion(const std::string& name, const std::vector<std::string>& candidates) {
-  std::string best;
-  std::size_t bestDistance = name.size() <= 3 ? 1 : 2;
-  for (const auto& candidate : candidates) {
-    std::size_t distance = ir::editDistance(name, candidate);
-    if (distance <= bestDistance && (best.empty() || distance < bestDistance)) {
-      best = candidate;
-      bestDistance = distance;
-    }
-  }
+  std::string best = ir::nearestName(name, candidates);
   return best.empty() ? "" : fmt::format("; did you mean '{}'?", best);
 }
 

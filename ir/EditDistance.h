@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -22,6 +23,22 @@ inline std::size_t editDistance(std::string_view a, std::string_view b) {
     }
   }
   return row[b.size()];
+}
+
+/// The candidate `name` is likely a typo of: the nearest within one edit for
+/// names of up to three characters, two otherwise (the first of equals);
+/// empty when none is that near.
+inline std::string nearestName(std::string_view name, const std::vector<std::string>& candidates) {
+  std::string best;
+  std::size_t bestDistance = name.size() <= 3 ? 1 : 2;
+  for (const std::string& candidate : candidates) {
+    std::size_t distance = editDistance(name, candidate);
+    if (distance <= bestDistance && (best.empty() || distance < bestDistance)) {
+      best = candidate;
+      bestDistance = distance;
+    }
+  }
+  return best;
 }
 
 }  // namespace meshflow::ir
