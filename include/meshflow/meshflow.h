@@ -28,6 +28,7 @@ namespace meshflow {
 
 namespace interp {
 class InterpreterState;
+class ParsedModules;
 }
 namespace runtime {
 class ProcessGroup;
@@ -69,6 +70,12 @@ struct Config {
   /// interpreter is their controller and each process runs one device
   /// (docs/distributed.md).
   std::shared_ptr<runtime::ProcessGroup> processes;
+  /// Syntax trees of imported modules that interpreters may share
+  /// (interp/ParsedModules.h): a host that makes many short-lived interpreters,
+  /// such as the fuzzer, parses each module once. Only the parse is shared, keyed
+  /// by the file's path and text; every interpreter still runs the module in a
+  /// scope of its own. Null (the default): each interpreter parses what it imports.
+  std::shared_ptr<interp::ParsedModules> parsedModules;
 };
 
 /// The outcome of eval or call.
