@@ -8,6 +8,7 @@
 #include "grammar/Parser.h"
 #include "interp/Evaluator.h"
 #include "interp/FileAccess.h"
+#include "interp/ParsedModules.h"
 
 namespace meshflow::interp {
 namespace {
@@ -58,11 +59,18 @@ std::vector<fs::path> candidates(const Config& config, const ast::ImportStmt& st
   return paths;
 }
 
-std::shared_ptr<const ast::Program> parseModule(const fs::path& path, const std::string& text,
+// Through the shared parses of Config::parsedModules, when the host gave one.
+std::shared_ptr<const ast::Program> parseModule(const Config& config, const fs::path& path,
+                                                const std::string& text,
                                                 const ast::ImportStmt& stmt) {
+  if (config.parsedModules)
+    if (auto program = config.parsedModules->find(path.string(), text)) return program;
   auto file = std::make_shared<SourceFile>(path.string(), text);
   auto parsed = grammar::parse(file);
-  if (parsed.ok()) return parsed.program;
+  if (parsed.ok()) {
+    if (config.parsedModules) config.parsedModules->remember(path.string(), text, parsed.program);
+    return parsed.program;
+  }
   Diagnostic first = parsed.diagnostics.front();
   first.notes.push_back(
       makeDiagnostic(first.kind, "in the module imported here", stmt.span, Severity::Note));
@@ -195,7 +203,7 @@ std::shared_ptr<ModuleObject> ModuleLoader::load(Evaluator& evaluator, const ast
   if (!text)
     throw ScriptError(makeDiagnostic(DiagnosticKind::ImportNotFound,
                                      fmt::format("cannot read module '{}'", key), stmt.span));
-  auto program = parseModule(resolved.path, *text, stmt);
+  auto program = parseModule(config, resolved.path, *text, stmt);
   auto scope = std::make_shared<Environment>(evaluator.state().builtins);
   loading_.emplace_back(key, stmt.span);
   try {
@@ -248,7 +256,7 @@ void ModuleLoader::checkProgram(const Config& config, const ast::Program& progra
       seen[key] = true;
       auto text = readFile(resolved.path);
       if (!text) continue;
-      auto module = parseModule(resolved.path, *text, stmt);
+      auto module = parseModule(config, resolved.path, *text, stmt);
       stack.push_back(key);
       checkProgram(config, *module, stack, diagnostics, seen);
       stack.pop_back();

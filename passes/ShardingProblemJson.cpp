@@ -123,7 +123,8 @@ ShardingProblem parseShardingProblem(std::string_view text) {
   json root;
   try {
     root = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
+    // Not only parse_error: a number too large for a double (1e400) is an out_of_range.
     // nlohmann's message starts with its own exception id, which means nothing to a user.
     std::string what = e.what();
     size_t idEnd = what.find("] ");

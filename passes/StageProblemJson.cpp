@@ -168,7 +168,9 @@ StageProblem parseStageProblemText(std::string_view text) {
   json root;
   try {
     root = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
+    // json::exception, not only parse_error: a number too large for a double
+    // (1e400) is an out_of_range.
     throw StageError(fmt::format("invalid JSON: {}", e.what()));
   }
   return parseStageProblem(root);

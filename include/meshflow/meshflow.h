@@ -28,6 +28,7 @@ namespace meshflow {
 
 namespace interp {
 class InterpreterState;
+class ParsedModules;
 }
 namespace runtime {
 class ProcessGroup;
@@ -73,6 +74,12 @@ struct Config {
   /// machine's GPUs (the cuda backend, docs/gpu.md), whatever the cluster's
   /// device kind. GPU clusters (cuda(...), gpu(...) devices) run there anyway.
   bool cuda = false;
+  /// Syntax trees of imported modules that interpreters may share
+  /// (interp/ParsedModules.h): a host that makes many short-lived interpreters,
+  /// such as the fuzzer, parses each module once. Only the parse is shared, keyed
+  /// by the file's path and text; every interpreter still runs the module in a
+  /// scope of its own. Null (the default): each interpreter parses what it imports.
+  std::shared_ptr<interp::ParsedModules> parsedModules;
 };
 
 /// The outcome of eval or call.

@@ -39,7 +39,8 @@ std::string selfChecksum(const json& withoutChecksum) {
 json parseJson(std::string_view text, const std::filesystem::path& file) {
   try {
     return json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
+    // Not only parse_error: a number too large for a double (1e400) is an out_of_range.
     throw CheckpointError(file, fmt::format("not valid JSON ({})", e.what()));
   }
 }

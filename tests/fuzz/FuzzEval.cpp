@@ -1,20 +1,39 @@
 // libFuzzer target: parse and evaluate arbitrary bytes. Any crash, sanitizer
 // report, hang or escaped exception is a bug; diagnostics are the expected outcome.
+//
+// Fast by design (CONTRIBUTING.md, "Fuzzing"): every input gets a new
+// interpreter, so nothing one input defines reaches the next, but the
+// interpreters share the parses of the modules they import (Config::parsedModules:
+// parsing std.models used to be most of an input's time), and the budgets are
+// small, since a mutated loop or recursion otherwise runs until a large budget
+// stops it.
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 
+#include "interp/ParsedModules.h"
 #include "meshflow/meshflow.h"
 
-extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+namespace {
+
+meshflow::Config fuzzingConfig() {
+  static auto parsed = std::make_shared<meshflow::interp::ParsedModules>();
   meshflow::Config config;
   config.write = [](std::string_view) {};
-  // Small budgets keep each input fast; hitting them is a diagnostic, not a failure.
-  config.limits.maxSteps = 20'000;
-  config.limits.maxCallDepth = 64;
-  config.limits.maxMemoryBytes = 16u << 20;
-  meshflow::Interpreter interpreter(config);
+  // Hitting a budget is a diagnostic, not a failure.
+  config.limits.maxSteps = 2'000;
+  config.limits.maxCallDepth = 32;
+  config.limits.maxMemoryBytes = 4u << 20;
+  config.parsedModules = parsed;
+  return config;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  meshflow::Interpreter interpreter(fuzzingConfig());
   // Training runs real kernels and planning real solvers for as long as an
   // input asks: a mutated `steps = 10000` or a 3072-GPU cluster would read as a
   // hang. train(), plan() and simulate() are fuzzed through their golden tests

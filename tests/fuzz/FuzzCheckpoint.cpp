@@ -1,0 +1,70 @@
+// libFuzzer target: a checkpoint directory (`latest`, meta.json, shard files)
+// read by runtime::readLatestCheckpoint, as a resumed run reads one written by
+// another run or another version. The input is a CheckpointBundle; by default
+// the checksums are made right after mutation so that the fuzzer reaches the
+// parsers behind them (flag bits off test the checksums themselves). A
+// CheckpointError is the expected outcome of a bad checkpoint; a crash, an
+// escaped exception, a hang or an allocation beyond the file's size is a bug.
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "runtime/checkpoint/Checkpoint.h"
+#include "runtime/checkpoint/CheckpointLayout.h"
+#include "tests/fuzz/CheckpointBundle.h"
+#include "tests/fuzz/FuzzCheck.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace meshflow;
+
+// One folder per process, in memory where there is /dev/shm, emptied per input.
+const fs::path& scratch() {
+  static const fs::path dir = [] {
+    fs::path base = fs::exists("/dev/shm") ? fs::path("/dev/shm") : fs::temp_directory_path();
+    fs::path dir = base / ("meshflow-fuzz-checkpoint-" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    std::atexit([] { std::error_code ignored; fs::remove_all(scratch(), ignored); });
+    return dir;
+  }();
+  return dir;
+}
+
+void writeFile(const fs::path& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+// The step folder `latest` names when it names one, so that the reader gets past it.
+std::string stepFolder(const std::string& latest) {
+  std::string line = latest.substr(0, latest.find('\n'));
+  return runtime::checkpoint::parseStepDirectoryName(line) ? line : "step-00000000";
+}
+
+void writeBundle(const fuzz::CheckpointBundle& bundle, const fs::path& dir) {
+  for (const auto& entry : fs::directory_iterator(dir)) fs::remove_all(entry.path());
+  const fs::path step = dir / stepFolder(bundle.latest);
+  fs::create_directories(step);
+  writeFile(dir / runtime::checkpoint::kLatestFile, bundle.latest);
+  writeFile(step / runtime::checkpoint::kMetaFile, bundle.meta);
+  for (std::size_t i = 0; i < bundle.shards.size(); ++i)
+    writeFile(step / fuzz::CheckpointBundle::shardName(i), bundle.shards[i]);
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  fuzz::CheckpointBundle bundle = fuzz::CheckpointBundle::decode(data, size);
+  bundle.repair();
+  writeBundle(bundle, scratch());
+  try {
+    runtime::readLatestCheckpoint(scratch());
+  } catch (const runtime::CheckpointError&) {
+  }
+  return 0;
+}
