@@ -229,6 +229,15 @@ TEST_CASE("a corrupt or wrong-version plan file names the field", "[plan][file]"
                     "plan.stages[1].devices[0]: device 99 is not in the cluster's 16 devices");
   CHECK_THROWS_WITH(planFileFromJson(broken([](auto& j) { j["plan"]["model"]["precision"] = "fp8"; })),
                     "plan.model.precision: expected \"fp32\", \"fp16\" or \"bf16\"");
+  // Alternatives nest one level only.
+  nlohmann::json nested = good;
+  nlohmann::json inner = good["plan"];
+  inner["alternatives"] = nlohmann::json::array({{{"description", "d"}, {"step_time_s", 1.0}}});
+  nested["plan"]["alternatives"] =
+      nlohmann::json::array({{{"description", "x"}, {"step_time_s", 1.0}, {"plan", inner}}});
+  CHECK_THROWS_WITH(planFileFromJson(nested),
+                    "plan.alternatives[0].plan.alternatives: an alternative's plan has no "
+                    "alternatives of its own");
 }
 
 }  // namespace
