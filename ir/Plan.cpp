@@ -257,7 +257,14 @@ Plan parsePlan(const JsonReader& r);
 PlanAlternative alternativeFromJson(const JsonReader& r) {
   r.object({"description", "step_time_s", "plan"});
   PlanAlternative a{r.at("description").string(), r.at("step_time_s").number(), nullptr};
-  if (r.has("plan")) a.plan = std::make_shared<const Plan>(parsePlan(r.at("plan")));
+  if (r.has("plan")) {
+    // One level only: an alternative's plan weighs no alternatives itself
+    // (and a file cannot nest plans deeper than the parser's stack).
+    JsonReader plan = r.at("plan");
+    if (plan.has("alternatives") && plan.at("alternatives").size() > 0)
+      plan.at("alternatives").fail("an alternative's plan has no alternatives of its own");
+    a.plan = std::make_shared<const Plan>(parsePlan(plan));
+  }
   return a;
 }
 

@@ -3,6 +3,7 @@
 // expressible plan, and the saved plan file (ir/PlanMemory.h, ir/PlanAxes.h,
 // ir/Plan.h, ir/PlanFile.h).
 #include <catch2/catch.hpp>
+#include <random>
 
 #include "ir/PlanAxes.h"
 #include "ir/PlanFile.h"
@@ -229,6 +230,41 @@ TEST_CASE("a corrupt or wrong-version plan file names the field", "[plan][file]"
                     "plan.stages[1].devices[0]: device 99 is not in the cluster's 16 devices");
   CHECK_THROWS_WITH(planFileFromJson(broken([](auto& j) { j["plan"]["model"]["precision"] = "fp8"; })),
                     "plan.model.precision: expected \"fp32\", \"fp16\" or \"bf16\"");
+  // Alternatives nest one level only.
+  nlohmann::json nested = good;
+  nlohmann::json inner = good["plan"];
+  inner["alternatives"] = nlohmann::json::array({{{"description", "d"}, {"step_time_s", 1.0}}});
+  nested["plan"]["alternatives"] =
+      nlohmann::json::array({{{"description", "x"}, {"step_time_s", 1.0}, {"plan", inner}}});
+  CHECK_THROWS_WITH(planFileFromJson(nested),
+                    "plan.alternatives[0].plan.alternatives: an alternative's plan has no "
+                    "alternatives of its own");
+}
+
+TEST_CASE("a mutated plan file parses or is a PlanError, never another failure", "[plan][file]") {
+  PlanFile file{"gpt", p3_16xlarge(2), megatronLike(2, {2, 4})};
+  file.plan.alternatives = {{"other", 0.3, std::make_shared<Plan>(megatronLike(2, {8, 1}))}};
+  const nlohmann::json good = planFileToJson(file);
+  const nlohmann::json flat = good.flatten();
+  std::vector<std::string> paths;
+  for (auto it = flat.begin(); it != flat.end(); ++it) paths.push_back(it.key());
+  const std::vector<nlohmann::json> replacements = {
+      nullptr, -1, 0, 1e300, "S9", nlohmann::json::array(), nlohmann::json::object(), true, 7};
+  std::mt19937 rng(18);
+  int refused = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    nlohmann::json mutated = good;
+    for (int edit = 0; edit < 1 + int(rng() % 3); ++edit) {
+      const std::string& path = paths[rng() % paths.size()];
+      mutated[nlohmann::json::json_pointer(path)] = replacements[rng() % replacements.size()];
+    }
+    try {
+      planFileFromJson(mutated);
+    } catch (const PlanError&) {
+      ++refused;
+    }
+  }
+  CHECK(refused > 200);  // most edits break something the parser checks
 }
 
 }  // namespace
