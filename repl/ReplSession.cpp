@@ -146,7 +146,8 @@ ReplReply ReplSession::run(bool atEnd) {
   if (!status.ok && status.incomplete && !atEnd) return reply;  // wait for more lines
   if (status.ok) {
     explorer_.noteInput(
-        pending_, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+        pending_, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+        interpreter_->lastPlanningTimes());
     inputs_.push_back(pending_);
   }
   pending_.clear();
