@@ -453,12 +453,12 @@ ReplReply PlanExplorer::timeCommand(Interpreter& interpreter) {
   reply.output = fmt::format("planning {} took {}:\n", plan.name, seconds(plan.planningSeconds));
   double planner = 0;
   for (const PassTime& pass : plan.passes) {
-    reply.output += fmt::format("  {:<26} {:>9}  {:>3.0f}%\n", pass.pass, seconds(pass.seconds),
+    reply.output += fmt::format("  {:<28} {:>9}  {:>3.0f}%\n", pass.pass, seconds(pass.seconds),
                                 100 * pass.seconds / plan.planningSeconds);
     planner += pass.seconds;
   }
   double rest = std::max(0.0, plan.planningSeconds - planner);
-  reply.output += fmt::format("  {:<26} {:>9}  {:>3.0f}%\n", "tracing the model, the rest",
+  reply.output += fmt::format("  {:<28} {:>9}  {:>3.0f}%\n", "tracing the model, the rest",
                               seconds(rest), 100 * rest / plan.planningSeconds);
   return reply;
 }

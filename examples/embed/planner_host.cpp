@@ -42,19 +42,32 @@ bool run(meshflow::Interpreter& interpreter, const std::string& source) {
   return status.ok;
 }
 
+std::string counted(std::size_t n, const std::string& one, const std::string& many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
+// The strategy chosen for the first op of `scope`.
+std::string strategyOf(const meshflow::PlanStage& stage, const std::string& scope) {
+  for (const meshflow::OpSharding& op : stage.strategies)
+    if (op.scope == scope) return op.kind + " " + op.strategy;
+  return "(not in this stage)";
+}
+
 void showPlan(const meshflow::PlanResult& plan) {
-  std::cout << "plan of " << plan.model << ": " << plan.stages.size() << " stage(s), schedule "
-            << plan.schedule << ", " << plan.microbatches << " microbatch(es), step "
+  std::cout << "plan of " << plan.model << ": " << counted(plan.stages.size(), "stage", "stages")
+            << ", schedule " << plan.schedule << ", "
+            << counted(std::size_t(plan.microbatches), "microbatch", "microbatches") << ", step "
             << fixed(plan.stepSeconds * 1e3, 3) << " ms\n";
   for (const meshflow::PlanStage& stage : plan.stages) {
     std::cout << "  layers " << stage.firstLayer << ".." << stage.endLayer << " on mesh ("
               << stage.logicalMesh[0] << ", " << stage.logicalMesh[1] << "), devices";
     for (int d : stage.devices) std::cout << " " << d;
-    std::cout << ", " << stage.strategies.size() << " op strategies, first "
-              << stage.strategies.front().scope << ": " << stage.strategies.front().strategy << "\n";
+    std::cout << ", " << counted(stage.strategies.size(), "op", "ops") << "; block0.mlp.fc1: "
+              << strategyOf(stage, "block0.mlp.fc1") << "\n";
   }
   std::cout << "  JSON " << (plan.json.find("\"stages\"") != std::string::npos ? "has" : "lacks")
-            << " its stages; " << plan.alternatives.size() << " alternative(s) weighed\n";
+            << " its stages; " << counted(plan.alternatives.size(), "alternative", "alternatives")
+            << " weighed\n";
 }
 
 // Ctrl-C's counterpart for a host: Interpreter::interrupt from another thread.
@@ -107,7 +120,8 @@ int main() {
   meshflow::Status flags = interpreter.callMethod(p, "megatron", {});
   std::cout << "megatron export: " << (flags ? "ok" : "refused") << "\n";
   meshflow::Status wrong = interpreter.callMethod(p, "no_such_method", {});
-  std::cout << meshflow::renderAll(wrong.diagnostics);
+  bool unknownField = !wrong && wrong.diagnostics.front().kind == meshflow::DiagnosticKind::UnknownField;
+  std::cout << "no_such_method: " << (unknownField ? "an UnknownField diagnostic" : "unexpected") << "\n";
 
   // 3. A simulated step.
   meshflow::Status simulated = interpreter.eval("simulate(p)", "host.mesh");
