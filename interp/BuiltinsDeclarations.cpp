@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "interp/Builtins.h"
+#include "ir/Counted.h"
 #include "interp/Evaluator.h"
 #include "interp/Handles.h"
 
@@ -161,8 +162,8 @@ Value cpu(Evaluator& ev, BoundArgs& a) {
     perNode = mesh[1].asInt();
     if (nodes * perNode != devices)
       argumentError(a, 1, DiagnosticKind::InvalidValue,
-                    fmt::format("mesh [{}, {}] has {} devices, not {}", nodes, perNode,
-                                nodes * perNode, devices));
+                    fmt::format("mesh [{}, {}] has {}, not {}", nodes, perNode,
+                                ir::counted(nodes * perNode, "device"), devices));
   }
   if (!a[4].isNone() && (!a[4].isInt() || a[4].asInt() < 1))
     argumentError(a, 4, DiagnosticKind::InvalidValue,
