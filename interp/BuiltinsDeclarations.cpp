@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "interp/Builtins.h"
+#include "ir/Counted.h"
 #include "interp/Evaluator.h"
 #include "interp/Handles.h"
 
@@ -165,8 +166,8 @@ MeshShape meshArgs(const BoundArgs& a) {
   MeshShape shape{mesh[0].asInt(), mesh[1].asInt()};
   if (shape.nodes * shape.perNode != devices)
     argumentError(a, 1, DiagnosticKind::InvalidValue,
-                  fmt::format("mesh [{}, {}] has {} devices, not {}", shape.nodes, shape.perNode,
-                              shape.nodes * shape.perNode, devices));
+                  fmt::format("mesh [{}, {}] has {}, not {}", shape.nodes, shape.perNode,
+                              ir::counted(shape.nodes * shape.perNode, "device"), devices));
   return shape;
 }
 

@@ -99,6 +99,7 @@ Value plan(Evaluator& ev, BoundArgs& a) {
   request.layers = layersArg(a);
   if (schedule) applySchedule(*schedule, request);
   request.simulateStep = runtime::sim::simulatePlanStep;
+  request.control = &ev.state().planControl;
   TracedModel traced = traceModel(ev, *model, a.callSpan);
   ir::Plan result;
   try {

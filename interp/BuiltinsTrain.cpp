@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "interp/Builtins.h"
+#include "interp/DataObject.h"
 #include "interp/Evaluator.h"
 #include "interp/FileAccess.h"
 #include "interp/Tracing.h"
@@ -30,19 +31,8 @@
 namespace meshflow::interp {
 namespace {
 
-/// `synthetic(seed)` or `text(path)`: where train() takes its batches from.
-class DataObject final : public Object {
- public:
-  explicit DataObject(std::shared_ptr<runtime::DataSource> source) : source(std::move(source)) {}
-  std::string typeName() const override { return "data"; }
-  std::string repr(int) const override { return source->describe(); }
-  std::shared_ptr<runtime::DataSource> source;
-};
-
 Value makeData(Evaluator& ev, std::unique_ptr<runtime::DataSource> source) {
-  auto object = std::make_shared<DataObject>(std::move(source));
-  ev.heap().adopt(object, kObjectOverhead);
-  return Value::object(ValueKind::Object, std::move(object));
+  return dataValue(ev.heap(), std::move(source));
 }
 
 Value synthetic(Evaluator& ev, BoundArgs& a) {
@@ -118,9 +108,9 @@ void requireMemory(Evaluator& ev, const ir::Graph& graph, std::int64_t batch, co
   double limit = static_cast<double>(ev.state().config.limits.maxMemoryBytes);
   if (bytes > limit)
     failAt(DiagnosticKind::MemoryLimit,
-           fmt::format("training at batch {} could hold up to {:.3g} bytes of tensors, more than "
-                       "the memory limit of {:.3g} bytes (raise it with --max-memory)",
-                       batch, bytes, limit),
+           fmt::format("training at batch {} could hold up to {} of tensors, more than "
+                       "the memory limit of {} (raise it with --max-memory)",
+                       batch, ir::formatBytes(bytes), ir::formatBytes(limit)),
            where);
 }
 
@@ -158,7 +148,8 @@ std::unique_ptr<runtime::DeviceHost> gpuHost(const BoundArgs& a, const ClusterOb
 
 // The plan to run: the one given, or (plan = auto or none on several devices)
 // the planner's, with pipeline and data parallelism only (docs/training.md).
-ir::Plan planToRun(const BoundArgs& a, const ir::Graph& forward, const ir::Cluster& cluster, std::int64_t batch) {
+ir::Plan planToRun(Evaluator& ev, const BoundArgs& a, const ir::Graph& forward, const ir::Cluster& cluster,
+                   std::int64_t batch) {
   if (const auto* given = handleArg<PlanObject>(a, kPlan)) {
     if (given->plan().globalBatch != batch)
       argumentError(a, kPlan, DiagnosticKind::InvalidValue,
@@ -172,6 +163,7 @@ ir::Plan planToRun(const BoundArgs& a, const ir::Graph& forward, const ir::Clust
   passes::PlanRequest request;
   request.globalBatch = batch;
   request.maxTensorParallel = 1;
+  request.control = &ev.state().planControl;
   try {
     return passes::planTraining(forward, cluster, request);
   } catch (const std::runtime_error& error) {
@@ -238,7 +230,7 @@ std::unique_ptr<StepRunner> makeRunner(Evaluator& ev, const BoundArgs& a, const 
   }
   if (devices == 1 && a[kPlan].isNone() && !gpus) return serialRunner(training, batch);
   if (!cluster) argumentError(a, kPlan, DiagnosticKind::InvalidValue, "plan = auto needs a cluster");
-  ir::Plan plan = planToRun(a, forward, *cluster, batch);
+  ir::Plan plan = planToRun(ev, a, forward, *cluster, batch);
   refuseIfTooBig(a, plan, cluster->device.memoryBytes);
   try {
     runtime::ParallelPlan parallel = runtime::parallelPlanOf(forward, plan);

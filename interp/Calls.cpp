@@ -2,12 +2,22 @@
 
 #include "interp/Callable.h"
 #include "interp/Evaluator.h"
+#include "passes/PlanControl.h"
 
 namespace meshflow::interp {
 namespace {
 
 std::string plural(std::size_t n, const char* word) {
   return fmt::format("{} {}{}", n, word, n == 1 ? "" : "s");
+}
+
+// A planning stopped at a safe point (passes/PlanControl.h) as a diagnostic
+// at the builtin's call: Ctrl-C is Interrupted, a spent budget TimeBudget.
+ScriptError planStopped(const passes::PlanInterrupted& stopped) {
+  if (stopped.reason() == passes::PlanInterrupted::Reason::kCancelled)
+    return ScriptError(DiagnosticKind::Interrupted, fmt::format("interrupted (Ctrl-C): {}", stopped.what()));
+  return ScriptError(DiagnosticKind::TimeBudget,
+                     fmt::format("{} (raise it with --time-budget)", stopped.what()));
 }
 
 }  // namespace
@@ -75,7 +85,11 @@ Value Builtin::call(Evaluator& evaluator, const Arguments& args) {
                                 &bound.restSpans);
   for (std::size_t i = 0; i < params_.size(); ++i)
     bound.values.push_back(matched[i] ? *matched[i] : *params_[i].defaultValue);
-  return body_(evaluator, bound);
+  try {
+    return body_(evaluator, bound);
+  } catch (const passes::PlanInterrupted& stopped) {
+    throw planStopped(stopped);
+  }
 }
 
 std::string ScriptFunction::typeName() const {

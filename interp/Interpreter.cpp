@@ -6,7 +6,9 @@
 #include <sstream>
 
 #include "grammar/Parser.h"
+#include "interp/DataObject.h"
 #include "interp/Evaluator.h"
+#include "interp/HostResults.h"
 #include "interp/InterpreterState.h"
 #include "interp/Members.h"
 #include "meshflow/meshflow.h"
@@ -177,6 +179,40 @@ void Interpreter::defineFunction(const std::string& name, std::vector<std::strin
 }
 
 void Interpreter::interrupt() { state_->interrupted.store(true, std::memory_order_relaxed); }
+
+std::vector<PassTime> Interpreter::lastPlanningTimes() const {
+  std::vector<PassTime> times;
+  for (const passes::PassTime& t : state_->planControl.passTimes()) times.push_back({t.pass, t.seconds});
+  return times;
+}
+
+Status Interpreter::callMethod(const Value& object, const std::string& method, std::vector<Value> args) {
+  Status status;
+  guarded(*state_, status, [&] {
+    interp::Evaluator evaluator(*state_);
+    Value bound = interp::member(evaluator, object, method);
+    interp::Arguments arguments;
+    for (auto& arg : args) arguments.entries.push_back({std::nullopt, std::move(arg), {}});
+    status.value = evaluator.call(bound, arguments);
+  });
+  return status;
+}
+
+std::optional<PlanResult> Interpreter::planResult(const Value& plan) const {
+  return interp::planResultOf(plan);
+}
+
+std::optional<SimulationResult> Interpreter::simulationResult(const Value& record) const {
+  return interp::simulationResultOf(record);
+}
+
+std::optional<TrainResult> Interpreter::trainResult(const Value& record) const {
+  return interp::trainResultOf(record);
+}
+
+void Interpreter::defineTokenData(const std::string& name, TokenLoader loader) {
+  setGlobal(name, interp::dataValue(state_->heap, interp::tokenData(name, std::move(loader))));
+}
 
 void Interpreter::forgetImports() { state_->modules.clear(); }
 

@@ -43,6 +43,12 @@ InterpreterState::InterpreterState(Config configIn)
       builtins(std::make_shared<Environment>()),
       globals(std::make_shared<Environment>(builtins)) {
   installBuiltins(*builtins);
+  planControl.watch(&interrupted);
+  planControl.setTimeBudget(config.limits.timeBudgetSeconds);
+  if (auto progress = config.planProgress)
+    planControl.setProgress([progress](const passes::PlanProgress& p) {
+      progress({p.pass, p.candidates, p.elapsedSeconds, p.finished});
+    });
 }
 
 InterpreterState::~InterpreterState() {

@@ -10,6 +10,7 @@
 #include "interp/Heap.h"
 #include "interp/Modules.h"
 #include "meshflow/meshflow.h"
+#include "passes/PlanControl.h"
 
 namespace meshflow::interp {
 
@@ -39,6 +40,10 @@ class InterpreterState {
   /// Remarks for the Status of this run that are not errors (what a
   /// redefinition at the prompt replaced).
   std::vector<Diagnostic> notes;
+  /// What every planning of this interpreter runs under: Ctrl-C (interrupted),
+  /// the time budget of Config::limits, Config::planProgress; it keeps the
+  /// last run's pass times.
+  passes::PlanControl planControl;
 
   /// Resets the per-run counters and measures the calling thread's stack.
   void beginRun();

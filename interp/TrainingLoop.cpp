@@ -154,6 +154,16 @@ std::string skippedLine(std::int64_t step, const LossScale& now) {
   return fmt::format("step {:>4}: skipped, a gradient overflowed (loss scale now {:.0f})\n", step, now.scale);
 }
 
+// Config::onTrainStep, for a host that follows training step by step.
+void reportStep(Evaluator& ev, const TrainingLoop& loop, std::int64_t step, double loss, double seconds,
+                const std::vector<runtime::MemoryStats>& used) {
+  const auto& onStep = ev.state().config.onTrainStep;
+  if (!onStep) return;
+  double peak = 0;
+  for (const runtime::MemoryStats& device : used) peak = std::max(peak, double(device.peak));
+  onStep({loop.model, step, loop.steps, loss, seconds, peak});
+}
+
 std::string interruptedMessage(const TrainingLoop& loop, std::int64_t step,
                                std::optional<std::int64_t> latest) {
   std::string message =
@@ -202,7 +212,9 @@ Value runTrainingLoop(Evaluator& ev, const TrainingLoop& loop, StepRunner& runne
       seconds += elapsed;
       losses.push_back(Value::number(loss));
       if (reference) verifyStep(loop, step, loss, reference->step(inputs, step));
-      if (auto warning = memory.add(step, runner.lastMemory())) ev.write(*warning);
+      std::vector<runtime::MemoryStats> used = runner.lastMemory();
+      if (auto warning = memory.add(step, used)) ev.write(*warning);
+      reportStep(ev, loop, step, loss, elapsed, used);
       if (loop.logEvery > 0 && (step % loop.logEvery == 0 || step == first || step == loop.steps))
         ev.write(progressLine(loop, step, loss, elapsed, runner.predictedSeconds(), memory));
       if (scale) {

@@ -5,6 +5,9 @@
 #include <array>
 #include <cmath>
 #include <optional>
+#include <string>
+
+#include "ir/Plan.h"
 
 namespace meshflow::interp {
 namespace {
@@ -74,16 +77,19 @@ std::string scaled(double value, const std::array<Scale, N>& scales) {
   return plainNumber(value);
 }
 
-// 16GiB prints as `16 GiB` rather than `17.179869184 GB`.
-std::optional<std::string> binaryBytes(double value) {
-  constexpr std::array<Scale, 4> kBinary = {Scale{1099511627776.0, "TiB"}, Scale{1073741824.0, "GiB"},
-                                            Scale{1048576.0, "MiB"}, Scale{1024.0, "KiB"}};
-  for (const auto& scale : kBinary) {
-    double units = value / scale.factor;
-    if (std::fabs(units) >= 1 && units == std::trunc(units) && std::fabs(units) < 1024 * 1024)
-      return plainNumber(units) + " " + std::string(scale.suffix);
+// Bytes print as every computed size does (ir::formatBytes: binary units, three
+// significant digits), except an amount a script would write in decimal units
+// with at most three significant digits (80GB, 1.5GB, 999MB), which prints as
+// written.
+std::string formatBytesQuantity(double value) {
+  for (const auto& scale : kByteScales) {
+    if (std::fabs(value) < scale.factor && &scale != &kByteScales.back()) continue;
+    std::string units = fmt::format("{:.3g}", value / scale.factor);
+    if (units.find('e') == std::string::npos && std::stod(units) * scale.factor == value)
+      return units + " " + std::string(scale.suffix);
+    break;
   }
-  return std::nullopt;
+  return ir::formatBytes(value);
 }
 
 
@@ -112,11 +118,7 @@ std::string formatFloat(double value) {
 }
 
 std::string formatQuantity(double value, Dimension d) {
-  if (d == kBytes) {
-    std::string decimal = scaled(value, kByteScales);
-    if (decimal.find('.') == std::string::npos) return decimal;
-    return binaryBytes(value).value_or(decimal);
-  }
+  if (d == kBytes) return formatBytesQuantity(value);
   if (d == kSeconds) return scaled(value, kSecondScales);
   if (d == kFlop) return scaled(value, kFlopScales);
   if (d == kFlopPerSecond) return scaled(value, kFlopRateScales);

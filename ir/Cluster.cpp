@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "ir/Counted.h"
+
 namespace meshflow::ir {
 
 namespace {
@@ -41,12 +43,14 @@ LogicalMesh logicalMesh(const Cluster& cluster, std::array<std::int64_t, 2> subm
                         std::array<std::int64_t, 2> view) {
   if (submesh[0] < 1 || submesh[1] < 1 || submesh[0] > cluster.nodes ||
       submesh[1] > cluster.devicesPerNode) {
-    throw ClusterError(fmt::format("submesh ({}, {}) does not fit a cluster of {} nodes x {} devices",
-                                   submesh[0], submesh[1], cluster.nodes, cluster.devicesPerNode));
+    throw ClusterError(fmt::format("submesh ({}, {}) does not fit a cluster of {} x {}", submesh[0],
+                                   submesh[1], counted(cluster.nodes, "node"),
+                                   counted(cluster.devicesPerNode, "device")));
   }
   if (view[0] < 1 || view[1] < 1 || view[0] * view[1] != submesh[0] * submesh[1]) {
-    throw ClusterError(fmt::format("logical mesh ({}, {}) does not have the {} devices of submesh ({}, {})",
-                                   view[0], view[1], submesh[0] * submesh[1], submesh[0], submesh[1]));
+    throw ClusterError(fmt::format("logical mesh ({}, {}) does not have the {} of submesh ({}, {})",
+                                   view[0], view[1], counted(submesh[0] * submesh[1], "device"),
+                                   submesh[0], submesh[1]));
   }
   // A submesh of several nodes uses whole nodes, so node boundaries fall every
   // submesh[1] devices.

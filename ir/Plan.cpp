@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <set>
 
+#include "ir/Counted.h"
+
 namespace meshflow::ir {
 
 using nlohmann::json;
@@ -326,6 +328,7 @@ std::string idRanges(const std::vector<int>& ids, std::string_view separator) {
 }
 
 std::string formatBytes(double b) {
+  if (b < 0) return "-" + formatBytes(-b);
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   int u = 0;
   while (b >= 1024 && u < 4) {
@@ -371,14 +374,12 @@ std::string throughputLine(const Plan& plan) {
 
 std::string planTable(const Plan& plan) {
   // "1 stage", "2 stages"; "1 microbatch", "4 microbatches".
-  auto count = [](std::int64_t n, std::string_view one, std::string_view many) {
-    return fmt::format("{} {}", n, n == 1 ? one : many);
-  };
+
   std::string out = fmt::format(
       "plan: {} on {}, schedule {}, {}",
-      count(static_cast<std::int64_t>(plan.stages.size()), "stage", "stages"),
-      count(plan.pipelineRanks(), "pipeline rank", "pipeline ranks"),
-      scheduleKindName(plan.schedule), count(plan.microbatches, "microbatch", "microbatches"));
+      counted(static_cast<std::int64_t>(plan.stages.size()), "stage"),
+      counted(plan.pipelineRanks(), "pipeline rank"),
+      scheduleKindName(plan.schedule), counted(plan.microbatches, "microbatch", "microbatches"));
   if (plan.chunks > 1) out += fmt::format(" ({} chunks per rank)", plan.chunks);
   out += "\n";
   out += throughputLine(plan);

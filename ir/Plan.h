@@ -159,8 +159,9 @@ Plan planFromJson(const nlohmann::json& json);
 /// The text `print(p)` shows: a summary line, one row per stage, the alternatives.
 std::string planTable(const Plan& plan);
 
-/// Bytes as the plan table, the REPL and memory messages print them: binary
-/// units with three significant digits ("512 B", "1.11 MiB", "1015 KiB", "80 GiB").
+/// Bytes as everything meshflow prints computed sizes: the plan table, the REPL,
+/// records' byte quantities and error messages. Binary units with three
+/// significant digits ("512 B", "1.11 MiB", "1015 KiB", "80 GiB", "-2 KiB").
 std::string formatBytes(double bytes);
 
 /// A duration for people: "138 ms", "45 min", "3.2 h", "12.4 days".

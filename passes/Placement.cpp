@@ -8,6 +8,7 @@
 #include <optional>
 #include <set>
 
+#include "ir/Counted.h"
 #include "passes/PlacementEncoding.h"
 
 namespace meshflow::passes {
@@ -48,13 +49,15 @@ void validate(const ir::Cluster& cluster, const PlacementRequest& request) {
   for (SubmeshShape shape : request.stages) wanted += shape.devices();
   if (wanted < available)
     throw PlacementError(fmt::format(
-        "the stages' submeshes cover {} devices, but {} are available after {} exclusions; "
+        "the stages' submeshes cover {}, but {} are available after {}; "
         "a placement uses every device that is not excluded (exclude the ones to leave idle)",
-        wanted, available, excluded.size()));
+        ir::counted(wanted, "device"), available,
+        ir::counted(std::int64_t(excluded.size()), "exclusion")));
   if (wanted > available)
     throw PlacementError(fmt::format(
-        "the stages' submeshes need {} devices, but only {} are available after {} exclusions",
-        wanted, available, excluded.size()));
+        "the stages' submeshes need {}, but only {} are available after {}",
+        ir::counted(wanted, "device"), available,
+        ir::counted(std::int64_t(excluded.size()), "exclusion")));
 }
 
 // Depth-first search over the stages in order, each trying its starts in

@@ -10,6 +10,7 @@
 #include <map>
 #include <thread>
 
+#include "ir/Counted.h"
 #include "ir/OpCost.h"
 #include "passes/Placement.h"
 #include "passes/planner/Candidate.h"
@@ -300,19 +301,24 @@ class Search {
         request_(request) {}
 
   ir::Plan run() {
+    checkpoint(request_.control);
     validateRequest(request_, cluster_);
     checkOpPinsMatch(request_, forward_);
-    layers_ = planLayers(forward_, request_.layers);
+    {
+      PlanControl::Pass pass(request_.control, "layer clustering");
+      layers_ = planLayers(forward_, request_.layers);
+    }
     checkStagesFitLayers(request_, int(layers_.layers.size()));
     checkLayerPins(request_, int(layers_.layers.size()));
     budget_ = request_.memoryPerDevice.value_or(cluster_.device.memoryBytes);
     table_.emplace(forward_, layers_, cluster_.device,
                    LayerCostOptions{request_.optimizerCopies, intraOpPins(request_), budget_,
-                                    cluster_.deviceCount()});
+                                    cluster_.deviceCount(), request_.control});
     configs_ = meshConfigs(cluster_, limits());
     if (configs_.empty()) throw noConfigs();
     searchAll();
     if (candidates_.empty()) throw nothingFits();
+    PlanControl::Pass pass(request_.control, "placement and simulation");
     return finish(candidates_.front());
   }
 
@@ -338,6 +344,7 @@ class Search {
       in.memoryBudget = budget_;
       in.layerPins = request_.layerPins;
       in.stages = request_.stages;
+      in.control = request_.control;
       if (cluster_.deviceCount() > kAlpaDpDevices) in.tmaxGap = kLargeClusterTmaxGap;
       // Data-parallel rows split the microbatch's samples: a view's rows must
       // divide it, and each row gets a power of two of them (Megatron's
@@ -349,8 +356,10 @@ class Search {
         anyMeshTakesBatch_ = anyMeshTakesBatch_ || (in.usable.back() && tiles(c));
       }
       prefetch(in);
+      PlanControl::Pass pass(request_.control, "stage search");
       for (auto& [result, search] : stageResults(in))
         for (ScheduleChoice schedule : scheduleCandidates(request_)) {
+          checkpoint(request_.control, 1);
           // One rank cut into chunks runs as 1F1B does, in more pieces: only on request.
           if (schedule.chunks > 1 && result.stages.size() == 1 && !request_.schedule) continue;
           if (auto c = withSchedule(result, schedule, microbatches, in, scheduleRefusal_)) {
@@ -404,6 +413,7 @@ class Search {
   // Solves every layer kind on every configuration the searches will price, in
   // parallel, before they ask one at a time.
   void prefetch(const StageSearchInput& in) {
+    PlanControl::Pass pass(request_.control, "layer costs");
     std::vector<LayerCostTable::Request> requests;
     std::vector<int> firstOfKind(table_->kindCount(), -1);
     for (int l = 0; l < table_->layerCount(); ++l)
@@ -486,6 +496,7 @@ class Search {
     std::size_t simulated = 0;
     double work = 0;
     for (Finalist& f : finalists) {
+      checkpoint(request_.control);
       work += simulationWork(f.candidate);
       if (!request_.simulateStep || simulated == kSimulated || work > kSimulationBudget) break;
       f.simulated = request_.simulateStep(f.plan, physical_);
@@ -549,8 +560,8 @@ class Search {
       for (const DevicePin& pin : request_.devicePins)
         if (hint.empty() && message.find(fmt::format("pin of stage {}", pin.stage)) != std::string::npos)
           hint = fmt::format("pin(stage = {}, devices = ...)", pin.stage);
-    return PlanningError(hint, fmt::format("placing the {} stages of the best plan: {}",
-                                           best.ranks.size(), message));
+    return PlanningError(hint, fmt::format("placing the {} of the best plan: {}",
+                                           ir::counted(std::int64_t(best.ranks.size()), "stage"), message));
   }
 
   PlanningError noConfigs() const {
@@ -615,8 +626,8 @@ class Search {
     if (lastWhy_.empty() && !scheduleRefusal_.why.empty())
       return PlanningError(scheduleRefusal_.hint, "no plan takes the schedule: " + scheduleRefusal_.why);
     std::string limit = request_.memoryPerDevice
-                            ? fmt::format("memory_per_device <= {:.4g} GB", budget_ / 1e9)
-                            : fmt::format("the device's {:.4g} GB", budget_ / 1e9);
+                            ? fmt::format("memory_per_device <= {}", ir::formatBytes(budget_))
+                            : fmt::format("the device's {}", ir::formatBytes(budget_));
     std::string why = lastWhy_.empty() ? smallestPeakText() : lastWhy_;
     if (request_.recompute && *request_.recompute != "full") {
       PlanRequest full = withoutSimulation();
@@ -624,14 +635,16 @@ class Search {
       if (fits(full))
         return PlanningError("recompute",
                              fmt::format("no plan fits in {} per device with recompute = \"{}\" "
-                                         "({} layers, batch {}): {}; with recompute = \"full\" "
+                                         "({}, batch {}): {}; with recompute = \"full\" "
                                          "plans fit",
-                                         limit, *request_.recompute, layers_.layers.size(),
+                                         limit, *request_.recompute,
+                                         ir::counted(std::int64_t(layers_.layers.size()), "layer"),
                                          request_.globalBatch, why));
     }
     return PlanningError("memory_per_device",
-                         fmt::format("no plan fits in {} per device, {} ({} layers, batch {}): {}",
-                                     limit, triedText(), layers_.layers.size(),
+                         fmt::format("no plan fits in {} per device, {} ({}, batch {}): {}",
+                                     limit, triedText(),
+                                     ir::counted(std::int64_t(layers_.layers.size()), "layer"),
                                      request_.globalBatch, why));
   }
 
@@ -658,12 +671,12 @@ class Search {
         request_.globalBatch, devices, layers, perStage);
   }
 
-  // "the smallest plan searched needs 93.1 GB per device", or why none was priced.
+  // "the smallest plan searched needs 86.7 GiB per device", or why none was priced.
   std::string smallestPeakText() const {
     if (!std::isfinite(scheduleRefusal_.smallestPeak))
       return "no stage split of the layers could be priced";
-    return fmt::format("the smallest plan searched needs {:.4g} GB per device",
-                       scheduleRefusal_.smallestPeak / 1e9);
+    return fmt::format("the smallest plan searched needs {} per device",
+                       ir::formatBytes(scheduleRefusal_.smallestPeak));
   }
 
   // The request for a feasibility check, which needs no final choice.
@@ -702,6 +715,14 @@ class Search {
 
 ir::Plan planTraining(const ir::Graph& forward, const ir::Cluster& cluster,
                       const PlanRequest& request) {
+  PlanControl* control = request.control;
+  if (!control) return Search(forward, cluster, request).run();
+  control->begin();
+  // The run ends however the search does (a progress line is cleared).
+  struct EndRun {
+    PlanControl* control;
+    ~EndRun() { control->end(); }
+  } endRun{control};
   return Search(forward, cluster, request).run();
 }
 

@@ -32,6 +32,7 @@
 #include "ir/PipelineSchedule.h"
 #include "ir/Plan.h"
 #include "passes/LayerClustering.h"
+#include "passes/PlanControl.h"
 
 namespace meshflow::passes {
 
@@ -98,6 +99,10 @@ struct PlanRequest {
   /// by simulation: it places the few candidates its estimate ranks best,
   /// simulates each and returns the fastest. Unset, the best estimate wins.
   std::function<double(const ir::Plan&, const ir::Cluster&)> simulateStep;
+
+  /// Cancellation, time budget, progress and pass times (passes/PlanControl.h);
+  /// null: none. planTraining begins and ends a run on it.
+  PlanControl* control = nullptr;
 };
 
 /// A request the planner cannot meet. `hint` names the schedule hint at fault
@@ -115,7 +120,8 @@ class PlanningError : public std::runtime_error {
 };
 
 /// Plans training of `forward` (a forward graph whose output is the loss) on
-/// `cluster`. Throws PlanningError for requests that cannot be met.
+/// `cluster`. Throws PlanningError for requests that cannot be met, and
+/// PlanInterrupted when request.control cancels it or its time runs out.
 ir::Plan planTraining(const ir::Graph& forward, const ir::Cluster& cluster,
                       const PlanRequest& request);
 

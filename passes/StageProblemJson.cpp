@@ -199,7 +199,7 @@ json stageSolutionToJson(const StageSolution& solution) {
   for (const Stage& s : solution.stages)
     stages.push_back(
         {{"layers", {s.firstLayer, s.endLayer}}, {"submesh", s.submesh}, {"config", s.config}});
-  return {{"cost", solution.cost}, {"stages", std::move(stages)}};
+  return {{"cost", solution.cost}, {"stages", std::move(stages)}, {"optimal", solution.optimal}};
 }
 
 }  // namespace meshflow::passes

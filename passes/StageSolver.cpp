@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cmath>
 #include <numeric>
 #include <optional>
@@ -400,8 +401,13 @@ StageError noFeasiblePlan(const StageProblem& p) {
 // the same way on every run.
 class TmaxSearch {
  public:
-  explicit TmaxSearch(const StageProblem& problem)
-      : p_(problem), dp_(problem, true), costs_(distinctCosts(problem)) {}
+  TmaxSearch(const StageProblem& problem, const StageSolveOptions& options)
+      : p_(problem), options_(options), dp_(problem, true), costs_(distinctCosts(problem)) {
+    if (options.timeBudgetSeconds)
+      deadline_ = std::chrono::steady_clock::now() +
+                  std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                      std::chrono::duration<double>(*options.timeBudgetSeconds));
+  }
 
   StageSolution run() {
     if (costs_.empty()) throw noFeasiblePlan(p_);
@@ -410,7 +416,7 @@ class TmaxSearch {
     consider(last);
     if (!best_) throw noFeasiblePlan(p_);
     double leastSum = best_->latencySum;
-    for (std::size_t k = firstFeasible(); k < last; ++k) {
+    for (std::size_t k = firstFeasible(); k < last && !stopped_; ++k) {
       if (leastSum + (p_.microbatches - 1) * costs_[k] >= best_->cost) break;
       k = coveringCap(k);
       consider(k);
@@ -444,6 +450,13 @@ class TmaxSearch {
 
   bool consider(std::size_t k) {
     if (tried_[k]) return true;  // only feasible caps are revisited
+    // With a plan in hand, a spent budget ends the search (its answers no
+    // longer matter: the loops above stop on stopped_).
+    if (best_ && deadline_ && std::chrono::steady_clock::now() >= *deadline_) {
+      stopped_ = true;
+      return true;
+    }
+    checkpoint(options_.control, 1);
     tried_[k] = true;
     ++runs_;
     std::optional<Candidate> found = dp_.run(costs_[k]);
@@ -459,10 +472,14 @@ class TmaxSearch {
     out.stages = best_->stages;
     out.distinctCosts = static_cast<std::int64_t>(costs_.size());
     out.dpRuns = runs_;
+    out.optimal = !stopped_;
     return out;
   }
 
   const StageProblem& p_;
+  const StageSolveOptions& options_;
+  std::optional<std::chrono::steady_clock::time_point> deadline_;
+  bool stopped_ = false;
   StageDp dp_;
   std::vector<double> costs_;
   std::vector<bool> tried_;
@@ -472,9 +489,9 @@ class TmaxSearch {
 
 }  // namespace
 
-StageSolution solveStages(const StageProblem& problem) {
+StageSolution solveStages(const StageProblem& problem, const StageSolveOptions& options) {
   validateStageProblem(problem);
-  return TmaxSearch(problem).run();
+  return TmaxSearch(problem, options).run();
 }
 
 }  // namespace meshflow::passes

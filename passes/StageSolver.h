@@ -12,9 +12,12 @@
 
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "passes/PlanControl.h"
 
 namespace meshflow::passes {
 
@@ -86,6 +89,19 @@ struct StageSolution {
   // How much work the search did, for benchmarks and `explain`.
   std::int64_t distinctCosts = 0;  // candidate values of t_max
   std::int64_t dpRuns = 0;         // DP passes run (t_max values tried)
+  /// False when the time budget ran out before the t_max enumeration ended:
+  /// the best plan found, not proven optimal.
+  bool optimal = true;
+};
+
+struct StageSolveOptions {
+  /// Seconds the t_max enumeration may take; once spent, the best plan found
+  /// so far is the answer (optimal = false). The first DP run, which finds a
+  /// plan whenever one exists, always completes. Empty: no limit.
+  std::optional<double> timeBudgetSeconds{};
+  /// The planner's control (passes/PlanControl.h): each DP run is a safe
+  /// point, where cancellation or the planner's own deadline stops the solve.
+  PlanControl* control = nullptr;
 };
 
 /// A user error in a stage problem: malformed input or no feasible plan.
@@ -100,7 +116,8 @@ void validateStageProblem(const StageProblem& problem);
 
 /// Solves the stage DP exactly. Among plans of equal cost the result is
 /// deterministic. Throws StageError on invalid input or when no plan is
-/// feasible ("no feasible plan: ...").
-StageSolution solveStages(const StageProblem& problem);
+/// feasible ("no feasible plan: ..."), PlanInterrupted when `options.control`
+/// stops it.
+StageSolution solveStages(const StageProblem& problem, const StageSolveOptions& options = {});
 
 }  // namespace meshflow::passes

@@ -10,6 +10,7 @@
 #include "interp/Handles.h"
 #include "interp/PlanObject.h"
 #include "repl/Commands.h"
+#include "repl/Interrupts.h"
 #include "repl/ScheduleSource.h"
 #include "repl/ScriptOptions.h"
 
@@ -193,6 +194,9 @@ int planCommand(Args args, std::ostream& out, std::ostream& err) {
   std::ostream& printed = plan.json ? err : out;
   options->config.write = [&printed](std::string_view text) { printed << text; };
   Interpreter interpreter(options->config);
+  // Ctrl-C cancels the planning at its next safe point, as in `meshflow run`.
+  InterruptOnSigint interrupts([](void* i) { static_cast<Interpreter*>(i)->interrupt(); },
+                               &interpreter);
   Status status = interpreter.evalFile(options->file);
   err << renderAll(status.diagnostics);
   if (!status.ok) return 1;

@@ -213,7 +213,7 @@ std::optional<ReplReply> PlanExplorer::run(Interpreter& interpreter, std::string
   return std::nullopt;
 }
 
-void PlanExplorer::noteInput(std::string_view input, double seconds) {
+void PlanExplorer::noteInput(std::string_view input, double seconds, std::vector<PassTime> passes) {
   static const std::regex kLetPlan(
       R"(^\s*(?:let|var)\s+([A-Za-z_]\w*)\s*=\s*plan\s*\(([\s\S]*)\)\s*$)");
   std::string text(input);
@@ -246,6 +246,7 @@ void PlanExplorer::noteInput(std::string_view input, double seconds) {
   }
   if (plan.model.empty() || plan.cluster.empty() || plan.batch.empty()) return;
   plan.planningSeconds = seconds;
+  plan.passes = std::move(passes);
   last_ = std::move(plan);
 }
 
@@ -323,6 +324,7 @@ ReplReply PlanExplorer::replan(Interpreter& interpreter, LastPlan plan) {
   Status status = interpreter.eval(source, "<:plan>");
   plan.planningSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  plan.passes = interpreter.lastPlanningTimes();
   reply.diagnostics += renderAll(status.diagnostics);
   if (!status.ok) {
     if (previous)
@@ -430,10 +432,17 @@ ReplReply PlanExplorer::timeCommand(Interpreter& interpreter) {
   if (!last_ || last_->planningSeconds == 0)
     return error(":time reports the last plan made by :plan, :set or :alts; there is none");
   ReplReply reply;
-  reply.output = fmt::format(
-      "planning {} took {} (tracing the model and every planner pass; the planner does not "
-      "yet report its passes' times one by one)\n",
-      last_->name, seconds(last_->planningSeconds));
+  const LastPlan& plan = *last_;
+  reply.output = fmt::format("planning {} took {}:\n", plan.name, seconds(plan.planningSeconds));
+  double planner = 0;
+  for (const PassTime& pass : plan.passes) {
+    reply.output += fmt::format("  {:<28} {:>9}  {:>3.0f}%\n", pass.pass, seconds(pass.seconds),
+                                100 * pass.seconds / plan.planningSeconds);
+    planner += pass.seconds;
+  }
+  double rest = std::max(0.0, plan.planningSeconds - planner);
+  reply.output += fmt::format("  {:<28} {:>9}  {:>3.0f}%\n", "tracing the model, the rest",
+                              seconds(rest), 100 * rest / plan.planningSeconds);
   return reply;
 }
 

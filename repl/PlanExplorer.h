@@ -26,9 +26,10 @@ class PlanExplorer {
   std::optional<ReplReply> run(Interpreter& interpreter, std::string_view name,
                                std::string_view args);
 
-  /// Called with each input that ran without error at the prompt, and how long
-  /// it ran: remembers `let NAME = plan(...)` as the last plan made, for :set.
-  void noteInput(std::string_view input, double seconds);
+  /// Called with each input that ran without error at the prompt, how long
+  /// it ran and the interpreter's last planning pass times: remembers
+  /// `let NAME = plan(...)` as the last plan made, for :set and :time.
+  void noteInput(std::string_view input, double seconds, std::vector<PassTime> passes);
 
   /// Forgets the last plan (:reset).
   void reset() { last_.reset(); }
@@ -42,6 +43,7 @@ class PlanExplorer {
     std::string extra;     // further arguments of plan(...), verbatim
     HintSettings hints;    // set by :plan and :set
     double planningSeconds = 0;
+    std::vector<PassTime> passes;  // the planner's passes, for :time
   };
 
   ReplReply planCommand(Interpreter& interpreter, std::string_view args);

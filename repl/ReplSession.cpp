@@ -78,7 +78,8 @@ std::string ReplSession::helpText() {
          "`layer`, `cluster` or `schedule` of a name replaces the old one (a note says\n"
          "so). An unfinished input (an open `{`, `(` or `[`, or a trailing operator)\n"
          "continues on the next line at the `...> ` prompt; Ctrl-C drops it. Ctrl-C\n"
-         "while something runs (a loop, training) stops it and keeps what it defined.\n"
+         "while something runs (a loop, training, a plan) stops it and keeps what it\n"
+         "defined; a plan longer than a second shows a progress line meanwhile.\n"
          "\n"
          "plans (the commands act on the last plan made at the prompt, else on `p`):\n"
          "  :plan MODEL on CLUSTER [batch=N] [hint=value ...]\n"
@@ -90,7 +91,7 @@ std::string ReplSession::helpText() {
          "  :explain SCOPE the strategies weighed for the ops under SCOPE\n"
          "  :timeline [W]  one simulated step, rank by rank (W columns, default 72)\n"
          "  :memory        predicted memory per device, stage by stage\n"
-         "  :time          how long the last plan took to make\n"
+         "  :time          how long the last plan took to make, pass by pass\n"
          "\n"
          "session:\n"
          "  :load FILE     run a script here (its definitions join the session)\n"
@@ -146,7 +147,8 @@ ReplReply ReplSession::run(bool atEnd) {
   if (!status.ok && status.incomplete && !atEnd) return reply;  // wait for more lines
   if (status.ok) {
     explorer_.noteInput(
-        pending_, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+        pending_, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+        interpreter_->lastPlanningTimes());
     inputs_.push_back(pending_);
   }
   pending_.clear();

@@ -1,8 +1,12 @@
 #include "repl/ScriptOptions.h"
 
+#include <unistd.h>
+
 #include <charconv>
 #include <filesystem>
 #include <ostream>
+
+#include "repl/ProgressLine.h"
 
 namespace meshflow::cli {
 namespace {
@@ -34,6 +38,14 @@ bool parseBytes(const std::string& text, std::size_t& out) {
 
 }  // namespace
 
+std::optional<double> parseSeconds(const std::string& text) {
+  double seconds = 0;
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), seconds);
+  if (error != std::errc() || end != text.data() + text.size() || !(seconds > 0) || seconds > 1e6)
+    return std::nullopt;
+  return seconds;
+}
+
 const char* scriptOptionsHelp() {
   return "  --allow-read DIR      let the script read files under DIR (repeatable)\n"
          "  --allow-write DIR     let the script write files under DIR (repeatable)\n"
@@ -42,6 +54,8 @@ const char* scriptOptionsHelp() {
          "  --max-steps N         stop after N evaluation steps (default 100000000)\n"
          "  --max-call-depth N    stop when calls nest deeper than N (default 1000)\n"
          "  --max-memory BYTES    stop when values hold more than BYTES, e.g. 2GB (default 4GiB)\n"
+         "  --time-budget SECONDS stop a planning that runs longer with a TimeBudget error\n"
+         "                        (default 300)\n"
          "  --backend NAME        where train() runs plans: cpu (default: threads of this\n"
          "                        process), mpi (one process per device, under mpirun or\n"
          "                        srun), cuda\n"
@@ -89,13 +103,13 @@ std::optional<ScriptOptions> parseScriptOptions(Args args, bool wantsFile, std::
       if (!v) return std::nullopt;
       if (*v != "cpu" && *v != "mpi" && *v != "cuda") return bad(*v);
       options.backend = *v;
-    } else if (arg == "--timeout") {
+    } else if (arg == "--timeout" || arg == "--time-budget") {
       const std::string* v = value();
-      double seconds = 0;
       if (!v) return std::nullopt;
-      auto [end, error] = std::from_chars(v->data(), v->data() + v->size(), seconds);
-      if (error != std::errc() || end != v->data() + v->size() || !(seconds > 0) || seconds > 1e6) return bad(*v);
-      options.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000));
+      std::optional<double> seconds = parseSeconds(*v);
+      if (!seconds) return bad(*v);
+      if (arg == "--time-budget") options.config.limits.timeBudgetSeconds = *seconds;
+      else options.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(*seconds * 1000));
     } else if (!arg.empty() && arg[0] == '-' && arg != "-") {
       err << "meshflow: unknown option '" << arg << "'\n";
       return std::nullopt;
@@ -110,6 +124,7 @@ std::optional<ScriptOptions> parseScriptOptions(Args args, bool wantsFile, std::
     err << "meshflow: no script given\n";
     return std::nullopt;
   }
+  options.config.planProgress = progressLineFor(STDERR_FILENO);
   return options;
 }
 

@@ -25,6 +25,9 @@ struct ScriptOptions {
 /// `wantsFile` says whether a script path is expected.
 std::optional<ScriptOptions> parseScriptOptions(Args args, bool wantsFile, std::ostream& err);
 
+/// A positive number of seconds, at most a million (`--time-budget`, `--timeout`).
+std::optional<double> parseSeconds(const std::string& text);
+
 /// The option lines of `--help` for these options.
 const char* scriptOptionsHelp();
 

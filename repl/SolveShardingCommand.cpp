@@ -12,6 +12,7 @@
 #include "passes/ShardingProblemJson.h"
 #include "passes/ShardingSolver.h"
 #include "repl/Commands.h"
+#include "repl/ScriptOptions.h"
 
 namespace meshflow::cli {
 
@@ -33,13 +34,6 @@ struct Options {
   bool help = false;
   passes::SolveOptions solve;
 };
-
-std::optional<double> parseSeconds(const std::string& text) {
-  double v = 0.0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || end != text.data() + text.size() || !(v > 0)) return std::nullopt;
-  return v;
-}
 
 // Returns an error message for a usage mistake, or nothing.
 std::optional<std::string> parseOptions(Args args, Options& o) {

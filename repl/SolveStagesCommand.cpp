@@ -1,4 +1,4 @@
-// `meshflow solve-stages COSTS.json [--json]`: Alpa's stage DP on an explicit
+// `meshflow solve-stages COSTS.json [--json] [--time-budget SECONDS]`: Alpa's stage DP on an explicit
 // cost table, so the DP can be checked against other implementations.
 #include <fmt/format.h>
 
@@ -9,15 +9,17 @@
 #include <sstream>
 #include <string>
 
+#include "ir/Counted.h"
 #include "passes/StageProblemJson.h"
 #include "passes/StageSolver.h"
 #include "repl/Commands.h"
+#include "repl/ScriptOptions.h"
 
 namespace meshflow::cli {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: meshflow solve-stages COSTS.json [--json]\n"
+    "usage: meshflow solve-stages COSTS.json [--json] [--time-budget SECONDS]\n"
     "\n"
     "Solves Alpa's inter-operator stage DP on an explicit cost table:\n"
     "  {\"layers\": L, \"microbatches\": B, \"cluster\": [N, M],\n"
@@ -28,20 +30,33 @@ constexpr const char* kUsage =
     "exactly the cluster's N*M devices. See docs/stages.md.\n"
     "\n"
     "  --json   print {\"cost\": T, \"stages\": [{\"layers\": [i, j_exclusive],\n"
-    "           \"submesh\": s, \"config\": g}]} instead of a table\n";
+    "           \"submesh\": s, \"config\": g}], \"optimal\": bool} instead of a table\n"
+    "  --time-budget SECONDS  stop the t_max enumeration after this long and report\n"
+    "           the best plan found (marked not proven optimal); default 300\n";
+
+constexpr double kDefaultTimeBudget = 300;
 
 struct Options {
   std::string path;
   bool json = false;
   bool help = false;
+  double timeBudget = kDefaultTimeBudget;
 };
 
 // Returns the options, or an error message for a usage error.
 std::optional<Options> parseOptions(Args args, std::string& error) {
   Options options;
-  for (const std::string& arg : args) {
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
     if (arg == "--json") {
       options.json = true;
+    } else if (arg == "--time-budget") {
+      std::optional<double> seconds = i + 1 < args.size() ? parseSeconds(args[++i]) : std::nullopt;
+      if (!seconds) {
+        error = "--time-budget needs a positive number of seconds";
+        return std::nullopt;
+      }
+      options.timeBudget = *seconds;
     } else if (arg == "--help" || arg == "-h") {
       options.help = true;
     } else if (arg.starts_with("-") && arg != "-") {
@@ -71,9 +86,11 @@ std::optional<std::string> readFile(const std::string& path) {
 
 void printTable(const passes::StageProblem& problem, const passes::StageSolution& solution,
                 std::ostream& out) {
-  out << fmt::format("cost {} = sum {} + ({} - 1) x max {}  ({} stages on {}x{} devices)\n",
+  out << fmt::format("cost {} = sum {} + ({} - 1) x max {}  ({} on {}x{} devices)\n",
                      solution.cost, solution.latencySum, problem.microbatches, solution.maxLatency,
-                     solution.stages.size(), problem.nodes, problem.devicesPerNode);
+                     ir::counted(std::int64_t(solution.stages.size()), "stage"), problem.nodes,
+                     problem.devicesPerNode);
+  if (!solution.optimal) out << "optimal: no (time budget ran out; best found)\n";
   out << fmt::format("{:<6} {:<10} {:<8} {:<10} {:<7} {}\n", "stage", "layers", "submesh", "shape",
                      "config", "latency");
   for (std::size_t k = 0; k < solution.stages.size(); ++k) {
@@ -106,7 +123,8 @@ int solveStagesCommand(Args args, std::ostream& out, std::ostream& err) {
   }
   try {
     passes::StageProblem problem = passes::parseStageProblemText(*text);
-    passes::StageSolution solution = passes::solveStages(problem);
+    passes::StageSolution solution =
+        passes::solveStages(problem, {.timeBudgetSeconds = options->timeBudget});
     if (options->json)
       out << passes::stageSolutionToJson(solution).dump() << "\n";
     else

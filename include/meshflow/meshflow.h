@@ -22,6 +22,7 @@
 
 #include "meshflow/Diagnostic.h"
 #include "meshflow/Error.h"
+#include "meshflow/Results.h"
 #include "meshflow/Value.h"
 
 namespace meshflow {
@@ -39,6 +40,24 @@ struct Limits {
   std::uint64_t maxSteps = 100'000'000;  // statements executed plus calls made
   std::uint32_t maxCallDepth = 1000;
   std::size_t maxMemoryBytes = std::size_t{4} << 30;  // held by script values
+  /// Seconds one planning (plan(...), train(plan = auto)) may take before a
+  /// TimeBudget diagnostic; `meshflow --time-budget`. 0 stops at the planner's
+  /// first safe point (tests use it).
+  double timeBudgetSeconds = 300;
+};
+
+/// Where a planning run stands, for Config::planProgress.
+struct PlanProgress {
+  std::string pass;             ///< "layer clustering", "layer costs", "stage search", ...
+  std::int64_t candidates = 0;  ///< Searched so far: intra-op solves, DP runs, candidate plans.
+  double elapsedSeconds = 0;
+  bool finished = false;        ///< The run's last call (clear a progress line).
+};
+
+/// Seconds one planner pass took in the last planning run.
+struct PassTime {
+  std::string pass;
+  double seconds = 0;
 };
 
 /// Folders a script may read (imports, data) and write (plans, traces, checkpoints).
@@ -80,7 +99,20 @@ struct Config {
   /// by the file's path and text; every interpreter still runs the module in a
   /// scope of its own. Null (the default): each interpreter parses what it imports.
   std::shared_ptr<interp::ParsedModules> parsedModules;
+  /// Called when a planning run starts, then about every 0.1 s while it runs
+  /// (from whichever planner thread reaches a safe point, one at a time), and
+  /// once with finished = true at its end. Must not throw.
+  std::function<void(const PlanProgress&)> planProgress;
+  /// Called after every step train() runs (on the interpreter's thread).
+  /// Must not throw.
+  std::function<void(const TrainStep&)> onTrainStep;
 };
+
+/// A host's data loader (Interpreter::defineTokenData): the batch of `batch`
+/// sequences of `seq` tokens for 0-based training step `step`. Throw (any
+/// std::exception) to stop training with a DataError naming the loader.
+using TokenLoader =
+    std::function<TokenBatch(std::int64_t batch, std::int64_t seq, std::int64_t step)>;
 
 /// The outcome of eval or call.
 struct Status {
@@ -145,6 +177,27 @@ class Interpreter {
   /// stay. Safe to call from another thread or a signal handler (Ctrl-C).
   /// A request made while nothing runs is dropped when the next eval starts.
   void interrupt();
+
+  /// The passes of the last planning run this interpreter made, in the order
+  /// they first ran, each with its own seconds; empty before any.
+  std::vector<PassTime> lastPlanningTimes() const;
+
+  /// Calls method `method` of `object` with positional `args`, as
+  /// `object.method(args...)` would: `p.timeline(72)`, `p.explain("block0")`,
+  /// `p.export_megatron()`. An unknown method is an UnknownField diagnostic.
+  Status callMethod(const Value& object, const std::string& method, std::vector<Value> args);
+
+  /// A plan value (from plan(...)) as structs; nullopt for any other value.
+  std::optional<PlanResult> planResult(const Value& plan) const;
+  /// simulate(p)'s record as a struct; nullopt for a value of another shape.
+  std::optional<SimulationResult> simulationResult(const Value& record) const;
+  /// train(...)'s record as a struct; nullopt for a value of another shape.
+  std::optional<TrainResult> trainResult(const Value& record) const;
+
+  /// Defines the global `name` as training data that `loader` fills:
+  /// `train(model, data = name, ...)` asks it for each step's batch. The model
+  /// takes its inputs `tokens` and `labels` (i32[batch, seq]) from it.
+  void defineTokenData(const std::string& name, TokenLoader loader);
 
   /// Forgets the modules imported so far, so that the next `import` of each
   /// reads and runs its file again (the REPL's :reload after an edit).

@@ -5,6 +5,7 @@
 
 #include <map>
 
+#include "ir/Counted.h"
 #include "ir/Plan.h"
 
 namespace meshflow::passes {
@@ -115,9 +116,9 @@ UsableDevices usableDevices(const ir::Cluster& cluster, const PlanRequest& reque
 }
 
 std::string exclusionNote(const ir::Cluster& cluster, const UsableDevices& usable) {
-  std::string note = fmt::format("planned on {} of the {} nodes ({}): {} devices excluded",
-                                 usable.nodes.size(), cluster.nodes, idRanges(usable.nodes),
-                                 usable.excludedCount);
+  std::string note = fmt::format("planned on {} of the {} ({}): {} excluded", usable.nodes.size(),
+                                 ir::counted(cluster.nodes, "node"), idRanges(usable.nodes),
+                                 ir::counted(std::int64_t(usable.excludedCount), "device"));
   if (!usable.idle.empty())
     note += fmt::format("; devices {} stay idle, as the planner uses only nodes no exclusion touches",
                         idRanges(usable.idle));

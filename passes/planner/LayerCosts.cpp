@@ -2,7 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
+#include <exception>
+#include <mutex>
 #include <thread>
 
 #include "ir/OpCost.h"
@@ -207,11 +210,21 @@ void LayerCostTable::prefetch(const std::vector<Request>& requests, unsigned thr
       work.push_back({&cache_.try_emplace(key).first->second, &r, weight});
     }
     std::atomic<std::size_t> next = 0;
+    // A worker stopped at a safe point (PlanInterrupted) stops the others; the
+    // first such exception is rethrown once all have joined.
+    std::exception_ptr stopped;
+    std::mutex stoppedMutex;
     auto worker = [&] {
-      for (std::size_t i = next++; i < work.size(); i = next++) {
-        const Request& r = *work[i].request;
-        *work[i].slot =
-            solve(kindOf_[r.layer], *r.config, r.microbatch, r.syncWeight, work[i].memoryWeight);
+      try {
+        for (std::size_t i = next++; i < work.size(); i = next++) {
+          const Request& r = *work[i].request;
+          *work[i].slot =
+              solve(kindOf_[r.layer], *r.config, r.microbatch, r.syncWeight, work[i].memoryWeight);
+        }
+      } catch (...) {
+        next = work.size();
+        std::lock_guard lock(stoppedMutex);
+        if (!stopped) stopped = std::current_exception();
       }
     };
     std::vector<std::thread> pool;
@@ -219,6 +232,9 @@ void LayerCostTable::prefetch(const std::vector<Request>& requests, unsigned thr
     for (unsigned t = 1; t < count; ++t) pool.emplace_back(worker);
     worker();
     for (std::thread& t : pool) t.join();
+    // The slots left unsolved read as "no strategy": the table is dropped with
+    // the search the exception ends.
+    if (stopped) std::rethrow_exception(stopped);
   }
 }
 
@@ -233,6 +249,10 @@ std::optional<LayerCost> LayerCostTable::solve(int kind, const MeshConfig& confi
   o.parameterSyncWeight = syncWeight;
   o.pins = options_.pins;
   o.memoryWeight = memoryWeight;
+  checkpoint(options_.control, 1);
+  if (options_.control)
+    o.solver.timeBudgetSeconds =
+        std::max(1e-3, std::min(o.solver.timeBudgetSeconds, options_.control->secondsLeft()));
   ++solves_;
   try {
     IntraOpResult r = solveIntraOp(g, config.mesh, device_, o);

@@ -17,6 +17,7 @@
 #include "ir/Graph.h"
 #include "passes/IntraOpPass.h"
 #include "passes/LayerClustering.h"
+#include "passes/PlanControl.h"
 #include "passes/planner/LayerSubgraph.h"
 #include "passes/planner/MeshConfigs.h"
 
@@ -55,6 +56,9 @@ struct LayerCostOptions {
   /// a stage holds when the configuration's equal stages split the model).
   double memoryBudget = 0;
   std::int64_t devices = 1;
+  /// Each solve is a safe point, and its sharding solver's time budget is cut
+  /// to the time the run has left.
+  PlanControl* control = nullptr;
 };
 
 /// Layers grouped by kind, with a cache of their costs.

@@ -168,7 +168,7 @@ std::optional<StageSearchResult> alpaStages(const StageSearchInput& in, std::str
     }
   StageSolution solution;
   try {
-    solution = solveStages(p);
+    solution = solveStages(p, {.control = in.control});
   } catch (const StageError& e) {
     *why = e.what();
     return std::nullopt;

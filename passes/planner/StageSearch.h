@@ -52,6 +52,7 @@ struct StageSearchInput {
   /// Per config, whether to consider it at this microbatch size (the planner
   /// drops views whose data-parallel rows do not divide the microbatch).
   std::vector<char> usable;
+  PlanControl* control = nullptr;  ///< Each DP run is a safe point.
 
   bool isUsable(int config) const { return usable.empty() || usable[config]; }
 };

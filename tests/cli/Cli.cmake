@@ -119,3 +119,21 @@ cli_test(run_megatron_table COMMAND ${mf} run examples/megatron_table.mesh
 # build ("no CUDA device is available") and in one without ("no CUDA backend").
 cli_exit_test(cuda_backend_without_gpu 1 "meshflow: --backend cuda: [^\n]*CUDA" ${mf} run --backend cuda examples/quickstart.mesh)
 cli_exit_test(cuda_cluster_without_gpu 1 "cannot train on cuda: [^\n]*CUDA" ${mf} run tests/cli/train_cuda.mesh)
+# Time budgets (docs/cli.md, "Time budgets"): every command that plans or
+# solves takes --time-budget; a planning past it is a TimeBudget error, a solver
+# with an answer in hand returns it marked not proven.
+cli_exit_test(run_time_budget 1
+              "error: planning ran out of its time budget of 1e-09 s.*raise it with --time-budget.*TimeBudget"
+              ${mf} run examples/plan_gpt.mesh --time-budget 1e-9)
+cli_exit_test(plan_time_budget 1 "planning ran out of its time budget of 1e-09 s.*TimeBudget"
+              ${mf} plan ${plan_file} ${plan_args} --time-budget 1e-9)
+cli_exit_test(run_time_budget_enough 0 "simulated step:"
+              ${mf} run examples/plan_gpt.mesh --time-budget 120)
+cli_exit_test(time_budget_not_positive 2 "invalid value '0' for --time-budget"
+              ${mf} run examples/plan_gpt.mesh --time-budget 0)
+cli_exit_test(solve_stages_budget 0 "cost 5 = sum 2 \\+ \\(4 - 1\\) x max 1  \\(2 stages on 1x2 devices\\)"
+              ${mf} solve-stages tests/cli/data/two_layers.json --time-budget 60)
+cli_exit_test(solve_stages_json_optimal 0 "\"optimal\":true"
+              ${mf} solve-stages tests/cli/data/two_layers.json --json)
+cli_exit_test(solve_stages_bad_budget 2 "--time-budget needs a positive number of seconds"
+              ${mf} solve-stages tests/cli/data/two_layers.json --time-budget -1)

@@ -96,8 +96,9 @@ void parseLimits(const std::string& text, Expectations& e) {
     std::string value = equals == std::string::npos ? "" : word.substr(equals + 1);
     bool ok = (name == "steps" && parseNumber(value, e.limits.maxSteps)) ||
               (name == "calls" && parseNumber(value, e.limits.maxCallDepth)) ||
-              (name == "memory" && parseBytes(value, e.limits.maxMemoryBytes));
-    if (!ok) e.problems.push_back("bad limit '" + word + "' (steps=N calls=N memory=BYTES)");
+              (name == "memory" && parseBytes(value, e.limits.maxMemoryBytes)) ||
+              (name == "time" && parseNumber(value, e.limits.timeBudgetSeconds));
+    if (!ok) e.problems.push_back("bad limit '" + word + "' (steps=N calls=N memory=BYTES time=SECONDS)");
   }
 }
 

@@ -1,7 +1,7 @@
 # package.install: installs this build into a temporary prefix and builds
 # examples/embed against it as a host project would (find_package(meshflow),
-# meshflow::meshflow), then checks that the host runs, prints what the in-tree
-# example prints, and reads the stdlib installed beside the library. The
+# meshflow::meshflow), then checks that the hosts run, print what the in-tree
+# examples print, and reads the stdlib installed beside the library. The
 # installed `meshflow` tool must find the same stdlib and know its version.
 #
 # cmake -DBUILD_DIR=... -DSOURCE_DIR=... -DWORK_DIR=... -DVERSION=... -P InstallTest.cmake
@@ -37,6 +37,11 @@ run("the host" ${host})
 file(READ ${SOURCE_DIR}/examples/embed/expected_output.txt expected)
 if(NOT output STREQUAL expected)
   message(FATAL_ERROR "the installed host printed:\n${output}\nexpected:\n${expected}")
+endif()
+run("the planner host" ${WORK_DIR}/host/meshflow_planner_example)
+file(READ ${SOURCE_DIR}/examples/embed/planner_expected_output.txt expected)
+if(NOT output STREQUAL expected)
+  message(FATAL_ERROR "the installed planner host printed:\n${output}\nexpected:\n${expected}")
 endif()
 run("the host --where" ${host} --where)
 expect_match("the host's version" "meshflow ${VERSION}\n" "${output}")

@@ -37,11 +37,13 @@ void check(bool ok, const std::string& what, const std::string& screen = "") {
   }
 }
 
-// One `meshflow repl` on the slave side of a pseudo-terminal.
+// One `meshflow repl` (or another command) on the slave side of a pseudo-terminal.
 class PtySession {
  public:
-  /// `colour`: leave NO_COLOR unset, so diagnostics come coloured.
-  PtySession(const std::string& meshflow, const std::string& home, bool colour = false) {
+  /// `colour`: leave NO_COLOR unset, so diagnostics come coloured. `args`: the
+  /// command's arguments after `meshflow`.
+  PtySession(const std::string& meshflow, const std::string& home, bool colour = false,
+             std::vector<std::string> args = {"repl"}) {
     winsize size{24, 100, 0, 0};
     pid_ = forkpty(&master_, nullptr, nullptr, &size);
     if (pid_ == 0) {
@@ -51,7 +53,10 @@ class PtySession {
         unsetenv("NO_COLOR");
       else
         setenv("NO_COLOR", "1", 1);
-      execl(meshflow.c_str(), meshflow.c_str(), "repl", static_cast<char*>(nullptr));
+      std::vector<char*> argv{const_cast<char*>(meshflow.c_str())};
+      for (std::string& arg : args) argv.push_back(arg.data());
+      argv.push_back(nullptr);
+      execv(meshflow.c_str(), argv.data());
       _exit(127);
     }
     if (pid_ < 0) {
@@ -239,6 +244,54 @@ void planExplorerAtTheTerminal(const std::string& meshflow, const std::filesyste
   check(repl.waitExit() == 0, ":quit leaves after the plan commands", repl.screen());
 }
 
+// A planning long enough to show the progress line: about 3 s of CPU time on
+// this project's 2-core machine (Alpa's full DP on 64 devices, 13 microbatch
+// counts).
+constexpr const char* kSlowModel = "gpt(layers = 96, hidden = 2048, heads = 16, seq = 2048, vocab = 50304)";
+constexpr const char* kSlowCluster = "dgx_a100(nodes = 8)";
+constexpr const char* kSlowBatch = "4096";
+
+// Ctrl-C during a plan at the prompt: the progress line shows after about a
+// second, Ctrl-C cancels the plan, and the session keeps what it defined.
+void ctrlCDuringAPlan(const std::string& meshflow, const std::filesystem::path& home) {
+  PtySession repl(meshflow, home.string());
+  check(enter(repl, "import std.models") && enter(repl, "import std.clusters") &&
+            enter(repl, "let kept = 42"),
+        "definitions before a long plan", repl.screen());
+  check(enter(repl, std::string(":plan ") + kSlowModel + " on " + kSlowCluster + " batch=" + kSlowBatch),
+        "prompt before a long :plan", repl.screen());
+  check(repl.waitFor("planning: ") && repl.waitFor(" candidates searched, ") &&
+            repl.waitFor(" s (Ctrl-C cancels)"),
+        "a long plan shows its progress line (pass, candidates, elapsed)", repl.screen());
+  repl.type("\x03");
+  check(repl.waitFor("interrupted (Ctrl-C): planning cancelled") && repl.waitFor("[Interrupted]"),
+        "Ctrl-C cancels the plan with an Interrupted diagnostic", repl.screen());
+  check(enter(repl, "kept + 1") && repl.waitFor("43"), "what was defined before the plan is kept",
+        repl.screen());
+  check(enter(repl, "p") && repl.waitFor("unknown name 'p'"), "the cancelled plan bound nothing",
+        repl.screen());
+  check(enter(repl, ":quit"), "prompt before :quit", repl.screen());
+  check(repl.waitExit() == 0, ":quit leaves after a cancelled plan", repl.screen());
+}
+
+// `meshflow run` on a terminal: the same progress line, and Ctrl-C ends the
+// run with the Interrupted error and exit status 1.
+void ctrlCDuringARunsPlan(const std::string& meshflow, const std::filesystem::path& home) {
+  std::filesystem::path script = home / "long_plan.mesh";
+  std::ofstream(script) << "import std.models\nimport std.clusters\nlet p = plan(" << kSlowModel << ", "
+                        << kSlowCluster << ", batch = " << kSlowBatch << ")\nprint(\"planned\")\n";
+  PtySession run(meshflow, home.string(), false, {"run", script.string()});
+  check(run.waitFor("planning: ") && run.waitFor(" candidates searched, "),
+        "meshflow run shows the progress line on a terminal", run.screen());
+  run.type("\x03");
+  check(run.waitFor("long_plan.mesh:3:9: error: interrupted (Ctrl-C): planning cancelled") &&
+            run.waitFor("[Interrupted]"),
+        "Ctrl-C cancels the run's plan with a clear message", run.screen());
+  check(run.waitExit() == 1, "a cancelled run exits with status 1", run.screen());
+  check(run.screen().find("planned") == std::string::npos, "nothing after the plan ran",
+        run.screen());
+}
+
 void ctrlDWithoutWritableHome(const std::string& meshflow) {
   PtySession repl(meshflow, "/nonexistent/meshflow-home");
   check(enter(repl, "1 + 1") && repl.waitFor("2"), "a session without a writable HOME works",
@@ -248,10 +301,15 @@ void ctrlDWithoutWritableHome(const std::string& meshflow) {
   check(repl.waitExit() == 0, "Ctrl-D leaves with exit status 0", repl.screen());
 }
 
-// Standard input from a pipe: no libedit, no prompts.
-void pipedInput(const std::string& meshflow) {
+// Runs `meshflow ARGS` with `input` on a pipe as standard input and both
+// outputs on another pipe; what it wrote, and its wait status in `status`.
+std::string runPiped(const std::string& meshflow, std::vector<std::string> args,
+                     const std::string& input, int& status) {
   int in[2], out[2];
-  if (pipe(in) != 0 || pipe(out) != 0) return check(false, "pipes");
+  if (pipe(in) != 0 || pipe(out) != 0) {
+    check(false, "pipes");
+    return {};
+  }
   pid_t pid = fork();
   if (pid == 0) {
     dup2(in[0], 0);
@@ -259,14 +317,16 @@ void pipedInput(const std::string& meshflow) {
     dup2(out[1], 2);
     close(in[1]);
     close(out[0]);
-    execl(meshflow.c_str(), meshflow.c_str(), "repl", static_cast<char*>(nullptr));
+    std::vector<char*> argv{const_cast<char*>(meshflow.c_str())};
+    for (std::string& arg : args) argv.push_back(arg.data());
+    argv.push_back(nullptr);
+    execv(meshflow.c_str(), argv.data());
     _exit(127);
   }
   close(in[0]);
   close(out[1]);
-  std::string input = "let x = 20\nx * 2 + 2\nfn f(a) {\n  return a * 3\n}\nf(5)\nprint(\"hi\")\n";
   if (write(in[1], input.data(), input.size()) != static_cast<ssize_t>(input.size()))
-    return check(false, "writing to the piped REPL");
+    check(false, "writing to the piped command");
   close(in[1]);
   std::string output;
   auto end = Clock::now() + kDeadline;
@@ -280,10 +340,32 @@ void pipedInput(const std::string& meshflow) {
   }
   close(out[0]);
   kill(pid, SIGKILL);  // a no-op unless it overran the deadline
-  int status = 0;
   waitpid(pid, &status, 0);
+  return output;
+}
+
+// Standard input from a pipe: no libedit, no prompts.
+void pipedInput(const std::string& meshflow) {
+  int status = 0;
+  std::string output = runPiped(meshflow, {"repl"},
+                                "let x = 20\nx * 2 + 2\nfn f(a) {\n  return a * 3\n}\nf(5)\nprint(\"hi\")\n",
+                                status);
   check(output == "42\n15\nhi\n", "piped input runs without prompts", output);
   check(WIFEXITED(status) && WEXITSTATUS(status) == 0, "piped input exits with status 0");
+}
+
+// A planning longer than a second with its output piped: no progress line,
+// and its time budget ends it with a TimeBudget error instead of a long wait.
+void pipedPlanHasNoProgress(const std::string& meshflow, const std::filesystem::path& home) {
+  int status = 0;
+  std::string output = runPiped(
+      meshflow, {"run", (home / "long_plan.mesh").string(), "--time-budget", "1.5"}, "", status);
+  check(output.find("planning ran out of its time budget of 1.5 s") != std::string::npos &&
+            output.find("[TimeBudget]") != std::string::npos,
+        "a plan past --time-budget stops with a TimeBudget error", output);
+  check(output.find("planning: ") == std::string::npos && output.find('\r') == std::string::npos,
+        "piped output has no progress line", output);
+  check(WIFEXITED(status) && WEXITSTATUS(status) == 1, "the run exits with status 1", output);
 }
 
 }  // namespace
@@ -301,6 +383,9 @@ int main(int argc, char** argv) {
   planExplorerAtTheTerminal(meshflow, home);
   ctrlDWithoutWritableHome(meshflow);
   pipedInput(meshflow);
+  ctrlCDuringAPlan(meshflow, home);
+  ctrlCDuringARunsPlan(meshflow, home);
+  pipedPlanHasNoProgress(meshflow, home);
   std::filesystem::remove_all(home);
   std::cout << (failures == 0 ? "all passed\n" : std::to_string(failures) + " failed\n");
   return failures == 0 ? 0 : 1;

@@ -1,5 +1,6 @@
 // docs/embedding.md states Config's defaults; this keeps it true to the header.
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -28,7 +29,8 @@ TEST_CASE("docs/embedding.md gives the header's default limits", "[embed][docs]"
   Limits limits;
   REQUIRE(limits.maxMemoryBytes % (std::size_t{1} << 30) == 0);
   std::string row = grouped(limits.maxSteps) + ", " + std::to_string(limits.maxCallDepth) + ", " +
-                    std::to_string(limits.maxMemoryBytes >> 30) + " GiB |";
+                    std::to_string(limits.maxMemoryBytes >> 30) + " GiB, " +
+                    fmt::format("{:g}", limits.timeBudgetSeconds) + " |";
   CHECK(text.str().find(row) != std::string::npos);
 }
 

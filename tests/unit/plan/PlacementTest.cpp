@@ -108,7 +108,7 @@ TEST_CASE("shapes must cover exactly the available devices", "[plan][placement]"
                     "the ones to leave idle)");
   CHECK_THROWS_WITH(placeStages(cluster(1, 4), request({{1, 4}}, {}, {2})),
                     "the stages' submeshes need 4 devices, but only 3 are available after 1 "
-                    "exclusions");
+                    "exclusion");
 }
 
 TEST_CASE("invalid shapes, pins and exclusions are refused", "[plan][placement]") {

@@ -146,7 +146,22 @@ TEST_CASE(":compare, :explain, :timeline, :memory and :time", "[repl][plan]") {
   CHECK(contains(f.session.feed(":timeline 3").diagnostics, "width must be between 8 and 1000"));
   CHECK(contains(f.session.feed(":memory").output, "memory per device     weights  gradients"));
   CHECK(contains(f.session.feed(":memory").output, "\nstage 1 "));
-  CHECK(contains(f.session.feed(":time").output, "planning p took "));
+  std::string times = f.session.feed(":time").output;
+  CHECK(contains(times, "planning p took "));
+  for (const char* pass : {"\n  layer clustering ", "\n  layer costs ", "\n  stage search ",
+                           "\n  placement and simulation ", "\n  tracing the model, the rest "})
+    CHECK(contains(times, pass));
+}
+
+TEST_CASE(":time covers a plan made by `let p = plan(...)` too", "[repl][plan]") {
+  Fixture f;
+  f.session.feed("let c = cpu(devices = 2)");
+  ReplReply made = f.session.feed(
+      "let q = plan(gpt(layers = 2, hidden = 64, heads = 2, seq = 16, vocab = 64), c, batch = 8)");
+  INFO(made.diagnostics);
+  std::string times = f.session.feed(":time").output;
+  CHECK(contains(times, "planning q took "));
+  CHECK(contains(times, "\n  layer costs "));
 }
 
 TEST_CASE("at the prompt a definition replaces an earlier one, with a note", "[repl]") {

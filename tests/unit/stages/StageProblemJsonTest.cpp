@@ -39,7 +39,7 @@ TEST_CASE("a JSON problem is read and solved", "[stages][json]") {
   CHECK(p.at(0, 1, 0, 0) == StageProblem::kInfeasible);
   CHECK(p.maxSuccStages.empty());
   CHECK(stageSolutionToJson(solveStages(p)).dump() ==
-        R"({"cost":5.0,"stages":[{"config":0,"layers":[0,1],"submesh":0},)"
+        R"({"cost":5.0,"optimal":true,"stages":[{"config":0,"layers":[0,1],"submesh":0},)"
         R"({"config":0,"layers":[1,2],"submesh":0}]})");
 }
 

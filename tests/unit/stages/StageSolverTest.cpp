@@ -153,5 +153,31 @@ TEST_CASE("t_max pruning skips most caps on a larger table", "[stages]") {
   CHECK(s.stages.size() >= 2);
 }
 
+// The first DP run (no cap) finds the one-stage plan of cost 6; only the run at
+// t_max = 1 finds the pipeline of cost 5.
+TEST_CASE("a spent time budget returns the best plan found, not proven", "[stages][budget]") {
+  StageSolution bounded = solveStages(twoLayers(4), {.timeBudgetSeconds = 0.0});
+  CHECK_FALSE(bounded.optimal);
+  CHECK(bounded.dpRuns == 1);
+  CHECK(bounded.cost == 6);
+  CHECK(bounded.stages == std::vector<Stage>{{0, 2, 1, 0, 1.5}});
+
+  StageSolution exact = solveStages(twoLayers(4), {.timeBudgetSeconds = 60.0});
+  CHECK(exact.optimal);
+  CHECK(exact.cost == 5);
+}
+
+TEST_CASE("a cancelled control stops the stage solver at its first DP run", "[stages][budget]") {
+  PlanControl control;
+  control.begin();
+  control.cancel();
+  try {
+    solveStages(twoLayers(4), {.control = &control});
+    FAIL("solveStages ran to the end");
+  } catch (const PlanInterrupted& stopped) {
+    CHECK(stopped.reason() == PlanInterrupted::Reason::kCancelled);
+  }
+}
+
 }  // namespace
 }  // namespace meshflow::passes
