@@ -314,19 +314,6 @@ std::string idRanges(const std::vector<int>& ids, std::string_view separator) {
   return out;
 }
 
-std::string formatBytes(double b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (b >= 1024 && u < 4) {
-    b /= 1024;
-    ++u;
-  }
-  if (u == 0) return fmt::format("{:.0f} B", b);
-  // Three significant digits, without an exponent for 1000-1023 (1015 KiB).
-  if (b >= 1000) return fmt::format("{:.0f} {}", b, units[u]);
-  return fmt::format("{:.3g} {}", b, units[u]);
-}
-
 std::string planTable(const Plan& plan) {
   // "1 stage", "2 stages"; "1 microbatch", "4 microbatches".
   auto count = [](std::int64_t n, std::string_view one, std::string_view many) {
