@@ -1,7 +1,9 @@
 // Bytes as meshflow prints them everywhere (plan tables, the REPL, memory
-// messages). Its own header, without Plan.h's JSON, so that the runtime's
-// memory accounting builds where nlohmann/json is not installed (the GPU
-// check's standalone build, tests/gpu/CMakeLists.txt).
+// messages). Its own header and source, without Plan.h's JSON, so that the
+// runtime's memory accounting builds and links where nlohmann/json is not
+// installed (the GPU check's standalone build, tests/gpu/CMakeLists.txt).
+// ir/Plan.h declares it too, for its existing users (to be replaced by an
+// include of this header).
 #pragma once
 
 #include <string>

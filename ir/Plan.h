@@ -19,7 +19,6 @@
 #include <string_view>
 #include <vector>
 
-#include "ir/Bytes.h"
 #include "ir/Graph.h"
 #include "ir/PipelineSchedule.h"
 #include "ir/Sharding.h"
@@ -129,6 +128,9 @@ Plan planFromJson(const nlohmann::json& json);
 /// The text `print(p)` shows: a summary line, one row per stage, the alternatives.
 std::string planTable(const Plan& plan);
 
+/// Bytes as the plan table, the REPL and memory messages print them: binary
+/// units with three significant digits ("512 B", "1.11 MiB", "1015 KiB", "80 GiB").
+std::string formatBytes(double bytes);
 
 /// Ascending device ids as runs of consecutive ids joined by `separator`:
 /// "0-7", "0-3,8-11" (separator ","), "" for none.
