@@ -229,6 +229,10 @@ std::unique_ptr<StepRunner> makeRunner(Evaluator& ev, const BoundArgs& a, const 
     gpus = gpuHost(a, clusterObject, devices);
   }
   if (devices == 1 && a[kPlan].isNone() && !gpus) return serialRunner(training, batch);
+  if (!cluster && gpus)
+    failAt(DiagnosticKind::TrainingError,
+           "the cuda backend runs a plan on a cluster's devices: give one, e.g. cluster = cuda(devices = 1)",
+           a.callSpan);
   if (!cluster) argumentError(a, kPlan, DiagnosticKind::InvalidValue, "plan = auto needs a cluster");
   ir::Plan plan = planToRun(ev, a, forward, *cluster, batch);
   refuseIfTooBig(a, plan, cluster->device.memoryBytes);

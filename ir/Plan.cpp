@@ -327,20 +327,6 @@ std::string idRanges(const std::vector<int>& ids, std::string_view separator) {
   return out;
 }
 
-std::string formatBytes(double b) {
-  if (b < 0) return "-" + formatBytes(-b);
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (b >= 1024 && u < 4) {
-    b /= 1024;
-    ++u;
-  }
-  if (u == 0) return fmt::format("{:.0f} B", b);
-  // Three significant digits, without an exponent for 1000-1023 (1015 KiB).
-  if (b >= 1000) return fmt::format("{:.0f} {}", b, units[u]);
-  return fmt::format("{:.3g} {}", b, units[u]);
-}
-
 std::string durationText(double s) {
   if (s >= 2 * 86400) return fmt::format("{:.3g} days", s / 86400);
   if (s >= 2 * 3600) return fmt::format("{:.3g} h", s / 3600);

@@ -20,6 +20,7 @@
 #include <string_view>
 #include <vector>
 
+#include "ir/Bytes.h"
 #include "ir/Graph.h"
 #include "ir/PipelineSchedule.h"
 #include "ir/Sharding.h"
@@ -159,10 +160,6 @@ Plan planFromJson(const nlohmann::json& json);
 /// The text `print(p)` shows: a summary line, one row per stage, the alternatives.
 std::string planTable(const Plan& plan);
 
-/// Bytes as everything meshflow prints computed sizes: the plan table, the REPL,
-/// records' byte quantities and error messages. Binary units with three
-/// significant digits ("512 B", "1.11 MiB", "1015 KiB", "80 GiB", "-2 KiB").
-std::string formatBytes(double bytes);
 
 /// A duration for people: "138 ms", "45 min", "3.2 h", "12.4 days".
 std::string durationText(double seconds);

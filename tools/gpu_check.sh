@@ -103,10 +103,13 @@ rm -rf "$libs" && mkdir -p "$libs" && cp "$bundle"/lib/* "$libs"/
 for packed in "$libs"/*.xz; do [ -e "$packed" ] && xz -d -f "$packed"; done
 torch_libs=$(python3 -c 'import glob, os, torch; print(":".join([os.path.join(os.path.dirname(torch.__file__), "lib")] + glob.glob(os.path.join(os.path.dirname(os.path.dirname(torch.__file__)), "nvidia", "*", "lib"))))' 2>/dev/null || true)
 library_path="$libs:/usr/local/cuda/lib64:/usr/local/cuda/lib:/usr/local/cuda/targets/x86_64-linux/lib:$torch_libs:/usr/local/nvidia/lib64:/usr/lib/x86_64-linux-gnu:/lib/x86_64-linux-gnu:/usr/lib64"
-meshflow() { "$libs"/ld-linux-x86-64.so.2 --library-path "$library_path" "$bundle/bin/meshflow" "$@"; }
+# A launcher script, so that `timeout` can run it.
+printf '#!/bin/sh\nexec "%s/ld-linux-x86-64.so.2" --library-path "%s" "%s/bin/meshflow" "$@"\n' \
+  "$(cd "$libs" && pwd)" "$library_path" "$(cd "$bundle" && pwd)" > "$BUILD/meshflow"
+chmod +x "$BUILD/meshflow"
 
 log "parity: tests/gpu/parity.mesh (tiny GPT, cuda vs cpu)"
-timeout 100 meshflow run --stdlib stdlib tests/gpu/parity.mesh 2>&1 | tee "$BUILD/parity.txt"
+timeout 100 "$BUILD/meshflow" run --stdlib stdlib tests/gpu/parity.mesh 2>&1 | tee "$BUILD/parity.txt"
 parity=${PIPESTATUS[0]}
 ok=$(grep -c "^parity ok" "$BUILD/parity.txt")
 if [ "$parity" -eq 0 ]; then row "parity (tiny GPT, 1/2/4 devs)" "passed ($ok plans)"
@@ -119,12 +122,14 @@ flops=$(awk '$1 == "torch_bench" { print $7 }' "$BUILD/torch.txt")
 torch_peak=$(awk '$1 == "torch_bench" { print $9 }' "$BUILD/torch.txt")
 
 log "benchmark: gpt_350m bf16, meshflow"
-timeout 110 meshflow run --stdlib stdlib tests/gpu/bench_gpt.mesh 2>&1 | tee "$BUILD/meshflow-bench.txt"
+timeout 110 "$BUILD/meshflow" run --stdlib stdlib tests/gpu/bench_gpt.mesh 2>&1 | tee "$BUILD/meshflow-bench.txt"
 bench=${PIPESTATUS[0]}
-# The median of the step lines' times after the first ("step  2/4  loss ...  812.3 ms ...").
-ours_ms=$(awk '$1 == "step" { for (i = 2; i < NF; ++i) if ($(i + 1) == "ms") print $i }' "$BUILD/meshflow-bench.txt" |
+# The median of the step lines' times after the first ("step  2/4  loss ...  812.3 ms (simulated ...)":
+# the first time on the line, in ms or s).
+ours_ms=$(awk '$1 == "step" { for (i = 2; i < NF; ++i) if ($(i + 1) == "ms" || $(i + 1) == "s") {
+            print $i * ($(i + 1) == "s" ? 1000 : 1); break } }' "$BUILD/meshflow-bench.txt" |
           tail -n +2 | sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)] }')
-peaks=$(grep "^meshflow_bench" "$BUILD/meshflow-bench.txt" | cut -d' ' -f6-)
+peaks=$(grep "^meshflow_bench" "$BUILD/meshflow-bench.txt" | sed 's/.*peak_memory/peak/')
 if [ "$bench" -eq 0 ] && [ -n "$ours_ms" ] && [ -n "$torch_step" ]; then
   summary=$(awk -v ours="$ours_ms" -v torch="$torch_step" -v flops="$flops" -v gemm="${gemm_bf16:-0}" 'BEGIN {
     s = ours / 1000; printf "meshflow %.3f s/step, PyTorch eager %.3f s/step: %.2fx", s, torch, s / torch

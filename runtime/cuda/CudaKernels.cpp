@@ -1,6 +1,9 @@
 #include "runtime/cuda/CudaKernels.h"
 
 #include <cuda_runtime_api.h>
+#include <fmt/format.h>
+
+#include <stdexcept>
 
 #include "runtime/cuda/CudaError.h"
 #include "runtime/cuda/Gemm.h"
@@ -25,6 +28,18 @@ bool gpuReadable(const Tensor& t) {
          attributes.type == cudaMemoryTypeHost;
 }
 
+// Whether `memory` hands out blocks the GPU can read and write, from one test
+// allocation's address (CudaKernels asks once per memory).
+bool gpuMemory(DeviceMemory& memory) {
+  DeviceMemory::Block block = memory.allocate(64, MemoryCategory::kActivations);
+  cudaPointerAttributes attributes{};
+  const bool gpu = cudaPointerGetAttributes(&attributes, block.data) == cudaSuccess &&
+                   (attributes.type == cudaMemoryTypeDevice || attributes.type == cudaMemoryTypeManaged);
+  (void)cudaGetLastError();
+  memory.release(block, 64, MemoryCategory::kActivations);
+  return gpu;
+}
+
 }  // namespace
 
 CudaKernels::CudaKernels(int gpu) : gpu_(gpu) {
@@ -47,6 +62,14 @@ void CudaKernels::run(const ir::Op& op, const std::vector<const Tensor*>& inputs
     cpu::runKernel(op, inputs, outputs, ctx);
     return;
   }
+  // Outputs and scratch come from the thread's MemoryScope: it must be GPU
+  // memory (CudaHost's managed memory), or the kernels would write to the heap.
+  const auto& memory = MemoryScope::current();
+  if (memory.get() != verifiedMemory_ && memory && gpuMemory(*memory)) verifiedMemory_ = memory.get();
+  if (!memory || memory.get() != verifiedMemory_)
+    throw std::logic_error(fmt::format("{} on CUDA device {}: the thread's tensors are not in GPU memory (run it "
+                                       "under a MemoryScope of the cuda backend's memory)",
+                                       ir::opName(op.kind), gpu_));
   ++gpuOps_[ir::opName(op.kind)];
   MESHFLOW_CUDA_CHECK(cudaSetDevice(gpu_));
   std::vector<Tensor> staged;

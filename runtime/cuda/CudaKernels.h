@@ -47,6 +47,7 @@ class CudaKernels final : public KernelBackend {
   CUstream_st* stream_ = nullptr;
   std::unique_ptr<Gemm> gemm_;
   std::map<std::string, std::int64_t> gpuOps_, hostOps_;
+  const DeviceMemory* verifiedMemory_ = nullptr;  // the last MemoryScope found to be GPU memory
 };
 
 }  // namespace meshflow::runtime::cuda

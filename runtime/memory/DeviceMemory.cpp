@@ -5,7 +5,7 @@
 #include <bit>
 #include <new>
 
-#include "ir/Plan.h"
+#include "ir/Bytes.h"
 
 namespace meshflow::runtime {
 namespace {

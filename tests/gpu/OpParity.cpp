@@ -28,14 +28,19 @@ using meshflow::runtime::MemoryCategory;
 using meshflow::runtime::MemoryScope;
 
 struct OpCase {
+  OpCase(std::string name, OpKind kind, std::vector<Tensor> inputs, Attributes attrs = {}, Tolerance tol = {},
+         int outputs = 1, cpu::KernelContext ctx = {}, bool inPlace = false)
+      : name(std::move(name)), kind(kind), inputs(std::move(inputs)), attrs(std::move(attrs)), tol(tol),
+        outputs(outputs), ctx(ctx), inPlace(inPlace) {}
   std::string name;
   OpKind kind;
   std::vector<Tensor> inputs;
   Attributes attrs;
   Tolerance tol;
   int outputs = 1;
-  cpu::KernelContext ctx{};
+  cpu::KernelContext ctx;
   bool inPlace = false;  ///< Outputs j are inputs 0, 3, 4 (the optimizer updates).
+  bool onHost = false;   ///< An op the backend leaves to the cpu kernel, on the device's managed memory.
 };
 
 Tensor randomIds(Shape shape, std::int32_t limit) {
@@ -70,6 +75,7 @@ void check(cuda::CudaKernels& kernels, const std::shared_ptr<meshflow::runtime::
   });
   const std::string opName = meshflow::ir::opName(c.kind);
   const auto before = kernels.gpuOps().count(opName) ? kernels.gpuOps().at(opName) : 0;
+  const auto hostBefore = kernels.hostOps().count(opName) ? kernels.hostOps().at(opName) : 0;
   MemoryScope scope(memory, MemoryCategory::kActivations);
   std::vector<Tensor> deviceInputs;
   for (const Tensor& t : c.inputs) deviceInputs.push_back(t.clone());  // into managed memory
@@ -83,9 +89,10 @@ void check(cuda::CudaKernels& kernels, const std::shared_ptr<meshflow::runtime::
     std::printf("FAIL %-44s %s\n", c.name.c_str(), e.what());
     return;
   }
-  if ((kernels.gpuOps().count(opName) ? kernels.gpuOps().at(opName) : 0) == before) {
+  const auto& counts = c.onHost ? kernels.hostOps() : kernels.gpuOps();
+  if ((counts.count(opName) ? counts.at(opName) : 0) == (c.onHost ? hostBefore : before)) {
     ++failures;
-    std::printf("FAIL %-44s ran on the host, not on the GPU\n", c.name.c_str());
+    std::printf("FAIL %-44s did not run on the %s\n", c.name.c_str(), c.onHost ? "host" : "GPU");
     return;
   }
   for (int j = 0; j < c.outputs; ++j)
@@ -189,6 +196,20 @@ std::vector<OpCase> matmulCases() {
   return cases;
 }
 
+// Ops the backend runs with the cpu kernel on the host, reading and writing
+// the device's managed memory: the same bits as the cpu kernel.
+std::vector<OpCase> hostCases() {
+  std::vector<OpCase> cases;
+  Tensor x = randomTensor({3, 5, 7});
+  OpCase transpose{"transpose (host, managed memory)", OpKind::Transpose, {x}, {{"perm", std::vector<std::int64_t>{2, 0, 1}}}};
+  transpose.onHost = true;
+  cases.push_back(transpose);
+  OpCase gelu{"gelu bf16 (host, managed memory)", OpKind::Gelu, {x.castTo(DType::BF16)}};
+  gelu.onHost = true;
+  cases.push_back(gelu);
+  return cases;
+}
+
 }  // namespace
 
 int main() {
@@ -196,7 +217,7 @@ int main() {
   try {
     cuda::CudaKernels kernels(0);
     auto memory = cuda::makeDeviceMemory(0, 0, 0, true);
-    for (auto cases : {elementwiseCases(), rowCases(), tableAndUpdateCases(), matmulCases()})
+    for (auto cases : {elementwiseCases(), rowCases(), tableAndUpdateCases(), matmulCases(), hostCases()})
       for (const OpCase& c : cases) check(kernels, memory, c);
     std::printf("ops on the GPU: %zu kinds; device memory peak %lld bytes\n", kernels.gpuOps().size(),
                 static_cast<long long>(memory->stats().peak));

@@ -9,6 +9,7 @@
 #include "runtime/GpuHosts.h"
 #include "runtime/cuda/CudaError.h"
 #include "runtime/cuda/CudaHost.h"
+#include "runtime/cuda/DeviceAllocator.h"
 #include "runtime/cuda/DeviceMapping.h"
 #include "runtime/cuda/DeviceProbe.h"
 #include "runtime/cuda/KernelPlacement.h"
@@ -91,6 +92,8 @@ TEST_CASE("without a GPU the cuda backend fails at once, naming CUDA", "[cuda]")
     return;
   }
   CHECK_THROWS_AS(cuda::CudaHost({2, std::chrono::milliseconds(1000)}), cuda::CudaError);
+  CHECK_THROWS_AS(cuda::CudaKernels(0), cuda::CudaError);
+  CHECK_THROWS_AS(cuda::makeDeviceMemory(0, 0, 0, true), cuda::CudaError);
   CHECK_THROWS_WITH(cuda::CudaHost({2, std::chrono::milliseconds(1000)}), Contains("no CUDA device is available"));
   cuda::installCudaBackend();
   CHECK_THROWS_AS(meshflow::runtime::makeGpuHost({2}), meshflow::runtime::GpuUnavailable);

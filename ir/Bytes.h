@@ -1,0 +1,16 @@
+// Bytes as meshflow prints them everywhere (plan tables, the REPL, memory
+// messages). Its own header and source, without Plan.h's JSON, so that the
+// runtime's memory accounting builds and links where nlohmann/json is not
+// installed (the GPU check's standalone build, tests/gpu/CMakeLists.txt).
+#pragma once
+
+#include <string>
+
+namespace meshflow::ir {
+
+/// Bytes as everything meshflow prints computed sizes: the plan table, the
+/// REPL, records' byte quantities and error messages. Binary units with three
+/// significant digits ("512 B", "1.11 MiB", "1015 KiB", "80 GiB", "-2 KiB").
+std::string formatBytes(double bytes);
+
+}  // namespace meshflow::ir
