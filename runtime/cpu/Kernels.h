@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -23,7 +24,8 @@ namespace meshflow::runtime::cpu {
 /// What a kernel needs to know beyond its op and tensors.
 struct KernelContext {
   /// The training step, 1-based (the first step is 1). Dropout masks hash it;
-  /// AdamUpdate uses it as t in the bias corrections 1 - beta^t. The op's
+  /// AdamUpdate uses it as t in the bias corrections 1 - beta^t, and so is
+  /// given the optimizer's step there (optimizerStep below). The op's
   /// `step` attribute is not read: a training graph is built once and run
   /// for every step, so the step is a property of the run, not of the graph.
   std::int64_t step = 1;
@@ -37,6 +39,13 @@ struct KernelContext {
   /// mask for its rows (dropoutElementOffset in runtime/parallel/OpRunner.h).
   std::uint64_t elementOffset = 0;
 };
+
+/// The optimizer's step at training step `step`: the updates made so far,
+/// plus one. A step that dynamic loss scaling skipped (counted in `state`'s
+/// `loss_scale.counts`, second element) made none, so it does not advance
+/// Adam's t — as PyTorch's GradScaler skips optimizer.step(). Without loss
+/// scaling, `step` itself.
+std::int64_t optimizerStep(const std::map<std::string, Tensor>& state, std::int64_t step);
 
 /// A kernel's inputs or attributes do not fit its op's contract (wrong count,
 /// dtype or shape, an out-of-range id or label, a missing attribute). The

@@ -188,4 +188,10 @@ void adamUpdate(const KernelArgs& args) {
     adamLoop<false>(spans, k);
 }
 
+std::int64_t optimizerStep(const std::map<std::string, Tensor>& state, std::int64_t step) {
+  auto counts = state.find("loss_scale.counts");
+  if (counts == state.end() || !counts->second.allocated() || counts->second.elements() < 2) return step;
+  return step - static_cast<std::int64_t>(counts->second.f32()[1]);
+}
+
 }  // namespace meshflow::runtime::cpu

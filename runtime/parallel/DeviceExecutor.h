@@ -59,6 +59,8 @@ struct MeshMember {
 struct DeviceStep {
   int device = 0;
   std::int64_t step = 1;
+  /// The optimizer's step (cpu::optimizerStep): the step its updates run with.
+  std::int64_t optimizerStep = 1;
   /// When the step began on every device: the timeline's zero.
   std::chrono::steady_clock::time_point origin = std::chrono::steady_clock::now();
   const ir::Program* program = nullptr;

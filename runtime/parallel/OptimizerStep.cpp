@@ -127,7 +127,7 @@ class UpdateRun {
     std::vector<const Tensor*> in{&norm};
     if (scaled) in.push_back(&lossScale);
     std::vector<Tensor*> out{&scale};
-    s_.runner->runKernel(s_.partition->clip->clipScale, in, out, s_.step);
+    s_.runner->runKernel(s_.partition->clip->clipScale, in, out, s_.optimizerStep);
     return scale;
   }
 
@@ -161,7 +161,7 @@ class UpdateRun {
     static const TensorMap kNoInputs;
     const ir::Graph& graph = s_.runner->graph();
     ir::OpId one[] = {id};
-    s_.runner->run(one, values, *s_.state, kNoInputs, s_.step);
+    s_.runner->run(one, values, *s_.state, kNoInputs, s_.optimizerStep);
     std::vector<ir::ValueId> replaced = replacedState(graph, id);
     for (std::size_t j = 0; j < replaced.size(); ++j)
       (*s_.state)[bindingName(graph, replaced[j])] = std::move(values.at(graph.op(id).outputs.at(j)));
@@ -193,7 +193,7 @@ class UpdateRun {
     for (ir::ValueId v : op.inputs) in.push_back(&s_.runner->input(id, v, values, *s_.state, kNoInputs));
     for (std::size_t j = 0; j < out.size(); ++j)
       if (in.at(updatedInput(j)) != out[j]) throw std::logic_error("an optimizer state value is not in the state");
-    s_.runner->runKernel(id, in, out, s_.step);
+    s_.runner->runKernel(id, in, out, s_.optimizerStep);
     // What later update ops read (a master weight's rounding to its half
     // parameter): shares the state's elements, and dies with the step's values.
     for (std::size_t j = 0; j < out.size(); ++j) values.insert_or_assign(op.outputs[j], *out[j]);
@@ -213,7 +213,7 @@ class UpdateRun {
     runUpdateOps([&](ir::OpId id) { updateBoxesInPlace(id, values); },
                  [&](ir::OpId id) {
                    ir::OpId one[] = {id};
-                   s_.spmd->run(one, values, *s_.state, kNoInputs, s_.step, s_.mesh, *s_.comm);
+                   s_.spmd->run(one, values, *s_.state, kNoInputs, s_.optimizerStep, s_.mesh, *s_.comm);
                    writeBackSharded(id, values);
                  });
   }
@@ -254,7 +254,7 @@ class UpdateRun {
       times_.commSeconds += secondsSince(start);
       in[i] = &brought[i];
     }
-    s_.runner->runKernel(id, in, out, s_.step);
+    s_.runner->runKernel(id, in, out, s_.optimizerStep);
     // What later update ops read, in the state's layouts (see updateInPlace).
     for (std::size_t j = 0; j < out.size(); ++j)
       values.insert_or_assign(op.outputs[j], ShardedValue{*out[j], s_.spmd->heldSpec(op.inputs.at(updatedInput(j)))});
@@ -296,7 +296,7 @@ class UpdateRun {
     for (std::size_t j = 0; j < out.size(); ++j) in.at(updatedInput(j)) = out[j];
     for (std::size_t i = 0; i < op.inputs.size(); ++i)
       if (!in[i]) in[i] = &s_.runner->input(id, op.inputs[i], shards, *s_.state, kNoInputs);
-    s_.runner->runKernel(id, in, out, s_.step);
+    s_.runner->runKernel(id, in, out, s_.optimizerStep);
     shards.erase(op.inputs.at(1));
     if (!updatedShards_) throw std::logic_error("a sharded update with nowhere to put the parameters' shards");
     updatedShards_->insert_or_assign(name, std::move(parameter));
@@ -370,7 +370,7 @@ void roundMasters(const DeviceStep& step, const std::set<int>& stages) {
       std::vector<const Tensor*> in{&master};
       std::vector<Tensor*> out{&rounded};
       MemoryScope category(MemoryCategory::kParameters);
-      step.runner->runKernel(id, in, out, step.step);
+      step.runner->runKernel(id, in, out, step.optimizerStep);
       (*step.state)[bindingName(graph, *param)] = std::move(rounded);
     }
 }

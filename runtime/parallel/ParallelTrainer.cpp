@@ -9,6 +9,7 @@
 
 #include "passes/Lowering.h"
 #include "passes/schedules/Schedules.h"
+#include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/LocalCluster.h"
 #include "runtime/parallel/FlatShards.h"
 
@@ -435,6 +436,7 @@ ParallelStepResult ParallelTrainer::step(const TensorMap& batch, std::int64_t st
       DeviceStep s;
       s.device = device;
       s.step = step;
+      s.optimizerStep = cpu::optimizerStep(deviceState_[d], step);
       s.origin = start;
       s.program = &program_;
       s.partition = &partition_;

@@ -210,6 +210,7 @@ std::vector<Tensor> SerialExecutor::run(const TensorMap& inputs, TensorMap& stat
   if (!graph_.outputs.empty()) loss = graph_.outputs.front();
   std::size_t liveBytes = 0;
   stats_ = {};
+  const std::int64_t updateStep = cpu::optimizerStep(state, step);
 
   for (ir::OpId id = 0; id < ops.size(); ++id) {
     const ir::Op& op = ops[id];
@@ -233,7 +234,8 @@ std::vector<Tensor> SerialExecutor::run(const TensorMap& inputs, TensorMap& stat
     }
     stats_.peakIntermediateBytes = std::max(stats_.peakIntermediateBytes, liveBytes);
     try {
-      cpu::runKernel(op, in, out, cpu::KernelContext{step, id});
+      bool update = op.kind == ir::OpKind::AdamUpdate || op.kind == ir::OpKind::SgdUpdate;
+      cpu::runKernel(op, in, out, cpu::KernelContext{update ? updateStep : step, id});
     } catch (const std::exception& e) {
       throw ExecutionError(graph_, id, e.what());
     }

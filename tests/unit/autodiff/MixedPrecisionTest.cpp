@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "passes/Autodiff.h"
+#include "runtime/cpu/Kernels.h"
 #include "runtime/reference/SerialExecutor.h"
 #include "tests/unit/autodiff/Checks.h"
 #include "tests/unit/autodiff/Models.h"
@@ -138,6 +139,30 @@ TEST_CASE("loss scaling seeds the backward with the scale and can skip the updat
   }
   CHECK(state.at("loss_scale").item() == 5e8f);
   CHECK(state.at("loss_scale.counts").f32()[1] == 1);
+}
+
+TEST_CASE("a skipped step does not advance Adam's t", "[autodiff][half]") {
+  // Step 2 after one skipped step is the optimizer's first update: it must
+  // equal step 1 of a run that skipped nothing (t = 1 in both), as PyTorch's
+  // GradScaler skips optimizer.step().
+  ir::Graph forward = halfClassifier(DType::F16);
+  OptimizerConfig optimizer = OptimizerConfig::adam();
+  optimizer.lossScale = 1;
+  auto t = passes::buildTrainingGraph(forward, optimizer);
+  runtime::TensorMap fresh;
+  runtime::initializeParameters(t.graph, 1, fresh);
+  runtime::TensorMap afterSkip = fresh;
+  afterSkip.at("loss_scale.counts").f32()[1] = 1;  // one step skipped so far
+  runtime::TensorMap batch = {{"x", runtime::randomNormal({2, 4}, 5).castTo(DType::F16)},
+                              {"labels", runtime::Tensor::fromI32({2}, {0, 2})}};
+  runtime::SerialExecutor executor(t.graph, {2, true});
+  executor.run(batch, fresh, 1);
+  executor.run(batch, afterSkip, 2);
+  for (const char* name : {"fc.w", "fc.w.master", "fc.w.adam_m", "fc.w.adam_v"}) {
+    INFO(name);
+    CHECK(afterSkip.at(name).bitEqual(fresh.at(name)));
+  }
+  CHECK(runtime::cpu::optimizerStep(afterSkip, 3) == 2);
 }
 
 TEST_CASE("a bad loss scale is refused", "[autodiff][half]") {
