@@ -33,6 +33,12 @@ constexpr uint64_t kCanonicalFloor = 200000;
 // searchLimit): it solves many relaxed problems, each usually a fold alone.
 constexpr uint64_t kLagrangianSearches = 100;
 
+// A residual this small (a GPT's quotient problem leaves 4 nodes) keeps every
+// relaxed problem cheap, so the Lagrangian search keeps its full step budget:
+// measured on the 48-layer GPT-39B under budgets, it proves optima in 0.5–3 s
+// that CBC did not prove in 10 s.
+constexpr size_t kSmallResidual = 8;
+
 // ---------------------------------------------------------------------------
 // Memory: a node whose memory is the same for every strategy is a constant; a
 // strategy that cannot fit even when every other node takes its least memory is
@@ -262,9 +268,10 @@ Answer solveBudgeted(const ShardingProblem& p, const CostGraph& g, const MemoryM
   EliminationPlan plan = planElimination(g, std::vector<bool>(g.nodes(), false));
   Folded unconstrained = fold(plan, g, g.cost);
   if (unconstrained.infeasibleNode >= 0) throw noStrategy(p, unconstrained.infeasibleNode, true);
-  // With a residual every relaxed problem is a search, and CBC closes the gap
-  // faster than the Lagrangian branch and bound: it gets one search's steps.
-  uint64_t searches = plan.residual.empty() ? kLagrangianSearches : 1;
+  // With a larger residual every relaxed problem is a real search, and CBC
+  // closes the gap faster than the Lagrangian branch and bound: it gets one
+  // search's steps.
+  uint64_t searches = plan.residual.size() <= kSmallResidual ? kLagrangianSearches : 1;
   StepBudget steps(options.searchLimit > UINT64_MAX / searches ? UINT64_MAX
                                                                : options.searchLimit * searches);
   LagrangianSearch lagrangian(g, mm.budget, plan, options.searchLimit, steps, deadline);

@@ -52,8 +52,9 @@ struct SolveOptions {
   /// Under a binding memory budget it also bounds each relaxed problem's search,
   /// and the Lagrangian search as a whole may spend 100 times as many steps (a
   /// relaxed problem costs a step per 64 strategy triples its folds look at, plus
-  /// its search's; one searchLimit in all when shrinking leaves a residual, whose
-  /// relaxed problems are searches), then hands what it has not proven to CBC.
+  /// its search's; one searchLimit in all when shrinking leaves a residual of more
+  /// than 8 nodes, whose relaxed problems are real searches), then hands what it
+  /// has not proven to CBC.
   uint64_t searchLimit = 1000000;
 };
 
