@@ -46,6 +46,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   std::string_view source(reinterpret_cast<const char*>(data), size);
   interpreter.eval(source, "fuzz.mesh");
-  interpreter.check(source, "fuzz.mesh");
+  // check() parses as eval() did, then follows the imports: without one it
+  // would only repeat eval's parse (a seventh of an input's time).
+  if (source.find("import") != std::string_view::npos) interpreter.check(source, "fuzz.mesh");
   return 0;
 }

@@ -84,7 +84,7 @@ let tiny = gpt(layers = 4, hidden = 64, heads = 2, seq = 16, vocab = 64)
 schedule interleaved {{
   pipeline = "interleaved"
   virtual_stages = 2
-  stages = 4
+  stages = 2
   microbatches = 4
 }}
 schedule sharded {{
