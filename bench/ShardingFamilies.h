@@ -68,7 +68,9 @@ inline ShardingProblem transformer(int blocks, int strategies, unsigned seed) {
   ShardingProblem p;
   int x = d.node(p, "embed", strategies);
   for (int b = 0; b < blocks; ++b) {
-    auto op = [&](const char* name) { return d.node(p, "b" + std::to_string(b) + "." + name, strategies); };
+    auto op = [&](const char* name) {
+      return d.node(p, "b" + std::to_string(b) + "." + name, strategies);
+    };
     int ln1 = op("ln1"), q = op("q"), k = op("k"), v = op("v"), scores = op("scores");
     int softmax = op("softmax"), ctx = op("context"), out = op("out_proj"), add1 = op("add1");
     int ln2 = op("ln2"), fc1 = op("fc1"), gelu = op("gelu"), fc2 = op("fc2"), add2 = op("add2");

@@ -132,20 +132,26 @@ Verdict compare(const Outcome& m, const Outcome& c) {
 
 const char* verdictName(Verdict v) {
   switch (v) {
-    case Verdict::kEqual: return "equal";
-    case Verdict::kBetter: return "meshflow better";
-    case Verdict::kWorse: return "MESHFLOW WORSE";
-    case Verdict::kNoAnswer: return "MESHFLOW NO ANSWER";
-    case Verdict::kBothFail: return "both without answer";
-    case Verdict::kOnlyMeshflow: return "CBC no answer";
+    case Verdict::kEqual:
+      return "equal";
+    case Verdict::kBetter:
+      return "meshflow better";
+    case Verdict::kWorse:
+      return "MESHFLOW WORSE";
+    case Verdict::kNoAnswer:
+      return "MESHFLOW NO ANSWER";
+    case Verdict::kBothFail:
+      return "both without answer";
+    case Verdict::kOnlyMeshflow:
+      return "CBC no answer";
   }
   return "";
 }
 
 std::string describe(const Outcome& o, bool withGap) {
   if (!o.objective) return fmt::format("{:7.3f} s  no answer", o.seconds);
-  std::string s = fmt::format("{:7.3f} s {:10.4f} {}", o.seconds, *o.objective,
-                              o.optimal ? "opt" : "   ");
+  std::string s =
+      fmt::format("{:7.3f} s {:10.4f} {}", o.seconds, *o.objective, o.optimal ? "opt" : "   ");
   if (withGap && !o.optimal && *o.objective > 0) {
     s += fmt::format(" gap {:.1f}%", 100 * (*o.objective - o.bound) / *o.objective);
   }
@@ -230,8 +236,8 @@ int main(int argc, char** argv) {
     Verdict v = compare(m, cbc);
     tallies[it - order.begin()].add(m, cbc, v);
     fmt::print("{:<12} {:<22} nodes {:4} edges {:4} | meshflow {:<36} | CBC {:<28} | {}\n",
-               c.family, c.label, c.problem.nodes.size(), c.problem.edges.size(),
-               describe(m, true), describe(cbc, false), verdictName(v));
+               c.family, c.label, c.problem.nodes.size(), c.problem.edges.size(), describe(m, true),
+               describe(cbc, false), verdictName(v));
     std::fflush(stdout);
   }
   printSummary(order, tallies);

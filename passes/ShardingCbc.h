@@ -21,8 +21,8 @@ struct MilpLimits {
 struct MilpResult {
   std::optional<std::vector<double>> values;  ///< Per column; none when no answer was found.
   double bound = -std::numeric_limits<double>::infinity();  ///< A proven lower bound.
-  bool optimal = false;     ///< CBC proved `values` optimal.
-  bool infeasible = false;  ///< CBC proved that no answer exists.
+  bool optimal = false;                                     ///< CBC proved `values` optimal.
+  bool infeasible = false;                                  ///< CBC proved that no answer exists.
 };
 
 class Milp {

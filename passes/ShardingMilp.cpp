@@ -55,8 +55,8 @@ class ResidualProgram {
           entries.push_back({memoryRow_, r_.memory[i][k]});
         }
         bool allowed = std::isfinite(r_.cost[i][k]);
-        column_[i].push_back(milp_.addColumn(allowed ? r_.cost[i][k] : 0.0, allowed ? 1.0 : 0.0,
-                                             true, entries));
+        column_[i].push_back(
+            milp_.addColumn(allowed ? r_.cost[i][k] : 0.0, allowed ? 1.0 : 0.0, true, entries));
       }
     }
   }

@@ -8,8 +8,8 @@
 #include "passes/ShardingCanonical.h"
 #include "passes/ShardingEvaluator.h"
 #include "passes/ShardingLagrangian.h"
-#include "passes/ShardingValidation.h"
 #include "passes/ShardingMilp.h"
+#include "passes/ShardingValidation.h"
 
 namespace meshflow::passes {
 

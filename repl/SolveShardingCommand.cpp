@@ -72,8 +72,9 @@ void printSummary(const passes::ShardingProblem& problem, const passes::Sharding
                   std::ostream& out) {
   out << fmt::format("objective: {}\n", s.objective);
   out << (s.optimal ? std::string("optimal: yes\n")
-                    : fmt::format("optimal: no (time budget ran out; best found): bound {}, gap {:.2f}%\n",
-                                  s.lowerBound, 100 * s.gap()));
+                    : fmt::format(
+                          "optimal: no (time budget ran out; best found): bound {}, gap {:.2f}%\n",
+                          s.lowerBound, 100 * s.gap()));
   out << fmt::format("nodes: {} ({} left for the search after exact shrinking)\n",
                      problem.nodes.size(), s.residualNodes);
   for (size_t i = 0; i < s.choice.size(); ++i) {

@@ -32,6 +32,9 @@ TEST_CASE("a node-limited CBC answer is the same on every run") {
   o.resourceLimit = 2;
   ShardingSolution a = solveSharding(p, o);
   CHECK_FALSE(a.optimal);  // the limit, not the proof, ended the search
+  CHECK(a.lowerBound > 0);  // CBC's bound after two nodes, below the answer
+  CHECK(a.gap() > 0);
+  CHECK(a.gap() < 1);
   ShardingSolution b = solveSharding(p, o);
   CHECK(a.choice == b.choice);
   CHECK(a.objective == b.objective);

@@ -2,8 +2,8 @@
 // blocks, random, layered and wide DAGs), without and with a binding memory
 // budget: small ones against brute force, larger ones against Alpa's ILP solved
 // exactly by CBC, and a binding budget always ends with an answer that fits.
-#include <catch2/catch.hpp>
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <functional>
 #include <string>

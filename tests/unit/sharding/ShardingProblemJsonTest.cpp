@@ -50,7 +50,14 @@ TEST_CASE("json: parse, print and parse back", "[sharding][json]") {
 
 TEST_CASE("json: solution output", "[sharding][json]") {
   ShardingSolution s = solveSharding(parseShardingProblem(kProblem), {});
-  CHECK(printShardingSolution(s) == R"({"objective":1.0,"choice":[0,0],"optimal":true,"bound":1.0,"gap":0.0})");
+  CHECK(printShardingSolution(s) ==
+        R"({"objective":1.0,"choice":[0,0],"optimal":true,"bound":1.0,"gap":0.0})");
+  // An answer the time budget cut short: its proven bound and the relative gap.
+  s.objective = 10.0;
+  s.optimal = false;
+  s.lowerBound = 9.5;
+  CHECK(printShardingSolution(s) ==
+        R"({"objective":10.0,"choice":[0,0],"optimal":false,"bound":9.5,"gap":0.05})");
 }
 
 TEST_CASE("json: malformed input names the place", "[sharding][json]") {
