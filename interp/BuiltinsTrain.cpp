@@ -246,7 +246,7 @@ std::unique_ptr<StepRunner> makeRunner(Evaluator& ev, const BoundArgs& a, const 
     ir::Cluster host = *cluster;
     if (host.hostCores < 1) host.hostCores = std::max(1u, std::thread::hardware_concurrency());
     options.hostCores = static_cast<int>(host.hostCores);
-    std::string text = runtime::parallelPlanText(parallel, batch);
+    std::string text = runtime::parallelPlanText(parallel, batch, &plan);
     if (host.hostCores < devices) text += fmt::format(" taking turns on {} host cores", host.hostCores);
     options.deviceMemory = static_cast<std::int64_t>(cluster->device.memoryBytes);
     options.fault = injectedFault();
@@ -254,7 +254,7 @@ std::unique_ptr<StepRunner> makeRunner(Evaluator& ev, const BoundArgs& a, const 
     if (runtime::ProcessGroup* processes = ev.state().config.processes.get()) {
       options.timeout = processes->timeout();
       options.hostCores = 0;
-      std::string described = fmt::format("{} as {} {} processes", runtime::parallelPlanText(parallel, batch),
+      std::string described = fmt::format("{} as {} {} processes", runtime::parallelPlanText(parallel, batch, &plan),
                                           processes->size(), processes->backend());
       return processRunner(*processes, {training, std::move(parallel), options, data.recipe()},
                            passes::simulatorOptions(*cluster), std::move(described),

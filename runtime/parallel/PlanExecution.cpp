@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "ir/PlanAxes.h"
 #include "passes/PlanPipeline.h"
 #include "passes/Planner.h"
 
@@ -88,11 +89,28 @@ ParallelPlan parallelPlanOf(const ir::Graph& forward, const ir::Plan& plan) {
 
 namespace {
 
-// "", " × 2 tensor-parallel", " on (2, 2) meshes" or " on meshes (1, 2), (2, 2)".
-std::string meshText(const ParallelPlan& plan) {
+// What axis 1 of every stage's mesh carries: "tensor" by convention, else
+// what the planned strategies do with it when all stages agree.
+std::string secondAxisText(const ir::Plan* planned) {
+  if (!planned || planned->stages.empty()) return "tensor";
+  std::string text = ir::axisRoles(planned->stages[0])[1].text();
+  for (const ir::PlanStage& stage : planned->stages)
+    if (ir::axisRoles(stage)[1].text() != text) return "tensor";
+  return text;
+}
+
+// "", " × 2 tensor-parallel", " × 2 data-parallel", " on (2, 2) meshes" or
+// " on meshes (1, 2), (2, 2)".
+std::string meshText(const ParallelPlan& plan, const ir::Plan* planned) {
   const int ranks = static_cast<int>(plan.rankDevices.size());
   auto [a, b] = plan.meshOf(0);
-  if (plan.sameMeshes()) return a == 1 ? (b > 1 ? fmt::format(" × {} tensor-parallel", b) : "") : fmt::format(" on ({}, {}) meshes", a, b);
+  if (plan.sameMeshes() && a == 1) {
+    if (b == 1) return "";
+    std::string carries = secondAxisText(planned);
+    return carries == "replicated" ? fmt::format(" × {} replicated", b)
+                                   : fmt::format(" × {} {}-parallel", b, carries);
+  }
+  if (plan.sameMeshes()) return fmt::format(" on ({}, {}) meshes", a, b);
   std::string text = " on meshes ";
   for (int r = 0; r < ranks; ++r) text += fmt::format("{}({}, {})", r ? ", " : "", plan.meshOf(r)[0], plan.meshOf(r)[1]);
   return text;
@@ -100,7 +118,7 @@ std::string meshText(const ParallelPlan& plan) {
 
 }  // namespace
 
-std::string parallelPlanText(const ParallelPlan& plan, std::int64_t batch) {
+std::string parallelPlanText(const ParallelPlan& plan, std::int64_t batch, const ir::Plan* planned) {
   const std::size_t ranks = plan.rankDevices.size();
   const std::size_t replicas = static_cast<std::size_t>(plan.replicas());
   std::size_t devices = 0;
@@ -112,7 +130,7 @@ std::string parallelPlanText(const ParallelPlan& plan, std::int64_t batch) {
   for (std::size_t r = 0; r < ranks; ++r)
     sharded = sharded || (plan.shardsOptimizer(static_cast<int>(r)) && replicas > 1);
   return fmt::format("{} stage{}{} × {} replica{}{}{}, {}, {} microbatch{} of {}, {} devices", ranks,
-                     ranks == 1 ? "" : "s", chunks, replicas, replicas == 1 ? "" : "s", meshText(plan),
+                     ranks == 1 ? "" : "s", chunks, replicas, replicas == 1 ? "" : "s", meshText(plan, planned),
                      sharded ? " (sharded optimizer)" : "", plan.schedule,
                      plan.microbatches, plan.microbatches == 1 ? "" : "es",
                      batch / std::max<std::int64_t>(1, plan.microbatches * static_cast<std::int64_t>(replicas)),

@@ -31,6 +31,11 @@ std::map<ir::OpId, PlannedSpecs> plannedStrategies(const ir::Graph& forward, con
 
 /// "2 stages × 2 replicas, 1f1b, 4 microbatches of 2, 4 devices" ("× 2
 /// replicas (sharded optimizer), ..." when a rank shards its optimizer state).
-std::string parallelPlanText(const ParallelPlan& plan, std::int64_t batch);
+/// With the planner's `planned` plan, a mesh's axes are named by what its
+/// strategies do with them (ir/PlanAxes.h: "× 2 data-parallel" for a (1, 2)
+/// mesh that splits the batch); without, by the mesh's convention (axis 1
+/// tensor-parallel).
+std::string parallelPlanText(const ParallelPlan& plan, std::int64_t batch,
+                             const ir::Plan* planned = nullptr);
 
 }  // namespace meshflow::runtime

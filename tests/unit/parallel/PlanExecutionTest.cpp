@@ -2,6 +2,7 @@
 // plan's meshes run, and what runs equals the serial reference.
 #include "ParallelModels.h"
 
+#include "ir/PlanAxes.h"
 #include "passes/PlanPipeline.h"
 #include "passes/Planner.h"
 #include "runtime/parallel/PlanExecution.h"
@@ -49,6 +50,12 @@ TEST_CASE("a plan whose stages share their rows runs them as replicas", "[parall
   CHECK(parallel.meshOf(0) == std::array<std::int64_t, 2>{1, 2});
   CHECK(runtime::parallelPlanText(parallel, 8) == "2 stages × 1 replica × 2 tensor-parallel, " +
                                                       parallel.schedule + ", 2 microbatches of 4, 4 devices");
+  // With the planned plan the mesh's axis is named by what its strategies do
+  // with it (ir/PlanAxes.h), not by the mesh's convention.
+  std::string carries = ir::axisRoles(plan.stages[0])[1].text();
+  CHECK(runtime::parallelPlanText(parallel, 8, &plan) ==
+        "2 stages × 1 replica × 2 " + carries + "-parallel, " + parallel.schedule +
+            ", 2 microbatches of 4, 4 devices");
   auto training = passes::buildTrainingGraph(forward, passes::OptimizerConfig::adam());
   requireSameRun(runParallel(training, parallel, optionsFor(8), 2, 5), runSerial(training, 8, 2, 5));
 }
