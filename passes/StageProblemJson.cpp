@@ -149,6 +149,9 @@ StageProblem parseStageProblem(const json& root) {
   p.submeshes = parseSubmeshes(member(root, "submeshes"));
   const json& cost = member(root, "cost");
   p.configs = configCount(cost);
+  // The shape before the allocation: "layers": 65536 over a few entries would
+  // otherwise ask for L·L·S·G doubles (hundreds of GB) before failing.
+  walkTable(cost, "cost", p, [](const json&, const std::string&, std::size_t) {});
   p.cost.assign(p.tableSize(), StageProblem::kInfeasible);
   walkTable(cost, "cost", p, [&](const json& v, const std::string& path, std::size_t at) {
     p.cost[at] = parseCost(v, path);

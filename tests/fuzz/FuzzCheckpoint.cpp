@@ -5,8 +5,10 @@
 // parsers behind them (flag bits off test the checksums themselves). A
 // CheckpointError is the expected outcome of a bad checkpoint; a crash, an
 // escaped exception, a hang or an allocation beyond the file's size is a bug.
+#include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -23,16 +25,43 @@ namespace {
 namespace fs = std::filesystem;
 using namespace meshflow;
 
-// One folder per process, in memory where there is /dev/shm, emptied per input.
-const fs::path& scratch() {
-  static const fs::path dir = [] {
-    fs::path base = fs::exists("/dev/shm") ? fs::path("/dev/shm") : fs::temp_directory_path();
-    fs::path dir = base / ("meshflow-fuzz-checkpoint-" + std::to_string(::getpid()));
-    fs::create_directories(dir);
-    std::atexit([] { std::error_code ignored; fs::remove_all(scratch(), ignored); });
-    return dir;
-  }();
+constexpr std::string_view kScratchPrefix = "meshflow-fuzz-checkpoint-";
+
+// libFuzzer ends some processes without running atexit handlers (-fork's
+// children, a timeout): their folders are removed by the next process instead.
+void removeFoldersOfEndedProcesses(const fs::path& base) {
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(base, error)) {
+    const std::string name = entry.path().filename().string();
+    if (!name.starts_with(kScratchPrefix)) continue;
+    const int pid = std::atoi(name.c_str() + kScratchPrefix.size());
+    if (pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH) fs::remove_all(entry.path(), error);
+  }
+}
+
+fs::path makeScratch() {
+  fs::path base = fs::exists("/dev/shm") ? fs::path("/dev/shm") : fs::temp_directory_path();
+  removeFoldersOfEndedProcesses(base);
+  fs::path dir = base / (std::string(kScratchPrefix) + std::to_string(::getpid()));
+  fs::create_directories(dir);
   return dir;
+}
+
+void removeScratch();
+
+// One folder per process, in memory where there is /dev/shm, emptied per input.
+// Its removal is registered once the path exists, so that it runs before the
+// path is destroyed at exit.
+const fs::path& scratch() {
+  static const fs::path dir = makeScratch();
+  static const bool removedAtExit = std::atexit(removeScratch) == 0;
+  (void)removedAtExit;
+  return dir;
+}
+
+void removeScratch() {
+  std::error_code ignored;
+  fs::remove_all(scratch(), ignored);
 }
 
 void writeFile(const fs::path& path, const std::string& bytes) {

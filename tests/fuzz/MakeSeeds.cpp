@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -72,6 +73,22 @@ void stageSeeds(const fs::path& out) {
 
 // ---- saved plans: the planner's own, saved by p.save ----
 
+// A plan lists every op's alternatives, and each mutation parses and prints the
+// whole file: the planner's 50-90 KB plans fuzz at a few inputs a second. The
+// seeds keep a few ops per stage and two alternatives per op, every key intact.
+void trimPlan(const fs::path& file) {
+  nlohmann::json plan = nlohmann::json::parse(std::ifstream(file));
+  for (auto& stage : plan["stages"]) {
+    auto& strategies = stage["strategies"];
+    if (strategies.size() > 6) strategies.erase(strategies.begin() + 6, strategies.end());
+    for (auto& strategy : strategies) {
+      auto& alternatives = strategy["alternatives"];
+      if (alternatives.size() > 2) alternatives.erase(alternatives.begin() + 2, alternatives.end());
+    }
+  }
+  writeFile(file, plan.dump(1));
+}
+
 void planSeeds(const fs::path& out) {
   fs::create_directories(out);
   Config config;
@@ -80,7 +97,7 @@ void planSeeds(const fs::path& out) {
   Interpreter interpreter(config);
   const std::string script = fmt::format(R"(
 import std.models
-let tiny = gpt(layers = 4, hidden = 64, heads = 2, seq = 16, vocab = 64)
+let tiny = gpt(layers = 3, hidden = 32, heads = 2, seq = 8, vocab = 32)
 schedule interleaved {{
   pipeline = "interleaved"
   virtual_stages = 2
@@ -92,13 +109,14 @@ schedule sharded {{
   recompute = "selective"
   shard_optimizer = true
 }}
-plan(tiny, cpu(devices = 4), batch = 8).save("{0}/default.json")
-plan(tiny, cpu(devices = 4), batch = 8, schedule = interleaved).save("{0}/interleaved.json")
-plan(tiny, cpu(devices = 4), batch = 8, schedule = sharded).save("{0}/sharded.json")
+plan(tiny, cpu(devices = 2), batch = 4).save("{0}/default.json")
+plan(tiny, cpu(devices = 2), batch = 4, schedule = interleaved).save("{0}/interleaved.json")
+plan(tiny, cpu(devices = 2), batch = 4, schedule = sharded).save("{0}/sharded.json")
 )",
                                          out.string());
   Status status = interpreter.eval(script, "<plan seeds>");
   if (!status) throw std::runtime_error("planning the seed plans: " + renderAll(status.diagnostics));
+  for (const char* name : {"default.json", "interleaved.json", "sharded.json"}) trimPlan(out / name);
 }
 
 // ---- checkpoints ----

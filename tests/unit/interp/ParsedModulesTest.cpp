@@ -1,0 +1,61 @@
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+
+#include "interp/ParsedModules.h"
+#include "meshflow/meshflow.h"
+
+using namespace meshflow;
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// A module folder of its own, removed at the end.
+struct ModuleFolder {
+  fs::path path = fs::temp_directory_path() / ("meshflow-parsed-" + std::to_string(::getpid()));
+  ModuleFolder() { fs::create_directories(path); }
+  ~ModuleFolder() { fs::remove_all(path); }
+  void write(const std::string& text) const { std::ofstream(path / "counter.mesh") << text; }
+};
+
+std::string run(const std::shared_ptr<interp::ParsedModules>& parsed, const ModuleFolder& folder,
+                const std::string& source) {
+  std::string printed;
+  Config config;
+  config.write = [&printed](std::string_view text) { printed += text; };
+  config.importRoots = {folder.path.string()};
+  config.parsedModules = parsed;
+  Interpreter interpreter(config);
+  auto status = interpreter.eval(source, "<test>");
+  REQUIRE(status.ok);
+  return printed;
+}
+
+}  // namespace
+
+TEST_CASE("interpreters sharing parsed modules share the parse, not the module's values",
+          "[modules]") {
+  ModuleFolder folder;
+  folder.write("var seen = []\nfn remember(x) {\n  seen.append(x)\n  return len(seen)\n}\n");
+  auto parsed = std::make_shared<interp::ParsedModules>();
+  const std::string script = "import counter\nprint(remember(1), remember(2))\n";
+  CHECK(run(parsed, folder, script) == "1 2\n");
+  const auto path = fs::weakly_canonical(folder.path / "counter.mesh").string();
+  std::ifstream in(path);
+  const std::string text((std::istreambuf_iterator<char>(in)), {});
+  const auto first = parsed->find(path, text);
+  REQUIRE(first != nullptr);
+  // The second interpreter runs the module afresh: its list starts empty.
+  CHECK(run(parsed, folder, script) == "1 2\n");
+  CHECK(parsed->find(path, text) == first);
+  // An edited module is parsed again.
+  folder.write("fn remember(x) = x * 10\n");
+  CHECK(run(parsed, folder, script) == "10 20\n");
+  CHECK(parsed->find(path, text) == nullptr);
+}
