@@ -213,14 +213,10 @@ class MpiOwnAllReduce final : public PendingAllReduce {
         requests_.push_back(request);
       }
     }
-    ++world_.mpiCollectivesUnderWay;
   }
 
   // A collective's requests cannot be cancelled: they stay until MPI ends them.
-  ~MpiOwnAllReduce() override {
-    if (!requests_.empty()) --world_.mpiCollectivesUnderWay;
-    world_.abandon(requests_, buffers_, false);
-  }
+  ~MpiOwnAllReduce() override { world_.abandon(requests_, buffers_, false); }
 
   void finish() override {
     world_.await(
@@ -234,7 +230,6 @@ class MpiOwnAllReduce final : public PendingAllReduce {
         },
         [] { return std::string(); });
     requests_.clear();
-    --world_.mpiCollectivesUnderWay;
     for (std::size_t i = 0; i < tensors_.size(); ++i) *tensors_[i] = (*buffers_)[i];
   }
 

@@ -108,7 +108,6 @@ std::unique_ptr<NodeCores> NodeCores::share(MPI_Comm node, int worldRank, int co
     shared->slotOfRank_.assign(static_cast<std::size_t>(worldSize), -1);
     for (int i = 0; i < nodeSize; ++i)
       shared->slotOfRank_[static_cast<std::size_t>(worldRanks[static_cast<std::size_t>(i)])] = i;
-    shared->wholeJob_ = nodeSize == worldSize;
   }
   return shared;
 }

@@ -8,10 +8,9 @@
 // computes only while it holds a core and gives it up whenever it waits
 // (MpiWorld::await).
 //
-// Doorbells: a rank that has waited a while sleeps until a rank of its node
-// sends it something (every send rings the receiver's bell), instead of
-// waking every 50 µs to look — so an idle rank costs its node nothing and
-// wakes the moment its message is there.
+// Doorbells: a rank that has waited a while sleeps between looks for its
+// messages; every send rings the receiver's bell, which ends that sleep at
+// once, so a message from a rank of the node is seen the moment it is sent.
 #pragma once
 
 #include <mpi.h>
@@ -48,9 +47,6 @@ class NodeCores {
   std::uint32_t bell() const;
   /// Sleeps until this rank's bell rings after `seen`, at most `limit`.
   void sleepUntilRung(std::uint32_t seen, std::chrono::microseconds limit);
-  /// Whether every rank of the job runs on this node (so every message
-  /// that can come rings the bell).
-  bool wholeJob() const { return wholeJob_; }
 
   /// The cores this node's ranks share: MESHFLOW_HOST_CORES when set (0: as
   /// many as ranks, no gate), else the machine's online cores.
@@ -67,7 +63,6 @@ class NodeCores {
   std::unique_ptr<cpu::CoreGate> gate_;
   std::vector<int> slotOfRank_;      // world rank -> node slot, -1 off this node
   int slot_ = 0;
-  bool wholeJob_ = false;
 };
 
 }  // namespace meshflow::runtime::mpi

@@ -81,9 +81,6 @@ struct MpiWorld {
   std::chrono::microseconds spinBeforeYield{50};
   /// What this node's ranks share (cores, doorbells); null when alone.
   std::unique_ptr<NodeCores> nodeCores;
-  /// MPI's own collectives (MPI_Iallreduce) under way: MPI moves them only
-  /// while this rank polls, so its waits do not sleep long meanwhile.
-  int mpiCollectivesUnderWay = 0;
 
   /// The first abort seen: "rank R failed: REASON" (this rank's or another's).
   std::optional<std::string> abortReason;
