@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "interp/Object.h"
+#include "ir/Bytes.h"
 #include "meshflow/Error.h"
 
 namespace meshflow::interp {
@@ -12,9 +13,10 @@ namespace meshflow::interp {
 void MemoryAccount::charge(std::size_t bytes) {
   if (bytes > limit_ || used_ > limit_ - bytes)
     throw ScriptError(DiagnosticKind::MemoryLimit,
-                      fmt::format("values would hold {} bytes, more than the limit of {} bytes "
-                                  "(raise it with --max-memory)",
-                                  used_ + bytes, limit_));
+                      fmt::format("values would hold {} ({} bytes), more than the limit of {} "
+                                  "({} bytes; raise it with --max-memory)",
+                                  ir::formatBytes(static_cast<double>(used_ + bytes)), used_ + bytes,
+                                  ir::formatBytes(static_cast<double>(limit_)), limit_));
   used_ += bytes;
 }
 

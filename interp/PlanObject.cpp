@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "interp/Evaluator.h"
+#include "ir/Counted.h"
 #include "ir/PlanAxes.h"
 #include "passes/Lowering.h"
 #include "passes/PlanPipeline.h"
@@ -59,7 +60,8 @@ const std::vector<std::string> kPlanFields = {
 
 std::string PlanObject::repr(int depth) const {
   if (depth > 0) {
-    return fmt::format("<plan of {}: {} stages, {}, step {}>", model_, plan_.stages.size(),
+    return fmt::format("<plan of {}: {}, {}, step {}>", model_,
+                       ir::counted(static_cast<std::int64_t>(plan_.stages.size()), "stage"),
                        ir::scheduleKindName(plan_.schedule),
                        Value::quantity(plan_.stepTime, kSeconds).repr());
   }
