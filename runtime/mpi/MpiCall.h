@@ -32,6 +32,13 @@ struct Groups {
 
 constexpr int kCallBits = 7;  // call numbers modulo 128 in the tag
 
+/// Where a payload starts after a header of `headerBytes`: the next multiple
+/// of 8 bytes, the widest element a tensor has.
+constexpr std::size_t kPayloadAlignment = 8;
+constexpr std::size_t payloadStart(std::size_t headerBytes) {
+  return (headerBytes + kPayloadAlignment - 1) / kPayloadAlignment * kPayloadAlignment;
+}
+
 // One member's part of one collective. Headers are exchanged with the peers
 // named by exchangeHeaders(); data receives are posted with a stage (0 or 1),
 // and poll(stage) says whether every header and every receive up to that
@@ -68,16 +75,21 @@ class Call {
 
   /// Sends member k this call's header, and `payload` after it in the same
   /// message (a small operand: one message instead of two halves the latency).
+  /// The payload starts at a multiple of kPayloadAlignment bytes, so that
+  /// the receiver reads its elements in place.
   void sendHeader(std::size_t k, std::span<const std::byte> payload = {}) {
     std::vector<std::byte> message = encodeCall(info_, number_);
+    if (!payload.empty()) message.resize(payloadStart(message.size()));
     message.insert(message.end(), payload.begin(), payload.end());
     auto bytes = std::make_shared<const std::vector<std::byte>>(std::move(message));
     world_.postSend(kCallHeaders, member(k), tag_, bytes->data(), bytes->size(), bytes);
   }
-  /// What member k sent after its header (once the header is in).
+  /// What member k sent after its header (once the header is in), aligned
+  /// for any element type (the message's bytes come from the allocator).
   std::span<const std::byte> payload(std::size_t k) const {
     const Peer& peer = peers_[k];
-    return std::span<const std::byte>(peer.message).subspan(peer.payloadAt);
+    return std::span<const std::byte>(peer.message)
+        .subspan(std::min(payloadStart(peer.headerBytes), peer.message.size()));
   }
   void expectHeader(std::size_t k) { peers_[k].headerExpected = true; }
 
@@ -203,7 +215,7 @@ class Call {
     bool wrongSize = false;
     std::uint64_t number = 0;  // the call number in its header
     std::vector<std::byte> message;  // the header's message, payload included
-    std::size_t payloadAt = 0;       // where the payload starts in it
+    std::size_t headerBytes = 0;     // where the header ends in it
   };
 
   int tagOf(Groups& groups, const std::vector<int>& members) {
@@ -239,7 +251,7 @@ class Call {
     checkMpi(MPI_Recv(peer.message.data(), length, MPI_BYTE, member(k), tag_,
                       world_.comms[kCallHeaders], MPI_STATUS_IGNORE),
              "MPI_Recv");
-    peer.header = decodeCall(peer.message, peer.number, peer.payloadAt);
+    peer.header = decodeCall(peer.message, peer.number, peer.headerBytes);
   }
 
   MpiWorld& world_;
