@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "bench/BenchModels.h"
+#include "bench/MegatronTable.h"
 #include "interp/Tracing.h"
 #include "ir/Cluster.h"
 #include "meshflow/meshflow.h"
@@ -33,20 +34,12 @@ using namespace meshflow;
 
 namespace {
 
+using bench::dgxA100;
+using bench::kMegatronTable1;
+using bench::megatronHandPlan;
+using bench::MegatronRow;
 using bench::trace;
 
-
-// DGX A100 (reference/hardware.md): 8 x A100-SXM4-80GB, NVLink3 300 GB/s per GPU,
-// 8 x 200 Gb/s HDR InfiniBand per node (25 GB/s per GPU, 200 GB/s per node).
-ir::Cluster dgxA100(std::int64_t nodes) {
-  ir::Cluster c;
-  c.nodes = nodes;
-  c.devicesPerNode = 8;
-  c.device = {"A100-SXM4-80GB", 80e9, 312e12, 2039e9};
-  c.intraNode = {300e9, 2e-6};
-  c.interNode = {25e9 * 8, 10e-6};
-  return c;
-}
 
 // Meta's H100 servers as the Llama 3 paper describes them (reference/
 // hardware.md for the H100's figures): 8 x H100-SXM5-80GB on NVLink4 (450 GB/s
@@ -118,49 +111,13 @@ std::string shape(const ir::Plan& p) {
          (p.stages.front().costs.recompute != "none" ? " rc=" + p.stages.front().costs.recompute : "");
 }
 
-// A row of Table 1 with the run settings of Megatron-LM's examples/sc21/
-// run_table_1.sh: microbatch size and, where the run used the interleaved
-// schedule, layers per virtual stage (0: plain 1F1B).
-struct MegatronRow {
-  const char* billions;
-  int tp, pp, gpus, globalBatch;
-  double tflops;
-  int microbatchSize, layersPerVirtualStage, layers;
-};
-
-// Megatron's hand plan as the run script set it: its (tp, pp, dp), its
-// microbatch size, its schedule, full recomputation ("--recompute-method
-// uniform") and an optimizer state replicated over data parallelism.
-passes::PlanRequest handPlan(const MegatronRow& row) {
-  passes::PlanRequest hand;
-  hand.globalBatch = row.globalBatch;
-  hand.stages = row.pp;
-  hand.maxTensorParallel = row.tp;
-  hand.dataParallel = row.gpus / (row.tp * row.pp);
-  hand.microbatches = row.globalBatch / (*hand.dataParallel * row.microbatchSize);
-  hand.schedule = ir::ScheduleKind::kOneFOneB;
-  if (row.layersPerVirtualStage > 0) {
-    hand.schedule = ir::ScheduleKind::kInterleaved;
-    hand.virtualStages = row.layers / row.pp / row.layersPerVirtualStage;
-  }
-  hand.recompute = "full";
-  hand.shardOptimizerState = false;
-  return hand;
-}
-
 void megatron(int rows) {
-  const MegatronRow table[] = {
-      {"1.7", 1, 1, 32, 512, 137, 16, 0, 24},        {"3.6", 2, 1, 64, 512, 138, 16, 0, 30},
-      {"7.5", 4, 1, 128, 512, 142, 16, 0, 36},       {"18.4", 8, 1, 256, 1024, 135, 8, 0, 40},
-      {"39.1", 8, 2, 512, 1536, 138, 4, 0, 48},      {"76.1", 8, 4, 1024, 1792, 140, 2, 5, 60},
-      {"145.6", 8, 8, 1536, 2304, 148, 2, 5, 80},    {"310.1", 8, 16, 1920, 2160, 155, 1, 3, 96},
-      {"529.6", 8, 35, 2520, 2520, 163, 1, 1, 105},  {"1008.0", 8, 64, 3072, 3072, 163, 1, 0, 128}};
   std::printf("Megatron-LM Table 1 on DGX A100 (sequence 2048)\n");
   std::printf("%-7s %5s %8s  %-44s %-48s %9s %9s %9s %9s %6s %8s %8s %8s %6s\n", "params", "gpus",
               "plan_s", "ours", "megatron (tp,pp,dp) under our model", "ours_est", "ours_sim",
               "meg_est", "meg_sim", "ratio", "ours_TF", "meg_TF", "meas_TF", "calib");
   int n = 0;
-  for (const MegatronRow& row : table) {
+  for (const MegatronRow& row : kMegatronTable1) {
     if (n++ >= rows) break;
     // Table 1 was measured in fp16 mixed precision (`--fp16` in sc21/CONFIG.sh).
     ir::Graph g = trace(std::string("megatron_gpt(\"") + row.billions + "\", dtype = f16)");
@@ -168,7 +125,7 @@ void megatron(int rows) {
     passes::PlanRequest ours;
     ours.globalBatch = row.globalBatch;
     Outcome a = plan(g, cluster, ours);
-    Outcome b = plan(g, cluster, handPlan(row));
+    Outcome b = plan(g, cluster, megatronHandPlan(row));
     auto text = [](const Outcome& o) { return o.plan ? shape(*o.plan) : "error: " + o.error.substr(0, 60); };
     // ratio: Megatron's simulated step over ours (>= 1: ours is no slower).
     double ratio = a.simulated > 0 && b.simulated > 0 ? b.simulated / a.simulated : 0;

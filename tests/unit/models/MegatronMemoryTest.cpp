@@ -12,12 +12,16 @@
 #include <iterator>
 #include <string>
 
+#include "bench/MegatronTable.h"
 #include "interp/Tracing.h"
 #include "ir/Cluster.h"
 #include "meshflow/meshflow.h"
 #include "passes/Planner.h"
 
 using namespace meshflow;
+using bench::dgxA100;
+using bench::kMegatronTable1;
+using bench::MegatronRow;
 
 namespace {
 
@@ -29,59 +33,19 @@ ir::Graph traced(const std::string& model) {
   return dynamic_cast<interp::GraphObject*>(status.value->object().get())->graph();
 }
 
-ir::Cluster dgxA100(std::int64_t nodes) {
-  ir::Cluster c;
-  c.nodes = nodes;
-  c.devicesPerNode = 8;
-  c.device = {"A100-SXM4-80GB", 80e9, 312e12, 2039e9};
-  c.intraNode = {300e9, 2e-6};
-  c.interNode = {25e9 * 8, 10e-6};
-  return c;
-}
-
-// A row of Table 1 with the run settings of examples/sc21/run_table_1.sh.
-struct Row {
-  const char* billions;
-  int heads, hidden, layers, tp, pp, gpus, globalBatch, microbatchSize, layersPerVirtualStage;
-};
-
-const Row kTable1[] = {
-    {"1.7", 24, 2304, 24, 1, 1, 32, 512, 16, 0},     {"3.6", 32, 3072, 30, 2, 1, 64, 512, 16, 0},
-    {"7.5", 32, 4096, 36, 4, 1, 128, 512, 16, 0},    {"18.4", 48, 6144, 40, 8, 1, 256, 1024, 8, 0},
-    {"39.1", 64, 8192, 48, 8, 2, 512, 1536, 4, 0},   {"76.1", 80, 10240, 60, 8, 4, 1024, 1792, 2, 5},
-    {"145.6", 96, 12288, 80, 8, 8, 1536, 2304, 2, 5}, {"310.1", 128, 16384, 96, 8, 16, 1920, 2160, 1, 3},
-    {"529.6", 128, 20480, 105, 8, 35, 2520, 2520, 1, 1}, {"1008.0", 160, 25600, 128, 8, 64, 3072, 3072, 1, 0}};
-
-passes::PlanRequest handPlan(const Row& row, const char* recompute) {
-  passes::PlanRequest r;
-  r.globalBatch = row.globalBatch;
-  r.stages = row.pp;
-  r.maxTensorParallel = row.tp;
-  r.dataParallel = row.gpus / (row.tp * row.pp);
-  r.microbatches = row.globalBatch / (*r.dataParallel * row.microbatchSize);
-  r.schedule = ir::ScheduleKind::kOneFOneB;
-  if (row.layersPerVirtualStage > 0) {
-    r.schedule = ir::ScheduleKind::kInterleaved;
-    r.virtualStages = row.layers / row.pp / row.layersPerVirtualStage;
-  }
-  r.recompute = recompute;
-  r.shardOptimizerState = false;
-  return r;
-}
-
 double gb(double bytes) { return bytes / 1e9; }
 
 // The plan of `row` with Megatron's run settings, traced in fp16 as the runs were.
-ir::Plan megatronPlan(const Row& row, const char* recompute) {
+ir::Plan megatronPlan(const MegatronRow& row, const char* recompute) {
   ir::Graph g = traced(fmt::format("megatron_gpt(\"{}\", dtype = f16)", row.billions));
-  return passes::planTraining(g, dgxA100(row.gpus / 8), handPlan(row, recompute));
+  return passes::planTraining(g, dgxA100(row.gpus / 8), bench::megatronHandPlan(row, recompute));
 }
 
 // Megatron's weights, gradients and optimizer state of a stage of `blocks`
 // transformer layers (12h² + 13h parameters each) and, on the last stage, the
 // final norm and the untied head, split over the tensor-parallel group: 18
 // bytes per parameter (theoretical_memory_usage.py, no distributed optimizer).
-double megatronStatic(const Row& row, int blocks, bool last) {
+double megatronStatic(const MegatronRow& row, int blocks, bool last) {
   double h = row.hidden, vocab = 51200;
   double params = blocks * (12 * h * h + 13 * h) + (last ? vocab * h + 2 * h : 0);
   return 18 * params / row.tp;
@@ -102,7 +66,7 @@ struct Korthikanti {
   double checkpoint(bool sequenceParallel) const { return sequenceParallel ? 2 * sbh / t : 2 * sbh; }
 };
 
-Korthikanti formulas(const Row& row) {
+Korthikanti formulas(const MegatronRow& row) {
   double s = 2048, b = row.microbatchSize;
   return {s * b * row.hidden, double(row.heads), s, b, double(row.tp)};
 }
@@ -114,8 +78,7 @@ TEST_CASE("weights, gradients and optimizer state are Megatron's 18 bytes per pa
   // The rows whose plans keep Megatron's layout (weights split over the
   // tensor-parallel group only); docs/planning.md names the others.
   for (const char* billions : {"39.1", "1008.0"}) {
-    const Row& row = *std::find_if(std::begin(kTable1), std::end(kTable1),
-                                   [&](const Row& r) { return std::string(r.billions) == billions; });
+    const MegatronRow& row = bench::megatronRow(billions);
     ir::Plan plan = megatronPlan(row, "full");
     const ir::PlanStage& second = plan.stages.at(1);  // blocks only (the first adds the embedding)
     bool last = plan.stages.size() == 2;
@@ -129,7 +92,7 @@ TEST_CASE("weights, gradients and optimizer state are Megatron's 18 bytes per pa
 
 TEST_CASE("activations are Korthikanti's per layer for the layout the plan uses",
           "[models][megatron][memory]") {
-  for (const Row& row : kTable1) {
+  for (const MegatronRow& row : kMegatronTable1) {
     if (row.pp < 2) continue;  // a second stage starts at a transformer layer
     const Korthikanti k = formulas(row);
     // Full recomputation keeps a stage's input, one layer's checkpoint (the
@@ -144,8 +107,7 @@ TEST_CASE("activations are Korthikanti's per layer for the layout the plan uses"
   // Selective recomputation where Megatron's plans fit (docs/planning.md):
   // what a layer keeps and the scores it rebuilds.
   for (const char* billions : {"310.1", "529.6", "1008.0"}) {
-    const Row& row = *std::find_if(std::begin(kTable1), std::end(kTable1),
-                                   [&](const Row& r) { return std::string(r.billions) == billions; });
+    const MegatronRow& row = bench::megatronRow(billions);
     const Korthikanti k = formulas(row);
     ir::Plan plan = megatronPlan(row, "selective");
     const ir::PlanStage& stage = plan.stages.at(1);
