@@ -62,6 +62,19 @@ pid_t forkRunning(Body body) {
   return pid;
 }
 
+// A child process that takes the one core of a 2-slot gate in `shared` as
+// `device` (slot 1), says so in counter 0, then exits holding it, or, when
+// `stay`, keeps it until it is killed.
+pid_t childHoldingTheCore(const SharedMemory& shared, int device, bool stay) {
+  return forkRunning([&shared, device, stay] {
+    auto theirs = CoreGate::attach(shared.gate(), false, 1, 2, device, 1, 10s);
+    theirs->acquire(device);
+    *shared.counter(0) = 1;
+    if (stay) pause();
+    return 0;
+  });
+}
+
 int exitCode(pid_t pid) {
   int status = 0;
   waitpid(pid, &status, 0);
@@ -100,12 +113,7 @@ TEST_CASE("a process that dies holding a core gives it back", "[runtime][cores]"
   SharedMemory shared(2);
   auto gate = CoreGate::attach(shared.gate(), true, 1, 2, 0, 0, 10s);
   std::atomic<int>& holding = *shared.counter(0);
-  pid_t child = forkRunning([&] {
-    auto theirs = CoreGate::attach(shared.gate(), false, 1, 2, 1, 1, 10s);
-    theirs->acquire(1);
-    holding = 1;
-    return 0;  // exits holding the core
-  });
+  pid_t child = childHoldingTheCore(shared, 1, false);  // exits holding the core
   CHECK(exitCode(child) == 0);
   REQUIRE(holding.load() == 1);
   auto start = std::chrono::steady_clock::now();
@@ -118,13 +126,7 @@ TEST_CASE("a wait for a core that a stopped process keeps ends with an error", "
   SharedMemory shared(2);
   auto gate = CoreGate::attach(shared.gate(), true, 1, 2, 0, 0, 300ms);
   std::atomic<int>& holding = *shared.counter(0);
-  pid_t child = forkRunning([&] {
-    auto theirs = CoreGate::attach(shared.gate(), false, 1, 2, 3, 1, 10s);
-    theirs->acquire(3);
-    holding = 1;
-    pause();  // holds the core until killed
-    return 0;
-  });
+  pid_t child = childHoldingTheCore(shared, 3, true);  // holds the core until killed
   while (holding.load() == 0) std::this_thread::sleep_for(1ms);
   CHECK_THROWS_WITH(gate->acquire(0),
                     "device 0 waited 300 ms for a host core; held by device 3 (the node's ranks share 1 core)");

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "bench/ShardingFamilies.h"
 #include "passes/ShardingSolver.h"
 
 namespace meshflow::test {
@@ -195,13 +196,7 @@ inline ShardingProblem transformerProblem(int blocks, int strategies, unsigned s
     for (auto [from, to] : links) edge(from, to);
     x = add2;
   }
-  double least = 0.0, most = 0.0;
-  for (const ShardingNode& n : p.nodes) {
-    least += *std::min_element(n.memory.begin(), n.memory.end());
-    most += *std::max_element(n.memory.begin(), n.memory.end());
-  }
-  p.memoryBudget = least + fraction * (most - least);
-  return p;
+  return families::withBudget(std::move(p), fraction);
 }
 
 }  // namespace meshflow::test
