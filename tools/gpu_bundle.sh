@@ -6,19 +6,21 @@
 #
 # - include/fmt: fmt's headers, for the standalone build of the kernel checks
 #   (tests/gpu/CMakeLists.txt, header-only mode);
-# - meshflow/: the meshflow executable of a CUDA build ($BUILD, default build;
-#   built first if it is missing) with every shared library it needs that a
+# - meshflow/: the meshflow executable of a portable CUDA build ($BUILD,
+#   default build-bundle: configured here with MESHFLOW_NATIVE_KERNELS=OFF, so
+#   its cpu kernels use no vector instruction this machine has and the GPU
+#   machine's processor may lack) with every shared library it needs that a
 #   bare GPU image lacks — Debian's loader and C library included, so it runs
 #   whatever the image's own are — but not the CUDA runtime, cuBLAS, NCCL or
 #   the driver, which it finds there (gpu_check.sh sets the library path).
 #   Large libraries are stored xz-compressed (gpu_check.sh unpacks them).
 #   The tiny-GPT parity test and the benchmark run on it.
 #
-# Environment: BUILD (default build), JOBS (default 2). Fails if the bundle
+# Environment: BUILD (default build-bundle), JOBS (default 2). Fails if the bundle
 # would pass 60 MiB (the device tool carries 64 MiB in all).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BUILD=${BUILD:-build}
+BUILD=${BUILD:-build-bundle}
 JOBS=${JOBS:-2}
 src=${FMT_INCLUDE_DIR:-/usr/include}
 [ -f "$src/fmt/format.h" ] || { echo "gpu_bundle: no fmt headers in $src (Debian: libfmt-dev)" >&2; exit 1; }
@@ -26,8 +28,19 @@ rm -rf build-gpu-deps
 mkdir -p build-gpu-deps/include build-gpu-deps/meshflow/bin build-gpu-deps/meshflow/lib
 cp -r "$src/fmt" build-gpu-deps/include/
 
-if [ ! -f "$BUILD/CMakeCache.txt" ] || ! grep -q "^MESHFLOW_CUDA:STRING=\(AUTO\|ON\)" "$BUILD/CMakeCache.txt"; then
+if [ ! -f "$BUILD/CMakeCache.txt" ]; then
+  launcher=()
+  command -v ccache > /dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache
+                                             -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+  cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMESHFLOW_CUDA=ON -DMESHFLOW_NATIVE_KERNELS=OFF \
+    -DMESHFLOW_TESTS=OFF -DMESHFLOW_BENCH=OFF "${launcher[@]}" > /dev/null
+fi
+if ! grep -qE "^MESHFLOW_CUDA:[A-Z]+=(AUTO|ON)" "$BUILD/CMakeCache.txt"; then
   echo "gpu_bundle: $BUILD is not a CUDA build of meshflow: configure it with -DMESHFLOW_CUDA=ON" >&2
+  exit 1
+fi
+if grep -qE "^MESHFLOW_NATIVE_KERNELS:[A-Z]+=ON" "$BUILD/CMakeCache.txt"; then
+  echo "gpu_bundle: $BUILD compiles its cpu kernels with -march=native, which may not run on the GPU machine's processor: configure it with -DMESHFLOW_NATIVE_KERNELS=OFF" >&2
   exit 1
 fi
 cmake --build "$BUILD" -j "$JOBS" --target meshflow > /dev/null

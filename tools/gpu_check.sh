@@ -12,7 +12,7 @@
 #      (tests/gpu/bench_gpt.mesh) against PyTorch eager
 #      (tests/gpu/bench_gpt_torch.py) in the same run;
 # and prints a short table last. Each stage has its own time limit, so the
-# whole check stays under 8 minutes.
+# whole check stays under 9 minutes.
 #
 # Prepare on a development machine:  tools/gpu_bundle.sh   (into build-gpu-deps/)
 # Run on the GPU machine, from the repository root, with build-gpu-deps/ sent:
@@ -122,7 +122,9 @@ flops=$(awk '$1 == "torch_bench" { print $7 }' "$BUILD/torch.txt")
 torch_peak=$(awk '$1 == "torch_bench" { print $9 }' "$BUILD/torch.txt")
 
 log "benchmark: gpt_350m bf16, meshflow"
-timeout 110 "$BUILD/meshflow" run --stdlib stdlib tests/gpu/bench_gpt.mesh 2>&1 | tee "$BUILD/meshflow-bench.txt"
+# The interpreter's default cap on the values it holds (4 GiB) is a laptop's; the
+# model's tensors are on the GPU here.
+timeout 300 "$BUILD/meshflow" run --stdlib stdlib --max-memory 100GiB tests/gpu/bench_gpt.mesh 2>&1 | tee "$BUILD/meshflow-bench.txt"
 bench=${PIPESTATUS[0]}
 # The median of the step lines' times after the first ("step  2/4  loss ...  812.3 ms (simulated ...)":
 # the first time on the line, in ms or s).

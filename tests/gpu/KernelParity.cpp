@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/Bytes.h"
 #include "runtime/Tensor.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cuda/CudaError.h"
@@ -189,7 +190,7 @@ void checkAllocator() {
     error = e.what();
   }
   ok = ok && error.find("out of memory on device 0") != std::string::npos &&
-       error.find("holding gradients 40.00 MiB") != std::string::npos;
+       error.find("holding gradients " + meshflow::ir::formatBytes(40 << 20)) != std::string::npos;
   memory->release(b, 40 << 20, MemoryCategory::kGradients);
   if (!ok) ++failures;
   std::printf("%-4s %-44s %s\n", ok ? "ok" : "FAIL", "device allocator: reuse and limit", error.c_str());
