@@ -112,8 +112,8 @@ log "parity: tests/gpu/parity.mesh (tiny GPT, cuda vs cpu)"
 timeout 100 "$BUILD/meshflow" run --stdlib stdlib tests/gpu/parity.mesh 2>&1 | tee "$BUILD/parity.txt"
 parity=${PIPESTATUS[0]}
 ok=$(grep -c "^parity ok" "$BUILD/parity.txt")
-if [ "$parity" -eq 0 ]; then row "parity (tiny GPT, 1/2/4 devs)" "passed ($ok plans)"
-else row "parity (tiny GPT, 1/2/4 devs)" "FAILED (exit $parity): $ok plans ok; $(grep -m1 -E 'error|FAIL' "$BUILD/parity.txt" | cut -c1-100)"; status=1; fi
+if [ "$parity" -eq 0 ]; then row "parity (tiny GPT, f32 + bf16)" "passed ($ok plans)"
+else row "parity (tiny GPT, f32 + bf16)" "FAILED (exit $parity): $ok plans ok; $(grep -m1 -E 'error|FAIL' "$BUILD/parity.txt" | cut -c1-100)"; status=1; fi
 
 log "benchmark: gpt_350m bf16, PyTorch eager"
 timeout 75 python3 tests/gpu/bench_gpt_torch.py 2>&1 | tee "$BUILD/torch.txt"

@@ -5,6 +5,8 @@
 // and an f32 accumulator. i32 operands (labels, token ids) pass unchanged.
 #include <fmt/format.h>
 
+#include <functional>
+
 #include "runtime/cpu/KernelSupport.h"
 
 namespace meshflow::runtime::cpu {
@@ -40,12 +42,19 @@ bool hasHalfOperand(const std::vector<const Tensor*>& inputs, const std::vector<
 void runWidened(void (*kernel)(const KernelArgs&), const ir::Op& op,
                 const std::vector<const Tensor*>& inputs, std::vector<Tensor*>& outputs,
                 const KernelContext& ctx) {
+  runWidenedWith([kernel](const KernelArgs& args) { kernel(args); },
+                 [](const Tensor& t, ir::DType dtype) { return t.castTo(dtype); }, op, inputs, outputs, ctx);
+}
+
+void runWidenedWith(const std::function<void(const KernelArgs&)>& kernel, const FloatConversion& convert,
+                    const ir::Op& op, const std::vector<const Tensor*>& inputs, std::vector<Tensor*>& outputs,
+                    const KernelContext& ctx) {
   std::vector<Tensor> wideInputs(inputs.size());
   std::vector<const Tensor*> in;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     const Tensor* t = inputs[i];
     if (t && t->allocated() && isHalf(t->dtype())) {
-      wideInputs[i] = t->toF32();
+      wideInputs[i] = convert(*t, ir::DType::F32);
       t = &wideInputs[i];
     }
     in.push_back(t);
@@ -67,13 +76,11 @@ void runWidened(void (*kernel)(const KernelArgs&), const ir::Op& op,
   for (std::size_t j = 0; j < outputs.size(); ++j) {
     if (!outputs[j]) continue;
     Tensor& result = wideOutputs[j];
-    *outputs[j] = result.dtype() == ir::DType::I32 ? std::move(result) : result.castTo(target[j]);
+    *outputs[j] = result.dtype() == ir::DType::I32 ? std::move(result) : convert(result, target[j]);
   }
 }
 
-// Cast: x -> y of the `dtype` attribute, rounded to nearest even (f16
-// overflows to infinity); the gradient of a cast is a cast back.
-void cast(const KernelArgs& args) {
+ir::DType castTarget(const KernelArgs& args) {
   args.expectArity(1, 1);
   const Tensor& x = args.in(0);
   auto it = args.op.attrs.find("dtype");
@@ -82,11 +89,18 @@ void cast(const KernelArgs& args) {
   if (!dtype || *dtype == ir::DType::I32 || *dtype == ir::DType::I64 || x.dtype() == ir::DType::I32)
     args.fail(
         fmt::format("casts between float types, not {} to {}", x.typeText(), name ? *name : "?"));
-  Tensor& y = args.rawOut(0);
+  const Tensor& y = args.rawOut(0);
   if ((y.allocated() || y.isPlaceholder()) && (y.dtype() != *dtype || y.shape() != x.shape()))
     args.fail(fmt::format("output 0 is {}{} but the cast makes {}{}", ir::dtypeName(y.dtype()),
                           shapeText(y.shape()), *name, shapeText(x.shape())));
-  y = x.castTo(*dtype);  // to the same dtype: shares x's elements (copy on write)
+  return *dtype;
+}
+
+// Cast: x -> y of the `dtype` attribute, rounded to nearest even (f16
+// overflows to infinity); the gradient of a cast is a cast back.
+void cast(const KernelArgs& args) {
+  const ir::DType dtype = castTarget(args);
+  args.rawOut(0) = args.in(0).castTo(dtype);  // to the same dtype: shares x's elements (copy on write)
 }
 
 }  // namespace meshflow::runtime::cpu

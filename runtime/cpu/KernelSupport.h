@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -111,6 +112,24 @@ void embeddingGrad(const KernelArgs& a);
 void crossEntropy(const KernelArgs& a);
 void crossEntropyGrad(const KernelArgs& a);
 // [ShapeKernels]
+/// One copy a layout op makes, in elements: dst[dstBase + Σ i·dstStrides] =
+/// src[srcBase + Σ i·srcStrides] for every index i of `shape`.
+struct StridedCopy {
+  const Tensor* src = nullptr;
+  Tensor* dst = nullptr;
+  Shape shape;
+  std::vector<std::int64_t> srcStrides, dstStrides;
+  std::int64_t srcBase = 0, dstBase = 0;
+  bool swapsLastTwo = false;  ///< A transpose of the last two axes of whole matrices.
+};
+
+/// The layout ops (Transpose, Concat, Split, SplitHeads, MergeHeads): their
+/// arguments checked, their outputs allocated with the inputs' dtype, and the
+/// copies that fill them — run on the host by the cpu kernels below and on a
+/// GPU by the cuda backend. LayoutCopies.cpp.
+bool isLayoutOp(ir::OpKind kind);
+std::vector<StridedCopy> layoutCopies(const KernelArgs& args);
+
 void reshape(const KernelArgs& a);
 void transpose(const KernelArgs& a);
 void concat(const KernelArgs& a);
@@ -149,6 +168,14 @@ bool hasHalfOperand(const std::vector<const Tensor*>& inputs, const std::vector<
 /// output to its dtype (the caller's placeholder's, else the op's).
 void runWidened(void (*kernel)(const KernelArgs&), const ir::Op& op, const std::vector<const Tensor*>& inputs,
                 std::vector<Tensor*>& outputs, const KernelContext& ctx);
+/// runWidened with another kernel and another conversion (the cuda backend's,
+/// on its GPU): `convert` returns its tensor in the dtype asked for.
+using FloatConversion = std::function<Tensor(const Tensor&, ir::DType)>;
+void runWidenedWith(const std::function<void(const KernelArgs&)>& kernel, const FloatConversion& convert,
+                    const ir::Op& op, const std::vector<const Tensor*>& inputs, std::vector<Tensor*>& outputs,
+                    const KernelContext& ctx);
 void cast(const KernelArgs& args);
+/// Cast's checks: the float dtype it converts to.
+ir::DType castTarget(const KernelArgs& args);
 
 }  // namespace meshflow::runtime::cpu

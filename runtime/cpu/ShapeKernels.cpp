@@ -4,7 +4,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <numeric>
 #include <type_traits>
 
 #ifdef __SSE__
@@ -115,22 +114,6 @@ void transposeMatrices(const T* x, T* y, std::int64_t batch, std::int64_t rows, 
                       std::min(j0 + kTile, cols));
 }
 
-// True when `perm` swaps the last two axes and keeps the others in place.
-bool swapsLastTwo(const std::vector<std::size_t>& perm) {
-  std::size_t r = perm.size();
-  if (r < 2 || perm[r - 2] != r - 1 || perm[r - 1] != r - 2) return false;
-  for (std::size_t i = 0; i + 2 < r; ++i)
-    if (perm[i] != i) return false;
-  return true;
-}
-
-std::vector<std::int64_t> permuted(const std::vector<std::int64_t>& values,
-                                   const std::vector<std::size_t>& perm) {
-  std::vector<std::int64_t> result;
-  for (auto p : perm) result.push_back(values[p]);
-  return result;
-}
-
 }  // namespace
 
 void reshape(const KernelArgs& args) {
@@ -147,113 +130,33 @@ void reshape(const KernelArgs& args) {
   y = x.reshaped(std::move(shape));
 }
 
-void transpose(const KernelArgs& args) {
-  args.expectArity(1, 1);
-  const Tensor& x = args.in(0);
-  auto permAttr = args.intsAttr("perm");
-  if (permAttr.size() != x.rank())
-    args.fail(fmt::format("perm has {} entries for {}", permAttr.size(), x.typeText()));
-  std::vector<std::size_t> perm;
-  std::vector<bool> seen(x.rank(), false);
-  for (auto p : permAttr) {
-    std::size_t axis = args.axis(p, x.rank());
-    if (seen[axis]) args.fail("perm is not a permutation");
-    seen[axis] = true;
-    perm.push_back(axis);
-  }
-  Shape yShape = permuted(x.shape(), perm);
-  Tensor& y = args.out(0, x.dtype(), yShape);
-  if (swapsLastTwo(perm)) {  // the weight gradients' transposes
-    std::int64_t rows = x.dim(-2), cols = x.dim(-1);
-    std::int64_t batch = rows * cols == 0 ? 0 : x.elements() / (rows * cols);
-    if (x.dtype() == ir::DType::I32)
-      transposeMatrices(x.i32().data(), y.i32().data(), batch, rows, cols);
-    else
-      transposeMatrices(x.f32().data(), y.f32().data(), batch, rows, cols);
-    return;
-  }
-  copyStrided(yShape, x, permuted(rowMajorStrides(x.shape()), perm), 0, y, rowMajorStrides(yShape),
-              0);
-}
+namespace {
 
-void concat(const KernelArgs& args) {
-  if (args.inputCount() == 0 || args.outputCount() != 1)
-    args.fail("expects one or more inputs and one output");
-  const Tensor& first = args.in(0);
-  std::size_t axis = args.axis(args.intAttr("axis"), first.rank());
-  Shape yShape = first.shape();
-  yShape[axis] = 0;
-  for (std::size_t i = 0; i < args.inputCount(); ++i) {
-    const Tensor& x = args.in(i);
-    if (x.dtype() != first.dtype() || x.rank() != first.rank() ||
-        dropAxis(x.shape(), axis) != dropAxis(first.shape(), axis))
-      args.fail(fmt::format("input {} {} does not fit input 0 {} along axis {}", i, x.typeText(),
-                            first.typeText(), axis));
-    yShape[axis] += x.shape()[axis];
-  }
-  Tensor& y = args.out(0, first.dtype(), yShape);
-  auto yStrides = rowMajorStrides(yShape);
-  std::int64_t offset = 0;
-  for (std::size_t i = 0; i < args.inputCount(); ++i) {
-    const Tensor& x = args.in(i);
-    copyStrided(x.shape(), x, rowMajorStrides(x.shape()), 0, y, yStrides, offset * yStrides[axis]);
-    offset += x.shape()[axis];
+// Runs a layout op's copies (layoutCopies, LayoutCopies.cpp) on the host; the
+// weight gradients' transposes of whole matrices in cache-friendly tiles.
+void runLayoutCopies(const KernelArgs& args) {
+  for (const StridedCopy& c : layoutCopies(args)) {
+    if (c.swapsLastTwo) {
+      const Tensor& x = *c.src;
+      std::int64_t rows = x.dim(-2), cols = x.dim(-1);
+      std::int64_t batch = rows * cols == 0 ? 0 : x.elements() / (rows * cols);
+      if (x.dtype() == ir::DType::I32)
+        transposeMatrices(x.i32().data(), c.dst->i32().data(), batch, rows, cols);
+      else
+        transposeMatrices(x.f32().data(), c.dst->f32().data(), batch, rows, cols);
+      continue;
+    }
+    copyStrided(c.shape, *c.src, c.srcStrides, c.srcBase, *c.dst, c.dstStrides, c.dstBase);
   }
 }
 
-void split(const KernelArgs& args) {
-  if (args.inputCount() != 1 || args.outputCount() == 0)
-    args.fail("expects one input and one or more outputs");
-  const Tensor& x = args.in(0);
-  std::size_t axis = args.axis(args.intAttr("axis"), x.rank());
-  std::vector<std::int64_t> sizes;
-  if (args.hasAttr("sizes")) {
-    sizes = args.intsAttr("sizes");
-  } else {
-    // Without sizes the split is into equal parts, one per output.
-    auto parts = static_cast<std::int64_t>(args.outputCount());
-    if (x.shape()[axis] % parts != 0)
-      args.fail(fmt::format("cannot split {} into {} equal parts", x.typeText(), parts));
-    sizes.assign(args.outputCount(), x.shape()[axis] / parts);
-  }
-  if (sizes.size() != args.outputCount() ||
-      std::accumulate(sizes.begin(), sizes.end(), std::int64_t{0}) != x.shape()[axis])
-    args.fail(fmt::format("sizes {} do not split {} along axis {} into {} outputs",
-                          shapeText(sizes), x.typeText(), axis, args.outputCount()));
-  auto xStrides = rowMajorStrides(x.shape());
-  std::int64_t offset = 0;
-  for (std::size_t i = 0; i < sizes.size(); ++i) {
-    Shape yShape = x.shape();
-    yShape[axis] = sizes[i];
-    Tensor& y = args.out(i, x.dtype(), yShape);
-    copyStrided(yShape, x, xStrides, offset * xStrides[axis], y, rowMajorStrides(yShape), 0);
-    offset += sizes[i];
-  }
-}
+}  // namespace
 
-void splitHeads(const KernelArgs& args) {
-  args.expectArity(1, 1);
-  const Tensor& x = args.in(0);
-  std::int64_t heads = args.intAttr("heads");
-  if (x.rank() != 3 || heads <= 0 || x.dim(2) % heads != 0)
-    args.fail(fmt::format("cannot split {} into {} heads", x.typeText(), heads));
-  std::int64_t b = x.dim(0), s = x.dim(1), d = x.dim(2) / heads;
-  // x viewed as [b, s, heads, d], read in the order of y = [b, heads, s, d].
-  Shape yShape = {b, heads, s, d};
-  Tensor& y = args.out(0, x.dtype(), yShape);
-  copyStrided(yShape, x, {s * heads * d, d, heads * d, 1}, 0, y, rowMajorStrides(yShape), 0);
-}
-
-void mergeHeads(const KernelArgs& args) {
-  args.expectArity(1, 1);
-  const Tensor& x = args.in(0);
-  if (x.rank() != 4) args.fail("needs x[b, heads, s, d], got " + x.typeText());
-  std::int64_t b = x.dim(0), heads = x.dim(1), s = x.dim(2), d = x.dim(3);
-  Tensor& y = args.out(0, x.dtype(), {b, s, heads * d});
-  // Walk y viewed as [b, s, heads, d], reading x = [b, heads, s, d].
-  Shape view = {b, s, heads, d};
-  copyStrided(view, x, {heads * s * d, d, s * d, 1}, 0, y, rowMajorStrides(view), 0);
-}
+void transpose(const KernelArgs& args) { runLayoutCopies(args); }
+void concat(const KernelArgs& args) { runLayoutCopies(args); }
+void split(const KernelArgs& args) { runLayoutCopies(args); }
+void splitHeads(const KernelArgs& args) { runLayoutCopies(args); }
+void mergeHeads(const KernelArgs& args) { runLayoutCopies(args); }
 
 void select(const KernelArgs& args) {
   args.expectArity(1, 1);

@@ -85,7 +85,7 @@ void CudaKernels::run(const ir::Op& op, const std::vector<const Tensor*>& inputs
   }
   std::vector<Tensor> scratch;
   try {
-    launchOnGpu(cpu::KernelArgs(op, onGpu, outputs, ctx), {stream_, gemm_.get()}, scratch);
+    launchOp(op, onGpu, outputs, ctx, {stream_, gemm_.get()}, scratch);
   } catch (...) {
     (void)cudaStreamSynchronize(stream_);  // what was launched finishes before its tensors go
     throw;

@@ -2,7 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
+#include <string>
+#include <variant>
 
+#include "runtime/cpu/KernelSupport.h"
 #include "runtime/cuda/TrainingKernels.h"
 
 namespace meshflow::runtime::cuda {
@@ -12,10 +16,19 @@ bool allocated(const std::vector<const Tensor*>& inputs) {
   return std::all_of(inputs.begin(), inputs.end(), [](const Tensor* t) { return t && t->allocated(); });
 }
 
-bool fullPrecision(const std::vector<const Tensor*>& inputs) {
-  return std::all_of(inputs.begin(), inputs.end(), [](const Tensor* t) {
-    return t->dtype() == ir::DType::F32 || t->dtype() == ir::DType::I32;
-  });
+// Every input is a float (f32, f16, bf16: half ones are widened on the GPU)
+// or an i32 (ids, labels).
+bool supportedTypes(const std::vector<const Tensor*>& inputs) {
+  return std::all_of(inputs.begin(), inputs.end(), [](const Tensor* t) { return t->dtype() != ir::DType::I64; });
+}
+
+// A cast between two different float types (the same type shares the elements on the host).
+bool convertingCast(const ir::Op& op, const std::vector<const Tensor*>& in) {
+  auto it = op.attrs.find("dtype");
+  const auto* name = it == op.attrs.end() ? nullptr : std::get_if<std::string>(&it->second);
+  const std::optional<ir::DType> to = name ? ir::parseDType(*name) : std::nullopt;
+  const auto isFloat = [](ir::DType d) { return d == ir::DType::F32 || d == ir::DType::F16 || d == ir::DType::BF16; };
+  return in.size() == 1 && to && isFloat(*to) && isFloat(in[0]->dtype()) && *to != in[0]->dtype();
 }
 
 // The dtypes of the outputs whose caller fixed one all equal `dtype`.
@@ -67,12 +80,13 @@ bool skipsStep(const ir::Op& op, const std::vector<const Tensor*>& in) {
 Placement placementOf(const ir::Op& op, const std::vector<const Tensor*>& inputs,
                       const std::vector<Tensor*>& outputs) {
   if (!allocated(inputs)) return Placement::kHost;  // the cpu kernel names what is missing
-  if (op.kind == ir::OpKind::MatMul) return gemmOperands(inputs, outputs) ? Placement::kGpu : Placement::kHost;
-  if (!gpuKind(op.kind) || !fullPrecision(inputs) || !outputsAre(outputs, ir::DType::F32) || skipsStep(op, inputs))
-    return Placement::kHost;
-  if (op.kind == ir::OpKind::ReduceToShape && !trailingPart(inputs)) return Placement::kHost;
   for (const Tensor* t : inputs)
     if (t->rank() > static_cast<std::size_t>(kMaxRank)) return Placement::kHost;
+  if (op.kind == ir::OpKind::MatMul) return gemmOperands(inputs, outputs) ? Placement::kGpu : Placement::kHost;
+  if (op.kind == ir::OpKind::Cast) return convertingCast(op, inputs) ? Placement::kGpu : Placement::kHost;
+  if (cpu::isLayoutOp(op.kind)) return supportedTypes(inputs) ? Placement::kGpu : Placement::kHost;
+  if (!gpuKind(op.kind) || !supportedTypes(inputs) || skipsStep(op, inputs)) return Placement::kHost;
+  if (op.kind == ir::OpKind::ReduceToShape && !trailingPart(inputs)) return Placement::kHost;
   return Placement::kGpu;
 }
 

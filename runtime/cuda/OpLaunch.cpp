@@ -8,6 +8,7 @@
 
 #include "runtime/cuda/CudaError.h"
 #include "runtime/cuda/Gemm.h"
+#include "runtime/cuda/LayoutKernels.h"
 #include "runtime/cuda/TrainingKernels.h"
 
 namespace meshflow::runtime::cuda {
@@ -350,7 +351,45 @@ void adamOp(const KernelArgs& a, const GpuContext& gpu) {
              gpu.stream);
 }
 
-}  // namespace
+FloatFormat formatOf(ir::DType dtype) {
+  switch (dtype) {
+    case ir::DType::F16: return FloatFormat::kF16;
+    case ir::DType::BF16: return FloatFormat::kBF16;
+    default: return FloatFormat::kF32;
+  }
+}
+
+// `t` in `dtype`, converted on the GPU into a new tensor of the thread's memory.
+Tensor converted(const Tensor& t, ir::DType dtype, const GpuContext& gpu) {
+  if (t.dtype() == dtype) return t;
+  Tensor y = Tensor::uninitialized(dtype, t.shape());
+  convertFloats(t.raw().data(), formatOf(t.dtype()), y.raw().data(), formatOf(dtype), t.elements(), gpu.stream);
+  return y;
+}
+
+void castOp(const KernelArgs& a, const GpuContext& gpu) {
+  const ir::DType dtype = cpu::castTarget(a);
+  a.rawOut(0) = converted(a.in(0), dtype, gpu);
+}
+
+// The layout op's copies (cpu::layoutCopies: its checks, its outputs) as GPU copies.
+void layoutOp(const KernelArgs& a, const GpuContext& gpu) {
+  for (const cpu::StridedCopy& c : cpu::layoutCopies(a)) {
+    if (c.shape.size() > static_cast<std::size_t>(kMaxRank))
+      a.fail(fmt::format("has rank {}; the GPU copies up to rank {}", c.shape.size(), kMaxRank));
+    CopyIndex index;
+    index.rank = static_cast<int>(c.shape.size());
+    for (std::size_t d = 0; d < c.shape.size(); ++d) {
+      index.shape[d] = c.shape[d];
+      index.srcStrides[d] = c.srcStrides[d];
+      index.dstStrides[d] = c.dstStrides[d];
+    }
+    index.srcBase = c.srcBase;
+    index.dstBase = c.dstBase;
+    stridedCopy(c.src->raw().data(), c.dst->raw().data(), static_cast<int>(ir::dtypeBytes(c.src->dtype())), index,
+                gpu.stream);
+  }
+}
 
 void launchOnGpu(const KernelArgs& a, const GpuContext& gpu, std::vector<Tensor>& scratch) {
   switch (a.op.kind) {
@@ -373,8 +412,25 @@ void launchOnGpu(const KernelArgs& a, const GpuContext& gpu, std::vector<Tensor>
     case K::GlobalNorm: return globalNormOp(a, gpu, scratch);
     case K::SgdUpdate: return sgdOp(a, gpu);
     case K::AdamUpdate: return adamOp(a, gpu);
+    case K::Cast: return castOp(a, gpu);
+    case K::Transpose: case K::Concat: case K::Split: case K::SplitHeads: case K::MergeHeads: return layoutOp(a, gpu);
     default: a.fail("has no CUDA kernel (KernelPlacement.h puts it on the host)");
   }
+}
+
+}  // namespace
+
+void launchOp(const ir::Op& op, const std::vector<const Tensor*>& inputs, std::vector<Tensor*>& outputs,
+              const cpu::KernelContext& ctx, const GpuContext& gpu, std::vector<Tensor>& scratch) {
+  const bool movesElements = op.kind == K::MatMul || op.kind == K::Cast || cpu::isLayoutOp(op.kind);
+  if (movesElements || !cpu::hasHalfOperand(inputs, outputs))
+    return launchOnGpu(KernelArgs(op, inputs, outputs, ctx), gpu, scratch);
+  // The f32 kernel on widened copies, its results rounded: all on the stream,
+  // so the copies may go back to the allocator's cache at once (the next
+  // user of their blocks is ordered after them on the same stream).
+  cpu::runWidenedWith([&](const KernelArgs& wide) { launchOnGpu(wide, gpu, scratch); },
+                      [&](const Tensor& t, ir::DType dtype) { return converted(t, dtype, gpu); }, op, inputs,
+                      outputs, ctx);
 }
 
 }  // namespace meshflow::runtime::cuda

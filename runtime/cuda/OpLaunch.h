@@ -19,7 +19,11 @@ struct GpuContext {
 };
 
 /// Enqueues the op; returns before it has run. Scratch tensors it needs are
-/// added to `scratch`, which must live until the stream has finished.
-void launchOnGpu(const cpu::KernelArgs& args, const GpuContext& gpu, std::vector<Tensor>& scratch);
+/// added to `scratch`, which must live until the stream has finished. The
+/// f32 kernels' half-precision operands are widened on the GPU and their
+/// results rounded there (as cpu::runWidened does on the host); layout ops
+/// and casts move and convert elements of any float type.
+void launchOp(const ir::Op& op, const std::vector<const Tensor*>& inputs, std::vector<Tensor*>& outputs,
+              const cpu::KernelContext& ctx, const GpuContext& gpu, std::vector<Tensor>& scratch);
 
 }  // namespace meshflow::runtime::cuda

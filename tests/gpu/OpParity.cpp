@@ -196,17 +196,75 @@ std::vector<OpCase> matmulCases() {
   return cases;
 }
 
+// The layout ops on the GPU: element moves, the same bits as the cpu kernels.
+std::vector<OpCase> layoutCases() {
+  std::vector<OpCase> cases;
+  const auto perm = [](std::vector<std::int64_t> p) { return Attributes{{"perm", std::move(p)}}; };
+  cases.push_back({"transpose f32 (perm 2,0,1)", OpKind::Transpose, {randomTensor({3, 5, 7})}, perm({2, 0, 1})});
+  cases.push_back({"transpose bf16 (last two)", OpKind::Transpose, {randomTensor({4, 33, 65}).castTo(DType::BF16)},
+                   perm({0, 2, 1})});
+  cases.push_back({"split_heads bf16", OpKind::SplitHeads, {randomTensor({2, 5, 12}).castTo(DType::BF16)},
+                   {{"heads", std::int64_t{3}}}});
+  cases.push_back({"merge_heads f32", OpKind::MergeHeads, {randomTensor({2, 3, 5, 4})}});
+  cases.push_back({"concat f16 (axis 1)", OpKind::Concat,
+                   {randomTensor({3, 2, 7}).castTo(DType::F16), randomTensor({3, 4, 7}).castTo(DType::F16)},
+                   {{"axis", std::int64_t{1}}}});
+  cases.push_back({"split bf16 (3 equal parts, last axis)", OpKind::Split, {randomTensor({2, 5, 36}).castTo(DType::BF16)},
+                   {{"axis", std::int64_t{-1}}}, {}, 3});
+  cases.push_back({"split i32 (sizes 2, 4)", OpKind::Split, {randomIds({4, 6}, 1000)},
+                   {{"axis", std::int64_t{1}}, {"sizes", std::vector<std::int64_t>{2, 4}}}, {}, 2});
+  return cases;
+}
+
+// Casts on the GPU round as the host does (runtime/HalfBits.h): the same bits,
+// normal values and f16 subnormals alike.
+std::vector<OpCase> castCases() {
+  std::vector<OpCase> cases;
+  const auto to = [](const char* dtype) { return Attributes{{"dtype", std::string(dtype)}}; };
+  Tensor x = randomTensor({1 << 16}), tiny = randomTensor({1 << 16}, -1e-5f, 1e-5f);
+  cases.push_back({"cast f32 -> bf16", OpKind::Cast, {x}, to("bf16")});
+  cases.push_back({"cast f32 -> f16", OpKind::Cast, {x}, to("f16")});
+  cases.push_back({"cast f32 -> f16 (subnormals)", OpKind::Cast, {tiny}, to("f16")});
+  cases.push_back({"cast bf16 -> f32", OpKind::Cast, {x.castTo(DType::BF16)}, to("f32")});
+  cases.push_back({"cast f16 -> bf16", OpKind::Cast, {x.castTo(DType::F16)}, to("bf16")});
+  return cases;
+}
+
+// Half-precision operands of the f32 kernels: widened on the GPU, computed in
+// f32, rounded once, as the cpu kernels do on the host. The f32 results agree
+// to a few ulp, so a rounded result may differ by one unit of the half's last
+// place: 2^-7 relative for bf16, 2^-10 for f16 (and an absolute floor for
+// results that cancel towards zero).
+std::vector<OpCase> halfCases() {
+  std::vector<OpCase> cases;
+  const Tolerance bf16{1e-5, 1.0 / 128}, f16{1e-6, 1.0 / 1024};
+  const auto half = [](Tensor t, DType dtype) { return t.castTo(dtype); };
+  Tensor x = randomTensor({64, 96}, -4.0f, 4.0f), dy = randomTensor({64, 96});
+  cases.push_back({"gelu bf16", OpKind::Gelu, {half(x, DType::BF16)}, {}, bf16});
+  cases.push_back({"gelu_grad f16", OpKind::GeluGrad, {half(x, DType::F16), half(dy, DType::F16)}, {}, f16});
+  cases.push_back({"add bf16 (broadcast [96])", OpKind::Add, {half(x, DType::BF16), half(randomTensor({96}), DType::BF16)},
+                   {}, bf16});
+  cases.push_back({"softmax bf16", OpKind::Softmax, {half(x, DType::BF16)}, {}, bf16});
+  Tensor gamma = half(randomTensor({96}), DType::BF16), beta = half(randomTensor({96}), DType::BF16);
+  cases.push_back({"layer_norm bf16", OpKind::LayerNorm, {half(x, DType::BF16), gamma, beta}, {{"eps", 1e-5}}, bf16});
+  cases.push_back({"layer_norm_grad bf16", OpKind::LayerNormGrad, {half(x, DType::BF16), gamma, half(dy, DType::BF16)},
+                   {{"eps", 1e-5}}, {1e-4, 1.0 / 128}, 3});
+  Tensor logits = half(randomTensor({4, 7, 500}), DType::BF16), labels = randomIds({4, 7}, 500);
+  // The loss stays f32: from the same widened logits, as cross_entropy f32.
+  cases.push_back({"cross_entropy bf16 logits", OpKind::CrossEntropy, {logits, labels}, {}, {1e-6, 1e-6}});
+  cases.push_back({"embedding bf16 table", OpKind::Embedding, {half(randomTensor({50, 24}), DType::BF16),
+                                                              randomIds({6, 9}, 50)}});
+  return cases;
+}
+
 // Ops the backend runs with the cpu kernel on the host, reading and writing
 // the device's managed memory: the same bits as the cpu kernel.
 std::vector<OpCase> hostCases() {
   std::vector<OpCase> cases;
-  Tensor x = randomTensor({3, 5, 7});
-  OpCase transpose{"transpose (host, managed memory)", OpKind::Transpose, {x}, {{"perm", std::vector<std::int64_t>{2, 0, 1}}}};
-  transpose.onHost = true;
-  cases.push_back(transpose);
-  OpCase gelu{"gelu bf16 (host, managed memory)", OpKind::Gelu, {x.castTo(DType::BF16)}};
-  gelu.onHost = true;
-  cases.push_back(gelu);
+  OpCase sum{"sum over axis 1 (host, managed memory)", OpKind::Sum, {randomTensor({3, 5, 7})},
+             {{"axes", std::vector<std::int64_t>{1}}}};
+  sum.onHost = true;
+  cases.push_back(sum);
   return cases;
 }
 
@@ -217,7 +275,8 @@ int main() {
   try {
     cuda::CudaKernels kernels(0);
     auto memory = cuda::makeDeviceMemory(0, 0, 0, true);
-    for (auto cases : {elementwiseCases(), rowCases(), tableAndUpdateCases(), matmulCases(), hostCases()})
+    for (auto cases : {elementwiseCases(), rowCases(), tableAndUpdateCases(), matmulCases(), layoutCases(),
+                        castCases(), halfCases(), hostCases()})
       for (const OpCase& c : cases) check(kernels, memory, c);
     std::printf("ops on the GPU: %zu kinds; device memory peak %lld bytes\n", kernels.gpuOps().size(),
                 static_cast<long long>(memory->stats().peak));

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <limits>
+#include <string>
 
 #include "runtime/GpuHosts.h"
 #include "runtime/cuda/CudaError.h"
@@ -43,7 +44,7 @@ TEST_CASE("virtual devices map onto GPUs in contiguous blocks", "[cuda]") {
   CHECK_THROWS_WITH(cuda::gpuOfDevices(2, 0), Contains("at least one GPU"));
 }
 
-TEST_CASE("matmuls of one float type and the f32 training ops run on the GPU", "[cuda]") {
+TEST_CASE("matmuls of one float type and the training ops, f32 or half, run on the GPU", "[cuda]") {
   Tensor a = Tensor::zeros({2, 3}), b = Tensor::zeros({3, 4});
   Tensor ah = a.castTo(ir::DType::BF16), bh = b.castTo(ir::DType::BF16), af16 = a.castTo(ir::DType::F16);
   Tensor ids = Tensor::fromI32({2}, {0, 1});
@@ -55,9 +56,9 @@ TEST_CASE("matmuls of one float type and the f32 training ops run on the GPU", "
   for (K kind : {K::Gelu, K::Relu, K::Softmax, K::Dropout, K::Exp, K::Scale})
     CHECK(placed(kind, {&a}) == cuda::Placement::kGpu);
   CHECK(placed(K::Embedding, {&a, &ids}) == cuda::Placement::kGpu);
-  CHECK(placed(K::Gelu, {&af16}) == cuda::Placement::kHost);  // half element-wise: the cpu kernels, for now
-  for (K kind : {K::Reshape, K::Transpose, K::Cast, K::Sum, K::TopKGate})
-    CHECK(placed(kind, {&a}) == cuda::Placement::kHost);
+  CHECK(placed(K::Gelu, {&af16}) == cuda::Placement::kGpu);  // widened on the GPU, rounded once
+  CHECK(placed(K::LayerNormGrad, {&ah, &ah, &ah}) == cuda::Placement::kGpu);
+  for (K kind : {K::Reshape, K::Cast, K::Sum, K::TopKGate}) CHECK(placed(kind, {&a}) == cuda::Placement::kHost);
   Tensor missing;
   CHECK(placed(K::Relu, {&missing}) == cuda::Placement::kHost);  // the cpu kernel names what is missing
   // An output the caller typed half: the cpu kernel computes in f32 and rounds once.
@@ -65,8 +66,29 @@ TEST_CASE("matmuls of one float type and the f32 training ops run on the GPU", "
   CHECK(placed(K::MatMul, {&a, &b}, {&halfOut}) == cuda::Placement::kHost);
   CHECK(placed(K::MatMul, {&ah, &bh}, {&halfOut}) == cuda::Placement::kGpu);
   Tensor sumHalf = Tensor::placeholder(ir::DType::BF16, {2, 3}), sumF32 = Tensor::placeholder(ir::DType::F32, {2, 3});
-  CHECK(placed(K::Add, {&a, &a}, {&sumHalf}) == cuda::Placement::kHost);
+  CHECK(placed(K::Add, {&a, &a}, {&sumHalf}) == cuda::Placement::kGpu);
   CHECK(placed(K::Add, {&a, &a}, {&sumF32}) == cuda::Placement::kGpu);
+}
+
+TEST_CASE("layout ops of any element type and casts between float types run on the GPU", "[cuda]") {
+  using K = ir::OpKind;
+  Tensor a = Tensor::zeros({2, 3}), ah = a.castTo(ir::DType::BF16), ids = Tensor::fromI32({2}, {0, 1});
+  for (K kind : {K::Transpose, K::Concat, K::Split, K::SplitHeads, K::MergeHeads}) {
+    CHECK(placed(kind, {&a}) == cuda::Placement::kGpu);
+    CHECK(placed(kind, {&ah}) == cuda::Placement::kGpu);
+    CHECK(placed(kind, {&ids}) == cuda::Placement::kGpu);
+  }
+  ir::Op cast = opOf(K::Cast);
+  cast.attrs["dtype"] = std::string("bf16");
+  CHECK(cuda::placementOf(cast, {&a}) == cuda::Placement::kGpu);
+  CHECK(cuda::placementOf(cast, {&ah}) == cuda::Placement::kHost);  // the same type: shares the elements
+  cast.attrs["dtype"] = std::string("f32");
+  CHECK(cuda::placementOf(cast, {&ah}) == cuda::Placement::kGpu);
+  CHECK(cuda::placementOf(cast, {&ids}) == cuda::Placement::kHost);  // the cpu kernel names the error
+  cast.attrs["dtype"] = std::string("i32");
+  CHECK(cuda::placementOf(cast, {&a}) == cuda::Placement::kHost);
+  Tensor deep = Tensor::zeros({1, 1, 1, 1, 1, 1, 1, 1, 2});
+  CHECK(placed(K::Transpose, {&deep}) == cuda::Placement::kHost);  // rank 9: past the GPU copy's index
 }
 
 TEST_CASE("ReduceToShape runs on the GPU when it sums whole rows", "[cuda]") {
