@@ -3,6 +3,7 @@
 namespace meshflow::runtime {
 namespace {
 thread_local KernelBackend* currentBackend = nullptr;
+thread_local int batchDepth = 0;
 }  // namespace
 
 KernelScope::KernelScope(KernelBackend* backend) : previous_(currentBackend) { currentBackend = backend; }
@@ -10,6 +11,24 @@ KernelScope::KernelScope(KernelBackend* backend) : previous_(currentBackend) { c
 KernelScope::~KernelScope() { currentBackend = previous_; }
 
 KernelBackend* KernelScope::current() { return currentBackend; }
+
+KernelBatch::KernelBatch() { ++batchDepth; }
+
+KernelBatch::~KernelBatch() {
+  if (!open_) return;
+  try {
+    finish();
+  } catch (...) {  // an exception is already on its way (the op that failed); the next wait reports again
+  }
+}
+
+void KernelBatch::finish() {
+  if (!open_) return;
+  open_ = false;
+  if (--batchDepth == 0 && currentBackend) currentBackend->synchronize();
+}
+
+bool KernelBatch::active() { return batchDepth > 0; }
 
 void runKernel(const ir::Op& op, const std::vector<const Tensor*>& inputs, std::vector<Tensor*>& outputs,
                const cpu::KernelContext& ctx) {

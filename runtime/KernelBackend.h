@@ -21,6 +21,8 @@ class KernelBackend {
   /// arguments), with the tensors' elements wherever this backend keeps them.
   virtual void run(const ir::Op& op, const std::vector<const Tensor*>& inputs, std::vector<Tensor*>& outputs,
                    const cpu::KernelContext& ctx) = 0;
+  /// Waits until every op run so far has finished (a KernelBatch's end).
+  virtual void synchronize() {}
 };
 
 /// Makes `backend` the calling thread's kernels while the scope lives (scopes
@@ -36,6 +38,28 @@ class KernelScope {
 
  private:
   KernelBackend* previous_;
+};
+
+/// While a KernelBatch lives on a thread, that thread's backend may return
+/// from runKernel before the op has finished (a GPU stream keeps its ops in
+/// order), and its end waits for all of them. For a run of ops between which
+/// no host code reads or writes their tensors (OpRunner::run); everywhere
+/// else an op's outputs are complete when runKernel returns. Batches nest.
+class KernelBatch {
+ public:
+  KernelBatch();
+  /// Waits for the backend (an error it reports then is dropped when an
+  /// exception is already on its way: call finish() to see it).
+  ~KernelBatch();
+  KernelBatch(const KernelBatch&) = delete;
+  KernelBatch& operator=(const KernelBatch&) = delete;
+  /// Ends the batch now, waiting for its ops; throws what the backend reports.
+  void finish();
+  /// Whether the calling thread is inside a batch.
+  static bool active();
+
+ private:
+  bool open_ = true;
 };
 
 /// Runs `op` on the calling thread's backend (cpu::runKernel when none is set).

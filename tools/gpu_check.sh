@@ -109,7 +109,7 @@ printf '#!/bin/sh\nexec "%s/ld-linux-x86-64.so.2" --library-path "%s" "%s/bin/me
 chmod +x "$BUILD/meshflow"
 
 log "parity: tests/gpu/parity.mesh (tiny GPT, cuda vs cpu)"
-timeout 100 "$BUILD/meshflow" run --stdlib stdlib tests/gpu/parity.mesh 2>&1 | tee "$BUILD/parity.txt"
+MESHFLOW_CUDA_OPS=1 timeout 100 "$BUILD/meshflow" run --stdlib stdlib tests/gpu/parity.mesh 2>&1 | tee "$BUILD/parity.txt"
 parity=${PIPESTATUS[0]}
 ok=$(grep -c "^parity ok" "$BUILD/parity.txt")
 if [ "$parity" -eq 0 ]; then row "parity (tiny GPT, f32 + bf16)" "passed ($ok plans)"
@@ -124,7 +124,7 @@ torch_peak=$(awk '$1 == "torch_bench" { print $9 }' "$BUILD/torch.txt")
 log "benchmark: gpt_350m bf16, meshflow"
 # The interpreter's default cap on the values it holds (4 GiB) is a laptop's; the
 # model's tensors are on the GPU here.
-timeout 300 "$BUILD/meshflow" run --stdlib stdlib --max-memory 100GiB tests/gpu/bench_gpt.mesh 2>&1 | tee "$BUILD/meshflow-bench.txt"
+MESHFLOW_CUDA_OPS=1 timeout 240 "$BUILD/meshflow" run --stdlib stdlib --max-memory 100GiB tests/gpu/bench_gpt.mesh 2>&1 | tee "$BUILD/meshflow-bench.txt"
 bench=${PIPESTATUS[0]}
 # The median of the step lines' times after the first ("step  2/4  loss ...  812.3 ms (simulated ...)":
 # the first time on the line, in ms or s).

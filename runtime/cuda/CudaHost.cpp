@@ -3,6 +3,10 @@
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
 #include "runtime/cuda/CudaError.h"
 #include "runtime/cuda/DeviceAllocator.h"
 #include "runtime/cuda/DeviceMapping.h"
@@ -23,6 +27,19 @@ void requireConcurrentManagedAccess(int gpu) {
                                 gpu, deviceInfo(gpu).name));
 }
 
+// "device 0: 1234 ops on the GPU, 56 on the host (reshape 40, constant 16)".
+std::string opsSummary(int device, const CudaKernels& kernels) {
+  std::int64_t onGpu = 0, onHost = 0;
+  for (const auto& [name, count] : kernels.gpuOps()) onGpu += count;
+  std::string hostKinds;
+  for (const auto& [name, count] : kernels.hostOps()) {
+    onHost += count;
+    hostKinds += fmt::format("{}{} {}", hostKinds.empty() ? "" : ", ", name, count);
+  }
+  return fmt::format("meshflow: cuda device {} (GPU {}): {} ops on the GPU, {} on the host{}", device, kernels.gpu(),
+                     onGpu, onHost, hostKinds.empty() ? "" : " (" + hostKinds + ")");
+}
+
 }  // namespace
 
 CudaHost::CudaHost(const GpuHostRequest& request) {
@@ -33,7 +50,11 @@ CudaHost::CudaHost(const GpuHostRequest& request) {
   cluster_ = std::make_unique<cpu::LocalCluster>(cpu::LocalClusterOptions{request.devices, request.timeout, 0});
 }
 
-CudaHost::~CudaHost() = default;
+CudaHost::~CudaHost() {
+  if (const char* report = std::getenv("MESHFLOW_CUDA_OPS"); report && *report && std::string(report) != "0")
+    for (std::size_t d = 0; d < kernels_.size(); ++d)
+      std::fprintf(stderr, "%s\n", opsSummary(static_cast<int>(d), *kernels_[d]).c_str());
+}
 
 void CudaHost::run(const std::function<void(int device)>& body) {
   cluster_->run([&](int device) {

@@ -55,9 +55,18 @@ CudaKernels::~CudaKernels() {
   if (stream_) cudaStreamDestroy(stream_);
 }
 
+void CudaKernels::settle() {
+  if (!inFlight_) return;
+  inFlight_ = false;
+  MESHFLOW_CUDA_CHECK(cudaSetDevice(gpu_));
+  MESHFLOW_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
 void CudaKernels::run(const ir::Op& op, const std::vector<const Tensor*>& inputs, std::vector<Tensor*>& outputs,
                       const cpu::KernelContext& ctx) {
+  if (readsOnHost(op.kind)) settle();  // before placementOf too: it reads an update's scale
   if (placementOf(op, inputs, outputs) == Placement::kHost) {
+    settle();
     ++hostOps_[ir::opName(op.kind)];
     cpu::runKernel(op, inputs, outputs, ctx);
     return;
@@ -79,6 +88,7 @@ void CudaKernels::run(const ir::Op& op, const std::vector<const Tensor*>& inputs
     if (gpuReadable(*t)) {
       onGpu.push_back(t);
     } else {
+      settle();  // the copy is written on the host, maybe into a block an op in flight still reads
       staged.push_back(t->clone());
       onGpu.push_back(&staged.back());
     }
@@ -88,9 +98,14 @@ void CudaKernels::run(const ir::Op& op, const std::vector<const Tensor*>& inputs
     launchOp(op, onGpu, outputs, ctx, {stream_, gemm_.get()}, scratch);
   } catch (...) {
     (void)cudaStreamSynchronize(stream_);  // what was launched finishes before its tensors go
+    inFlight_ = false;
     throw;
   }
-  MESHFLOW_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  inFlight_ = true;
+  // Staged copies and scratch go back to the allocator's cache when this
+  // returns: only ops later on this stream can reuse their blocks, or host
+  // code after a wait. Outside a batch, the caller reads the outputs next.
+  if (!KernelBatch::active()) settle();
 }
 
 }  // namespace meshflow::runtime::cuda

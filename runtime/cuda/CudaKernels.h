@@ -6,10 +6,13 @@
 // in CUDA managed memory (CudaHost.h), which both can read.
 //
 // Every op checks its arguments as the cpu kernel does (cpu::KernelArgs, the
-// same errors), launches on the stream and waits for it before returning, so
-// that whatever reads the tensors next (a host-side kernel, the executor's
-// gradient sums, the communicator's copies) sees them complete. The wait costs
-// overlap; streams ordered by events are the next step (docs/cuda.md).
+// same errors) and is launched on the stream. Outside a KernelBatch it waits
+// for the stream before returning, so that whatever reads the tensors next (a
+// host-side kernel, the executor's gradient sums, the communicator's copies)
+// sees them complete; inside one (OpRunner::run: a stage's forward or
+// backward) the ops stay in flight until the batch ends, and the backend
+// waits first only where it reads elements on the host itself (an op it runs
+// on the host, inputs it stages, ids and labels it checks).
 #pragma once
 
 #include <cstdint>
@@ -38,13 +41,19 @@ class CudaKernels final : public KernelBackend {
            const cpu::KernelContext& ctx) override;
 
   /// How many ops of each kind ran on the GPU and on the host so far.
+  void synchronize() override { settle(); }
+
   const std::map<std::string, std::int64_t>& gpuOps() const { return gpuOps_; }
   const std::map<std::string, std::int64_t>& hostOps() const { return hostOps_; }
   int gpu() const { return gpu_; }
 
  private:
+  /// Waits for the stream if ops are in flight.
+  void settle();
+
   int gpu_;
   CUstream_st* stream_ = nullptr;
+  bool inFlight_ = false;  ///< Ops launched since the stream was last waited for.
   std::unique_ptr<Gemm> gemm_;
   std::map<std::string, std::int64_t> gpuOps_, hostOps_;
   const DeviceMemory* verifiedMemory_ = nullptr;  // the last MemoryScope found to be GPU memory

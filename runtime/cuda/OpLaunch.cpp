@@ -21,7 +21,8 @@ const float* in(const Tensor& t) { return t.f32().data(); }
 float* out(Tensor& t) { return t.f32().data(); }
 const std::int32_t* ids(const Tensor& t) { return t.i32().data(); }
 
-// Device scratch of `count` doubles, alive until the stream has finished.
+// Device scratch of `count` doubles, alive until the op is enqueued (later ops
+// on the stream may reuse its block; host code only after a wait).
 double* scratchDoubles(std::vector<Tensor>& scratch, std::int64_t count) {
   scratch.push_back(Tensor::uninitialized(ir::DType::F32, {2 * std::max<std::int64_t>(count, 1)}));
   return reinterpret_cast<double*>(scratch.back().f32().data());
@@ -419,6 +420,11 @@ void launchOnGpu(const KernelArgs& a, const GpuContext& gpu, std::vector<Tensor>
 }
 
 }  // namespace
+
+bool readsOnHost(ir::OpKind kind) {
+  return kind == K::Embedding || kind == K::EmbeddingGrad || kind == K::CrossEntropy || kind == K::CrossEntropyGrad ||
+         kind == K::SgdUpdate || kind == K::AdamUpdate;
+}
 
 void launchOp(const ir::Op& op, const std::vector<const Tensor*>& inputs, std::vector<Tensor*>& outputs,
               const cpu::KernelContext& ctx, const GpuContext& gpu, std::vector<Tensor>& scratch) {

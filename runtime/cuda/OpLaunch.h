@@ -18,6 +18,11 @@ struct GpuContext {
   Gemm* gemm = nullptr;  ///< On `stream`.
 };
 
+/// Whether launching `kind` reads tensor elements on the host first (ids and
+/// labels checked against their bounds, an update's scale): the stream must
+/// have finished what produced them.
+bool readsOnHost(ir::OpKind kind);
+
 /// Enqueues the op; returns before it has run. Scratch tensors it needs are
 /// added to `scratch`, which must live until the stream has finished. The
 /// f32 kernels' half-precision operands are widened on the GPU and their

@@ -74,6 +74,9 @@ void OpRunner::run(std::span<const ir::OpId> ops, ValueTable& values, const Tens
                    std::int64_t firstSample) const {
   std::vector<const Tensor*> in;
   std::vector<Tensor*> out;
+  // Nothing here reads or writes the tensors' elements between the ops: a GPU
+  // backend may keep them in flight until the batch ends.
+  KernelBatch batch;
   for (std::size_t i = 0; i < ops.size(); ++i) {
     const ir::OpId id = ops[i];
     const ir::Op& op = graph_.op(id);
@@ -91,6 +94,7 @@ void OpRunner::run(std::span<const ir::OpId> ops, ValueTable& values, const Tens
     if (releases)
       for (ir::ValueId v : releases->after[i]) values.erase(v);
   }
+  batch.finish();
 }
 
 }  // namespace meshflow::runtime

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/KernelBackend.h"
 #include "runtime/cuda/CudaKernels.h"
 #include "runtime/cuda/DeviceAllocator.h"
 #include "tests/gpu/Parity.h"
@@ -268,6 +269,55 @@ std::vector<OpCase> hostCases() {
   return cases;
 }
 
+// Ops in a KernelBatch, as OpRunner runs a stage: no wait between them, each
+// intermediate dropped as soon as the next op is enqueued (its block goes back
+// to the cache while an op may still read it), an embedding's ids checked on
+// the host mid-batch. The result must equal the same chain on the host.
+void checkBatchedChain(cuda::CudaKernels& kernels, const std::shared_ptr<meshflow::runtime::DeviceMemory>& memory) {
+  const auto op = [](OpKind kind, Attributes attrs = {}) {
+    meshflow::ir::Op o;
+    o.kind = kind;
+    o.attrs = std::move(attrs);
+    return o;
+  };
+  const auto chain = [&](const Tensor& table, const Tensor& ids, const auto& runOne) {
+    Tensor h = runOne(op(OpKind::Embedding), std::vector<const Tensor*>{&table, &ids});  // [4, 64, 32]
+    for (int round = 0; round < 3; ++round) {
+      h = runOne(op(OpKind::SplitHeads, {{"heads", std::int64_t{4}}}), std::vector<const Tensor*>{&h});
+      h = runOne(op(OpKind::Softmax), std::vector<const Tensor*>{&h});
+      h = runOne(op(OpKind::MergeHeads), std::vector<const Tensor*>{&h});
+      h = runOne(op(OpKind::Gelu), std::vector<const Tensor*>{&h});
+    }
+    return h;
+  };
+  Tensor table = randomTensor({100, 32}), ids = randomIds({4, 64}, 100);
+  Tensor expected = chain(table, ids, [](const meshflow::ir::Op& o, std::vector<const Tensor*> in) {
+    Tensor y;
+    std::vector<Tensor*> out{&y};
+    cpu::runKernel(o, in, out, {});
+    return y;
+  });
+  MemoryScope scope(memory, MemoryCategory::kActivations);
+  Tensor deviceTable = table.clone(), deviceIds = ids.clone();
+  Tensor actual;
+  try {
+    meshflow::runtime::KernelScope kernelScope(&kernels);
+    meshflow::runtime::KernelBatch batch;
+    actual = chain(deviceTable, deviceIds, [](const meshflow::ir::Op& o, std::vector<const Tensor*> in) {
+      Tensor y;
+      std::vector<Tensor*> out{&y};
+      meshflow::runtime::runKernel(o, in, out, {});
+      return y;
+    });
+    batch.finish();
+  } catch (const std::exception& e) {
+    ++failures;
+    std::printf("FAIL %-44s %s\n", "batched chain (13 ops, no waits)", e.what());
+    return;
+  }
+  expectClose("batched chain (13 ops, no waits)", actual, expected, {1e-7, 1e-5});
+}
+
 }  // namespace
 
 int main() {
@@ -278,6 +328,7 @@ int main() {
     for (auto cases : {elementwiseCases(), rowCases(), tableAndUpdateCases(), matmulCases(), layoutCases(),
                         castCases(), halfCases(), hostCases()})
       for (const OpCase& c : cases) check(kernels, memory, c);
+    checkBatchedChain(kernels, memory);
     std::printf("ops on the GPU: %zu kinds; device memory peak %lld bytes\n", kernels.gpuOps().size(),
                 static_cast<long long>(memory->stats().peak));
   } catch (const std::exception& e) {

@@ -31,9 +31,11 @@ class CountingKernels final : public runtime::KernelBackend {
   void run(const ir::Op& op, const std::vector<const runtime::Tensor*>& in, std::vector<runtime::Tensor*>& out,
            const runtime::cpu::KernelContext& ctx) override {
     ++ops;
+    if (runtime::KernelBatch::active()) ++batched;
     runtime::cpu::runKernel(op, in, out, ctx);
   }
-  std::atomic<int> ops{0};
+  void synchronize() override { ++waits; }
+  std::atomic<int> ops{0}, batched{0}, waits{0};
 };
 
 // The cpu backend's devices, each thread with a KernelScope of its own backend.
@@ -54,6 +56,8 @@ class ScopedHost final : public runtime::DeviceHost {
     return runtime::DeviceHost::makeMemory(device, limit);
   }
   int opsOn(int device) const { return kernels_[static_cast<std::size_t>(device)].ops; }
+  int batchedOn(int device) const { return kernels_[static_cast<std::size_t>(device)].batched; }
+  int waitsOn(int device) const { return kernels_[static_cast<std::size_t>(device)].waits; }
   int memories = 0;
 
  private:
@@ -64,7 +68,7 @@ class ScopedHost final : public runtime::DeviceHost {
 // A run on a ScopedHost, with what its devices' backends saw.
 struct ScopedRun {
   RunResult run;
-  std::vector<int> ops;  // per device
+  std::vector<int> ops, batched, waits;  // per device
   int memories = 0;
 };
 
@@ -82,7 +86,11 @@ ScopedRun runScoped(const passes::TrainingGraph& training, const runtime::Parall
   for (int step = 1; step <= 2; ++step)
     r.run.losses.push_back(trainer.step(data->batch(training.graph, 8, step - 1), step).loss);
   r.run.state = trainer.state();
-  for (int d = 0; d < devices; ++d) r.ops.push_back(host->opsOn(d));
+  for (int d = 0; d < devices; ++d) {
+    r.ops.push_back(host->opsOn(d));
+    r.batched.push_back(host->batchedOn(d));
+    r.waits.push_back(host->waitsOn(d));
+  }
   r.memories = host->memories;
   return r;
 }
@@ -124,6 +132,56 @@ TEST_CASE("a KernelScope runs the thread's kernels; scopes nest", "[parallel][ba
   CHECK(runtime::KernelScope::current() == nullptr);
 }
 
+namespace {
+
+class FailingWait final : public runtime::KernelBackend {
+ public:
+  void run(const ir::Op& op, const std::vector<const runtime::Tensor*>& in, std::vector<runtime::Tensor*>& out,
+           const runtime::cpu::KernelContext& ctx) override {
+    runtime::cpu::runKernel(op, in, out, ctx);
+  }
+  void synchronize() override { throw std::runtime_error("the stream failed"); }
+};
+
+}  // namespace
+
+TEST_CASE("a KernelBatch waits for the thread's backend once, when the outermost batch ends", "[parallel][backend]") {
+  CountingKernels kernels;
+  ir::Op relu;
+  relu.kind = ir::OpKind::Relu;
+  runtime::Tensor x = runtime::Tensor::fromF32({2}, {-1.0f, 2.0f});
+  std::vector<const runtime::Tensor*> in{&x};
+  runtime::Tensor y;
+  std::vector<runtime::Tensor*> out{&y};
+  runtime::KernelScope scope(&kernels);
+  CHECK_FALSE(runtime::KernelBatch::active());
+  {
+    runtime::KernelBatch outer;
+    {
+      runtime::KernelBatch inner;
+      runtime::runKernel(relu, in, out, {});
+    }
+    CHECK(kernels.waits == 0);  // the inner batch's end is not the outer's
+    runtime::runKernel(relu, in, out, {});
+    CHECK(runtime::KernelBatch::active());
+  }
+  CHECK(kernels.waits == 1);
+  CHECK(kernels.batched == 2);
+  CHECK_FALSE(runtime::KernelBatch::active());
+  runtime::runKernel(relu, in, out, {});
+  CHECK(kernels.batched == 2);  // outside a batch
+  // finish() reports what the wait reports; the destructor never throws.
+  FailingWait failing;
+  runtime::KernelScope failingScope(&failing);
+  {
+    runtime::KernelBatch batch;
+    CHECK_THROWS_WITH(batch.finish(), "the stream failed");
+    CHECK_FALSE(runtime::KernelBatch::active());
+  }
+  { runtime::KernelBatch dropped; }
+  CHECK_FALSE(runtime::KernelBatch::active());
+}
+
 TEST_CASE("a pipelined, replicated step runs every kernel on its device's backend", "[parallel][backend]") {
   ir::Graph forward = traceModel(kMlp, "mlp3()");
   auto training = passes::buildTrainingGraph(forward, passes::OptimizerConfig::adam());
@@ -138,6 +196,12 @@ TEST_CASE("a pipelined, replicated step runs every kernel on its device's backen
   for (int d = 0; d < 4; ++d) {
     INFO("device " << d);
     CHECK(scoped.ops[static_cast<std::size_t>(d)] > 0);
+    // A stage's forward and backward run in batches (a GPU keeps them in
+    // flight), each waited for once; the optimizer's ops one by one.
+    CHECK(scoped.batched[static_cast<std::size_t>(d)] > 0);
+    CHECK(scoped.batched[static_cast<std::size_t>(d)] < scoped.ops[static_cast<std::size_t>(d)]);
+    CHECK(scoped.waits[static_cast<std::size_t>(d)] > 0);
+    CHECK(scoped.waits[static_cast<std::size_t>(d)] < scoped.batched[static_cast<std::size_t>(d)]);
   }
   CHECK(scoped.ops[0] == scoped.ops[2]);  // replicas run the same ops
 }
