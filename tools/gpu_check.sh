@@ -142,4 +142,17 @@ else
   row "benchmark gpt_350m bf16 b8" "FAILED (meshflow exit $bench, torch step ${torch_step:-none}): $(grep -m1 -E 'error' "$BUILD/meshflow-bench.txt" | cut -c1-100)"
   status=1
 fi
+
+# Where a step's time goes: the same model for 2 steps with every op waited for
+# and timed by kind (MESHFLOW_CUDA_PROFILE), and the measured timeline of the
+# last step (forward, backward, update) written as a trace.
+log "profile: gpt_350m bf16, 2 steps, each op timed"
+sed 's/^let steps = .*/let steps = 2/; s|log_every = 1,|log_every = 1, trace = "'"$BUILD"'/step.trace.json",|' \
+  tests/gpu/bench_gpt.mesh > "$BUILD/profile.mesh"
+MESHFLOW_CUDA_PROFILE=1 timeout 120 "$BUILD/meshflow" run --stdlib stdlib --max-memory 100GiB --allow-write "$BUILD" \
+  "$BUILD/profile.mesh" 2>&1 | tee "$BUILD/profile.txt"
+top=$(grep -o "time by op kind.*" "$BUILD/profile.txt" | head -n 1 | cut -d: -f2- | cut -d, -f1-6)
+row "profile (op kinds, 2 steps)" "${top:-not measured}"
+phases=$(python3 -c 'import json, sys; e = json.load(open(sys.argv[1]))["traceEvents"]; print(", ".join("%s %.3f s" % (x["name"], x["dur"] / 1e6) for x in e if x.get("ph") == "X"))' "$BUILD/step.trace.json" 2>/dev/null)
+row "  last step's instructions" "${phases:-not measured}"
 finish $status

@@ -3,7 +3,10 @@
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
+#include <chrono>
+#include <cstdlib>
 #include <stdexcept>
+#include <string>
 
 #include "runtime/cuda/CudaError.h"
 #include "runtime/cuda/Gemm.h"
@@ -43,6 +46,8 @@ bool gpuMemory(DeviceMemory& memory) {
 }  // namespace
 
 CudaKernels::CudaKernels(int gpu) : gpu_(gpu) {
+  const char* profile = std::getenv("MESHFLOW_CUDA_PROFILE");
+  profiling_ = profile && *profile && std::string(profile) != "0";
   MESHFLOW_CUDA_CHECK(cudaSetDevice(gpu));
   cudaStream_t stream = nullptr;
   MESHFLOW_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -64,11 +69,18 @@ void CudaKernels::settle() {
 
 void CudaKernels::run(const ir::Op& op, const std::vector<const Tensor*>& inputs, std::vector<Tensor*>& outputs,
                       const cpu::KernelContext& ctx) {
-  if (readsOnHost(op.kind)) settle();  // before placementOf too: it reads an update's scale
+  if (readsOnHost(op.kind) || profiling_) settle();  // before placementOf too: it reads an update's scale
+  const auto started = std::chrono::steady_clock::now();
+  const auto timed = [&](std::map<std::string, double>& seconds) {
+    if (!profiling_) return;
+    settle();
+    seconds[ir::opName(op.kind)] += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  };
   if (placementOf(op, inputs, outputs) == Placement::kHost) {
     settle();
     ++hostOps_[ir::opName(op.kind)];
     cpu::runKernel(op, inputs, outputs, ctx);
+    timed(hostSeconds_);
     return;
   }
   // Outputs and scratch come from the thread's MemoryScope: it must be GPU
@@ -102,6 +114,7 @@ void CudaKernels::run(const ir::Op& op, const std::vector<const Tensor*>& inputs
     throw;
   }
   inFlight_ = true;
+  timed(gpuSeconds_);
   // Staged copies and scratch go back to the allocator's cache when this
   // returns: only ops later on this stream can reuse their blocks, or host
   // code after a wait. Outside a batch, the caller reads the outputs next.

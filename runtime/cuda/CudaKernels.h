@@ -45,6 +45,14 @@ class CudaKernels final : public KernelBackend {
 
   const std::map<std::string, std::int64_t>& gpuOps() const { return gpuOps_; }
   const std::map<std::string, std::int64_t>& hostOps() const { return hostOps_; }
+
+  /// With profiling on (MESHFLOW_CUDA_PROFILE, read when the kernels are
+  /// made), every op is waited for and timed: seconds per op kind, on the GPU
+  /// and on the host. Slower than a plain run (no op stays in flight), but it
+  /// says which kinds of op a step's time goes to.
+  bool profiling() const { return profiling_; }
+  const std::map<std::string, double>& gpuSeconds() const { return gpuSeconds_; }
+  const std::map<std::string, double>& hostSeconds() const { return hostSeconds_; }
   int gpu() const { return gpu_; }
 
  private:
@@ -56,6 +64,8 @@ class CudaKernels final : public KernelBackend {
   bool inFlight_ = false;  ///< Ops launched since the stream was last waited for.
   std::unique_ptr<Gemm> gemm_;
   std::map<std::string, std::int64_t> gpuOps_, hostOps_;
+  bool profiling_ = false;
+  std::map<std::string, double> gpuSeconds_, hostSeconds_;
   const DeviceMemory* verifiedMemory_ = nullptr;  // the last MemoryScope found to be GPU memory
 };
 
