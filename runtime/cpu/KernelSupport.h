@@ -142,6 +142,20 @@ void selectGrad(const KernelArgs& a);
 void reduce(const KernelArgs& a);  // Sum, Mean
 void reduceToShape(const KernelArgs& a);
 void broadcastTo(const KernelArgs& a);
+/// Sum, Mean and ReduceToShape as one sum: dst[Σ i·dstStrides] += src[i] for
+/// every index i of src (row-major; dstStrides 0 along the summed axes),
+/// accumulated in double in that order, then dst · factor. The checks of the
+/// kernels above; dst allocated. Run on the host by them and on a GPU by the
+/// cuda backend.
+struct SumPlan {
+  const Tensor* src = nullptr;
+  Tensor* dst = nullptr;
+  std::vector<std::int64_t> dstStrides;
+  double factor = 1.0;
+};
+SumPlan sumPlan(const KernelArgs& args);
+/// BroadcastTo as a copy: y (like's shape) from x read with 0 strides along the broadcast axes.
+StridedCopy broadcastCopy(const KernelArgs& args);
 // [AttentionKernels]
 void causalMask(const KernelArgs& a);  // CausalMask and CausalMaskGrad
 // [MoeKernels]

@@ -33,9 +33,17 @@ void sumInto(const Tensor& src, const std::vector<std::int64_t>& dstStrides, Ten
 
 }  // namespace
 
-void reduce(const KernelArgs& args) {
-  args.expectArity(1, 1);
+SumPlan sumPlan(const KernelArgs& args) {
+  args.expectArity(2 - (args.op.kind == ir::OpKind::ReduceToShape ? 0 : 1), 1);
   const Tensor& x = args.f32(0);
+  if (args.op.kind == ir::OpKind::ReduceToShape) {
+    const Tensor& like = args.in(1);
+    auto target = broadcastShapes(like.shape(), x.shape());
+    if (like.rank() > x.rank() || !target || *target != x.shape())
+      args.fail(fmt::format("{} does not broadcast to dy {}", like.typeText(), x.typeText()));
+    Tensor& dx = args.outF32(0, like.shape());
+    return {&x, &dx, broadcastStrides(like.shape(), x.shape()), 1.0};
+  }
   auto mask = axesMask(args, x.rank());
   Shape yShape;
   std::int64_t reduced = 1;
@@ -51,22 +59,11 @@ void reduce(const KernelArgs& args) {
   std::vector<std::int64_t> dstStrides(x.rank(), 0);
   for (std::size_t d = 0, k = 0; d < x.rank(); ++d)
     if (!mask[d]) dstStrides[d] = yStrides[k++];
-  bool mean = args.op.kind == ir::OpKind::Mean;
-  sumInto(x, dstStrides, y, mean ? 1.0 / static_cast<double>(reduced) : 1.0);
+  const bool mean = args.op.kind == ir::OpKind::Mean;
+  return {&x, &y, std::move(dstStrides), mean ? 1.0 / static_cast<double>(reduced) : 1.0};
 }
 
-void reduceToShape(const KernelArgs& args) {
-  args.expectArity(2, 1);
-  const Tensor& dy = args.f32(0);
-  const Tensor& like = args.in(1);
-  auto target = broadcastShapes(like.shape(), dy.shape());
-  if (like.rank() > dy.rank() || !target || *target != dy.shape())
-    args.fail(fmt::format("{} does not broadcast to dy {}", like.typeText(), dy.typeText()));
-  Tensor& dx = args.outF32(0, like.shape());
-  sumInto(dy, broadcastStrides(like.shape(), dy.shape()), dx, 1.0);
-}
-
-void broadcastTo(const KernelArgs& args) {
+StridedCopy broadcastCopy(const KernelArgs& args) {
   args.expectArity(2, 1);
   const Tensor& x = args.f32(0);
   const Tensor& like = args.in(1);
@@ -96,10 +93,22 @@ void broadcastTo(const KernelArgs& args) {
     strides = broadcastStrides(x.shape(), like.shape());
   }
   Tensor& y = args.outF32(0, like.shape());
-  const float* in = x.f32().data();
-  float* out = y.f32().data();
-  walk(like.shape(), strides, strides,
-       [&](std::int64_t i, std::int64_t s, std::int64_t) { out[i] = in[s]; });
+  return {&x, &y, like.shape(), std::move(strides), rowMajorStrides(like.shape()), 0, 0, false};
+}
+
+// Sum, Mean and ReduceToShape.
+void reduce(const KernelArgs& args) {
+  const SumPlan p = sumPlan(args);
+  sumInto(*p.src, p.dstStrides, *p.dst, p.factor);
+}
+
+void reduceToShape(const KernelArgs& args) { reduce(args); }
+
+void broadcastTo(const KernelArgs& args) {
+  const StridedCopy c = broadcastCopy(args);
+  const float* in = c.src->f32().data();
+  float* out = c.dst->f32().data();
+  walk(c.shape, c.srcStrides, c.srcStrides, [&](std::int64_t i, std::int64_t s, std::int64_t) { out[i] = in[s]; });
 }
 
 }  // namespace meshflow::runtime::cpu

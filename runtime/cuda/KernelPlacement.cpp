@@ -43,15 +43,6 @@ bool gemmOperands(const std::vector<const Tensor*>& in, const std::vector<Tensor
          outputsAre(out, in[0]->dtype());
 }
 
-// like's shape is the trailing part of dy's: the sum runs over whole rows.
-bool trailingPart(const std::vector<const Tensor*>& in) {
-  if (in.size() != 2) return false;
-  const Shape& dy = in[0]->shape();
-  const Shape& like = in[1]->shape();
-  return like.size() <= dy.size() && std::equal(like.begin(), like.end(), dy.end() - std::ptrdiff_t(like.size())) &&
-         shapeElements(like) > 0;
-}
-
 bool gpuKind(ir::OpKind kind) {
   using K = ir::OpKind;
   switch (kind) {
@@ -61,7 +52,8 @@ bool gpuKind(ir::OpKind kind) {
     case K::Dropout: case K::DropoutGrad: case K::CausalMask: case K::CausalMaskGrad:
     case K::Softmax: case K::SoftmaxGrad: case K::LayerNorm: case K::LayerNormGrad:
     case K::CrossEntropy: case K::CrossEntropyGrad: case K::Embedding: case K::EmbeddingGrad:
-    case K::ReduceToShape: case K::GlobalNorm: case K::SgdUpdate: case K::AdamUpdate:
+    case K::ReduceToShape: case K::Sum: case K::Mean: case K::BroadcastTo:
+    case K::GlobalNorm: case K::SgdUpdate: case K::AdamUpdate:
       return true;
     default:
       return false;
@@ -86,7 +78,6 @@ Placement placementOf(const ir::Op& op, const std::vector<const Tensor*>& inputs
   if (op.kind == ir::OpKind::Cast) return convertingCast(op, inputs) ? Placement::kGpu : Placement::kHost;
   if (cpu::isLayoutOp(op.kind)) return supportedTypes(inputs) ? Placement::kGpu : Placement::kHost;
   if (!gpuKind(op.kind) || !supportedTypes(inputs) || skipsStep(op, inputs)) return Placement::kHost;
-  if (op.kind == ir::OpKind::ReduceToShape && !trailingPart(inputs)) return Placement::kHost;
   return Placement::kGpu;
 }
 

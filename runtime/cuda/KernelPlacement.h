@@ -17,13 +17,12 @@ enum class Placement { kGpu, kHost };
 /// float types; the layout ops (transpose, concat, split, the heads' layout)
 /// of any element type; the element-wise ops (broadcasting up to rank 8),
 /// their gradients, dropout, the causal mask, softmax, layer norm,
-/// cross-entropy, embedding (and their backwards), ReduceToShape onto a
-/// trailing part of dy's shape, GlobalNorm and the SGD and Adam updates, on
+/// cross-entropy, embedding (and their backwards), the sums (Sum, Mean,
+/// ReduceToShape) and BroadcastTo, GlobalNorm and the SGD and Adam updates, on
 /// f32 or on f16/bf16 widened to f32 on the GPU and rounded back once (i32
 /// ids and labels). kHost for the rest: reshapes (they copy nothing),
 /// constants, scalar bookkeeping (ClipScale, LossScaleUpdate), MoE routing,
-/// other reductions, an update whose step an overflow skips, and tensors of
-/// rank over 8.
+/// an update whose step an overflow skips, and tensors of rank over 8.
 Placement placementOf(const ir::Op& op, const std::vector<const Tensor*>& inputs,
                       const std::vector<Tensor*>& outputs = {});
 

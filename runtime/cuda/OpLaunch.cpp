@@ -290,13 +290,25 @@ void embeddingGradOp(const KernelArgs& a, const GpuContext& gpu) {
   embeddingGrad(ids(tokens), in(dy), out(dtable), tokens.elements(), vocab, h, gpu.stream);
 }
 
-// Placement guarantees like's shape is the trailing part of dy's.
-void reduceToShapeOp(const KernelArgs& a, const GpuContext& gpu) {
-  a.expectArity(2, 1);
-  const Tensor& dy = a.f32(0);
-  const Tensor& like = a.in(1);
-  Tensor& dx = a.outF32(0, like.shape());
-  sumRows(in(dy), out(dx), dy.elements() / like.elements(), like.elements(), gpu.stream);
+// Sum, Mean, ReduceToShape: cpu::sumPlan's sum (its checks, its output), each
+// output element summed by one thread in the cpu kernel's order.
+void sumOp(const KernelArgs& a, const GpuContext& gpu) {
+  const cpu::SumPlan p = cpu::sumPlan(a);
+  const Shape& shape = p.src->shape();
+  if (shape.size() > static_cast<std::size_t>(kMaxRank))
+    a.fail(fmt::format("has rank {}; the GPU sums up to rank {}", shape.size(), kMaxRank));
+  SumIndex index;
+  const auto strides = rowMajorStrides(shape);
+  for (std::size_t d = 0; d < shape.size(); ++d) {
+    if (p.dstStrides[d] != 0 || shape[d] == 1) {  // kept (a dimension of 1 is either)
+      index.kept[index.keptRank] = shape[d];
+      index.keptStrides[index.keptRank++] = strides[d];
+    } else {
+      index.summed[index.summedRank] = shape[d];
+      index.summedStrides[index.summedRank++] = strides[d];
+    }
+  }
+  sumOver(in(*p.src), out(*p.dst), index, p.factor, gpu.stream);
 }
 
 void globalNormOp(const KernelArgs& a, const GpuContext& gpu, std::vector<Tensor>& scratch) {
@@ -373,23 +385,28 @@ void castOp(const KernelArgs& a, const GpuContext& gpu) {
   a.rawOut(0) = converted(a.in(0), dtype, gpu);
 }
 
-// The layout op's copies (cpu::layoutCopies: its checks, its outputs) as GPU copies.
-void layoutOp(const KernelArgs& a, const GpuContext& gpu) {
-  for (const cpu::StridedCopy& c : cpu::layoutCopies(a)) {
-    if (c.shape.size() > static_cast<std::size_t>(kMaxRank))
-      a.fail(fmt::format("has rank {}; the GPU copies up to rank {}", c.shape.size(), kMaxRank));
-    CopyIndex index;
-    index.rank = static_cast<int>(c.shape.size());
-    for (std::size_t d = 0; d < c.shape.size(); ++d) {
-      index.shape[d] = c.shape[d];
-      index.srcStrides[d] = c.srcStrides[d];
-      index.dstStrides[d] = c.dstStrides[d];
-    }
-    index.srcBase = c.srcBase;
-    index.dstBase = c.dstBase;
-    stridedCopy(c.src->raw().data(), c.dst->raw().data(), static_cast<int>(ir::dtypeBytes(c.src->dtype())), index,
-                gpu.stream);
+// A copy the cpu kernels describe (cpu::StridedCopy), on the GPU.
+void copyOnGpu(const KernelArgs& a, const cpu::StridedCopy& c, const GpuContext& gpu) {
+  if (c.shape.size() > static_cast<std::size_t>(kMaxRank))
+    a.fail(fmt::format("has rank {}; the GPU copies up to rank {}", c.shape.size(), kMaxRank));
+  CopyIndex index;
+  index.rank = static_cast<int>(c.shape.size());
+  for (std::size_t d = 0; d < c.shape.size(); ++d) {
+    index.shape[d] = c.shape[d];
+    index.srcStrides[d] = c.srcStrides[d];
+    index.dstStrides[d] = c.dstStrides[d];
   }
+  index.srcBase = c.srcBase;
+  index.dstBase = c.dstBase;
+  stridedCopy(c.src->raw().data(), c.dst->raw().data(), static_cast<int>(ir::dtypeBytes(c.src->dtype())), index,
+              gpu.stream);
+}
+
+// The layout ops (cpu::layoutCopies: their checks, their outputs) and
+// BroadcastTo (cpu::broadcastCopy: 0 strides along the broadcast axes).
+void copyOp(const KernelArgs& a, const GpuContext& gpu) {
+  if (a.op.kind == K::BroadcastTo) return copyOnGpu(a, cpu::broadcastCopy(a), gpu);
+  for (const cpu::StridedCopy& c : cpu::layoutCopies(a)) copyOnGpu(a, c, gpu);
 }
 
 void launchOnGpu(const KernelArgs& a, const GpuContext& gpu, std::vector<Tensor>& scratch) {
@@ -409,12 +426,13 @@ void launchOnGpu(const KernelArgs& a, const GpuContext& gpu, std::vector<Tensor>
     case K::CrossEntropyGrad: return crossEntropyGradOp(a, gpu);
     case K::Embedding: return embeddingOp(a, gpu);
     case K::EmbeddingGrad: return embeddingGradOp(a, gpu);
-    case K::ReduceToShape: return reduceToShapeOp(a, gpu);
+    case K::Sum: case K::Mean: case K::ReduceToShape: return sumOp(a, gpu);
+    case K::BroadcastTo: return copyOp(a, gpu);
     case K::GlobalNorm: return globalNormOp(a, gpu, scratch);
     case K::SgdUpdate: return sgdOp(a, gpu);
     case K::AdamUpdate: return adamOp(a, gpu);
     case K::Cast: return castOp(a, gpu);
-    case K::Transpose: case K::Concat: case K::Split: case K::SplitHeads: case K::MergeHeads: return layoutOp(a, gpu);
+    case K::Transpose: case K::Concat: case K::Split: case K::SplitHeads: case K::MergeHeads: return copyOp(a, gpu);
     default: a.fail("has no CUDA kernel (KernelPlacement.h puts it on the host)");
   }
 }

@@ -22,11 +22,28 @@ __global__ void embeddingGradKernel(const std::int32_t* ids, const float* dy, fl
     for (std::int64_t p = 0; p < positions; ++p) dtable[std::int64_t(ids[p]) * h + j] += dy[p * h + j];
 }
 
-__global__ void sumRowsKernel(const float* x, float* y, std::int64_t rows, std::int64_t width) {
-  for (std::int64_t j = firstIndex(); j < width; j += gridStride()) {
+__global__ void sumOverKernel(const float* x, float* y, SumIndex ix, std::int64_t outputs, std::int64_t perOutput,
+                              double factor) {
+  for (std::int64_t o = firstIndex(); o < outputs; o += gridStride()) {
+    std::int64_t rest = o, base = 0;
+    for (int d = ix.keptRank - 1; d >= 0; --d) {
+      base += rest % ix.kept[d] * ix.keptStrides[d];
+      rest /= ix.kept[d];
+    }
+    // The summed dimensions row-major, as an odometer (no division per element).
+    std::int64_t at[kMaxRank] = {};
+    std::int64_t offset = base;
     double sum = 0;
-    for (std::int64_t r = 0; r < rows; ++r) sum += x[r * width + j];
-    y[j] = static_cast<float>(sum);
+    for (std::int64_t k = 0; k < perOutput; ++k) {
+      sum += x[offset];
+      for (int d = ix.summedRank - 1; d >= 0; --d) {
+        offset += ix.summedStrides[d];
+        if (++at[d] < ix.summed[d]) break;
+        offset -= ix.summedStrides[d] * ix.summed[d];
+        at[d] = 0;
+      }
+    }
+    y[o] = static_cast<float>(sum * factor);
   }
 }
 
@@ -91,11 +108,17 @@ void embeddingGrad(const std::int32_t* ids, const float* dy, float* dtable, std:
   checkLaunch();
 }
 
-void sumRows(const float* x, float* y, std::int64_t rows, std::int64_t width, Stream stream) {
-  detail::checkRows("sumRows", rows, width, false);
-  detail::checkPointers("sumRows", width, {x, y});
-  if (width == 0) return;
-  sumRowsKernel<<<blocksFor(width), kThreads, 0, stream>>>(x, y, rows, width);
+void sumOver(const float* x, float* y, const SumIndex& index, double factor, Stream stream) {
+  if (index.keptRank < 0 || index.keptRank > kMaxRank || index.summedRank < 0 || index.summedRank > kMaxRank)
+    throw std::invalid_argument("cuda::sumOver: rank outside [0, 8]");
+  std::int64_t outputs = 1, perOutput = 1;
+  for (int d = 0; d < index.keptRank; ++d) outputs *= index.kept[d];
+  for (int d = 0; d < index.summedRank; ++d) perOutput *= index.summed[d];
+  detail::checkElementwise("sumOver", outputs, 1);
+  detail::checkPointers("sumOver", outputs, {y});
+  detail::checkPointers("sumOver", outputs * perOutput, {x});
+  if (outputs == 0) return;
+  sumOverKernel<<<blocksFor(outputs), kThreads, 0, stream>>>(x, y, index, outputs, perOutput, factor);
   checkLaunch();
 }
 

@@ -71,9 +71,17 @@ void embedding(const float* table, const std::int32_t* ids, float* y, std::int64
 /// dtable = 0, then dtable[ids[p], :] += dy[p, :] in position order (fp32, as the cpu kernel).
 void embeddingGrad(const std::int32_t* ids, const float* dy, float* dtable, std::int64_t positions,
                    std::int64_t vocab, std::int64_t h, Stream stream);
-/// y[j] = Σ_r x[r, j] over `rows` rows of `width` (in double, row order):
-/// ReduceToShape where the kept shape is a trailing part of dy's (bias gradients).
-void sumRows(const float* x, float* y, std::int64_t rows, std::int64_t width, Stream stream);
+/// A sum over some dimensions of x: y has one element per index of the kept
+/// dimensions (row-major in x's order), each the sum of x over the summed
+/// dimensions (row-major), strides in elements of x.
+struct SumIndex {
+  int keptRank = 0, summedRank = 0;
+  std::int64_t kept[kMaxRank] = {}, keptStrides[kMaxRank] = {};
+  std::int64_t summed[kMaxRank] = {}, summedStrides[kMaxRank] = {};
+};
+/// y[o] = factor · Σ x over o's summed elements, in double, in x's row-major
+/// order — the cpu kernels' order, so the same bits (Sum, Mean, ReduceToShape).
+void sumOver(const float* x, float* y, const SumIndex& index, double factor, Stream stream);
 
 /// *sumSquares += Σ x[i]² (double, one block: a fixed order).
 void addSquares(const float* x, std::int64_t n, double* sumSquares, Stream stream);

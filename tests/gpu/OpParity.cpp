@@ -164,6 +164,15 @@ std::vector<OpCase> tableAndUpdateCases() {
   Tensor grads = randomTensor({6, 7, 33}), bias = randomTensor({33}), rows = randomTensor({7, 33});
   cases.push_back({"reduce_to_shape (bias)", OpKind::ReduceToShape, {grads, bias}, {}, {1e-9, 1e-7}});
   cases.push_back({"reduce_to_shape (rows)", OpKind::ReduceToShape, {grads, rows}, {}, {1e-9, 1e-7}});
+  // Sums along any axes: one thread per output, the cpu kernel's order and double accumulator.
+  Tensor inner = randomTensor({6, 1, 33});
+  cases.push_back({"reduce_to_shape ([6,1,33]: the middle axis)", OpKind::ReduceToShape, {grads, inner}, {}, {1e-9, 1e-7}});
+  const auto axes = [](std::vector<std::int64_t> a) { return Attributes{{"axes", std::move(a)}}; };
+  cases.push_back({"sum (every axis)", OpKind::Sum, {grads}, {}, {1e-9, 1e-7}});
+  cases.push_back({"sum over axes 0, 2", OpKind::Sum, {grads}, axes({0, 2}), {1e-9, 1e-7}});
+  cases.push_back({"mean over axis 1", OpKind::Mean, {grads}, axes({1}), {1e-9, 1e-7}});
+  cases.push_back({"broadcast_to (like's shape)", OpKind::BroadcastTo, {inner, grads}});
+  cases.push_back({"broadcast_to (axes 0, 2 removed)", OpKind::BroadcastTo, {randomTensor({7}), grads}, axes({0, 2})});
   cases.push_back({"global_norm (3 tensors)", OpKind::GlobalNorm, {grads, bias, rows}, {}, {0, 1e-6}, 1});
   Tensor w = randomTensor({1000}), g = randomTensor({1000}), m = randomTensor({1000}),
          v = randomTensor({1000}, 0.0f, 1.0f), scale = Tensor::scalar(0.8f);
@@ -262,10 +271,10 @@ std::vector<OpCase> halfCases() {
 // the device's managed memory: the same bits as the cpu kernel.
 std::vector<OpCase> hostCases() {
   std::vector<OpCase> cases;
-  OpCase sum{"sum over axis 1 (host, managed memory)", OpKind::Sum, {randomTensor({3, 5, 7})},
-             {{"axes", std::vector<std::int64_t>{1}}}};
-  sum.onHost = true;
-  cases.push_back(sum);
+  OpCase gate{"top_k_gate k=2 (host, managed memory)", OpKind::TopKGate, {randomTensor({4, 8})},
+              {{"k", std::int64_t{2}}}};
+  gate.onHost = true;
+  cases.push_back(gate);
   return cases;
 }
 

@@ -58,7 +58,8 @@ TEST_CASE("matmuls of one float type and the training ops, f32 or half, run on t
   CHECK(placed(K::Embedding, {&a, &ids}) == cuda::Placement::kGpu);
   CHECK(placed(K::Gelu, {&af16}) == cuda::Placement::kGpu);  // widened on the GPU, rounded once
   CHECK(placed(K::LayerNormGrad, {&ah, &ah, &ah}) == cuda::Placement::kGpu);
-  for (K kind : {K::Reshape, K::Cast, K::Sum, K::TopKGate}) CHECK(placed(kind, {&a}) == cuda::Placement::kHost);
+  for (K kind : {K::Reshape, K::Cast, K::TopKGate}) CHECK(placed(kind, {&a}) == cuda::Placement::kHost);
+  for (K kind : {K::Sum, K::Mean}) CHECK(placed(kind, {&a}) == cuda::Placement::kGpu);
   Tensor missing;
   CHECK(placed(K::Relu, {&missing}) == cuda::Placement::kHost);  // the cpu kernel names what is missing
   // An output the caller typed half: the cpu kernel computes in f32 and rounds once.
@@ -91,12 +92,12 @@ TEST_CASE("layout ops of any element type and casts between float types run on t
   CHECK(placed(K::Transpose, {&deep}) == cuda::Placement::kHost);  // rank 9: past the GPU copy's index
 }
 
-TEST_CASE("ReduceToShape runs on the GPU when it sums whole rows", "[cuda]") {
+TEST_CASE("the sums and BroadcastTo run on the GPU along any axes", "[cuda]") {
   Tensor dy = Tensor::zeros({2, 3, 4}), bias = Tensor::zeros({4}), rows = Tensor::zeros({3, 4});
   Tensor inner = Tensor::zeros({2, 1, 4});
-  CHECK(placed(ir::OpKind::ReduceToShape, {&dy, &bias}) == cuda::Placement::kGpu);
-  CHECK(placed(ir::OpKind::ReduceToShape, {&dy, &rows}) == cuda::Placement::kGpu);
-  CHECK(placed(ir::OpKind::ReduceToShape, {&dy, &inner}) == cuda::Placement::kHost);
+  for (const Tensor* like : {&bias, &rows, &inner})
+    CHECK(placed(ir::OpKind::ReduceToShape, {&dy, like}) == cuda::Placement::kGpu);
+  CHECK(placed(ir::OpKind::BroadcastTo, {&inner, &dy}) == cuda::Placement::kGpu);
 }
 
 TEST_CASE("an update whose step is skipped (NaN scale) runs on the host", "[cuda]") {
