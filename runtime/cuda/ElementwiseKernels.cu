@@ -9,15 +9,16 @@
 namespace meshflow::runtime::cuda {
 namespace {
 
-__global__ void broadcastKernel(BinaryKind kind, const float* a, const float* b, float* y, BroadcastIndex ix,
-                                std::int64_t n) {
-  for (std::int64_t i = firstIndex(); i < n; i += gridStride()) {
-    std::int64_t rest = i, offA = 0, offB = 0;
+template <class Index>
+__global__ void broadcastKernel(BinaryKind kind, const float* a, const float* b, float* y, BroadcastIndex ix, Index n) {
+  for (Index i = Index(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += Index(gridDim.x) * blockDim.x) {
+    Index rest = i, offA = 0, offB = 0;
     for (int d = ix.rank - 1; d >= 0; --d) {
-      const std::int64_t coordinate = rest % ix.shape[d];
-      rest /= ix.shape[d];
-      offA += coordinate * ix.stridesA[d];
-      offB += coordinate * ix.stridesB[d];
+      const Index extent = Index(ix.shape[d]);
+      const Index coordinate = rest % extent;
+      rest /= extent;
+      offA += coordinate * Index(ix.stridesA[d]);
+      offB += coordinate * Index(ix.stridesB[d]);
     }
     const float u = a[offA], v = b[offB];
     switch (kind) {
@@ -82,14 +83,39 @@ __global__ void dropoutKernel(const float* x, float* y, std::int64_t n, std::uin
   }
 }
 
-__global__ void causalMaskKernel(const float* x, float* y, std::int64_t n, std::int64_t s, float fill) {
-  for (std::int64_t i = firstIndex(); i < n; i += gridStride()) {
-    const std::int64_t column = i % s, row = (i / s) % s;
+template <class Index>
+__global__ void causalMaskKernel(const float* x, float* y, Index n, Index s, float fill) {
+  for (Index i = Index(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += Index(gridDim.x) * blockDim.x) {
+    const Index column = i % s, row = (i / s) % s;
     y[i] = column <= row ? x[i] : fill;
   }
 }
 
+// 32-bit index arithmetic (several times cheaper on a GPU than 64-bit
+// division) when every index fits.
+constexpr std::int64_t k32 = std::int64_t(1) << 31;
+
 }  // namespace
+
+BroadcastIndex simplified(const BroadcastIndex& index) {
+  BroadcastIndex out;
+  for (int d = 0; d < index.rank; ++d) {
+    if (index.shape[d] == 1) continue;
+    const int last = out.rank - 1;
+    if (last >= 0 && out.stridesA[last] == index.stridesA[d] * index.shape[d] &&
+        out.stridesB[last] == index.stridesB[d] * index.shape[d]) {
+      out.shape[last] *= index.shape[d];  // both operands walk on from the outer dimension into this one
+      out.stridesA[last] = index.stridesA[d];
+      out.stridesB[last] = index.stridesB[d];
+      continue;
+    }
+    out.shape[out.rank] = index.shape[d];
+    out.stridesA[out.rank] = index.stridesA[d];
+    out.stridesB[out.rank] = index.stridesB[d];
+    ++out.rank;
+  }
+  return out;
+}
 
 void broadcastBinary(BinaryKind kind, const float* a, const float* b, float* y, const BroadcastIndex& index,
                      Stream stream) {
@@ -100,7 +126,16 @@ void broadcastBinary(BinaryKind kind, const float* a, const float* b, float* y, 
   detail::checkElementwise("broadcastBinary", n, 1);
   detail::checkPointers("broadcastBinary", n, {a, b, y});
   if (n == 0) return;
-  broadcastKernel<<<blocksFor(n), kThreads, 0, stream>>>(kind, a, b, y, index, n);
+  const BroadcastIndex ix = simplified(index);
+  std::int64_t reachA = 1, reachB = 1;
+  for (int d = 0; d < ix.rank; ++d) {
+    reachA += (ix.shape[d] - 1) * ix.stridesA[d];
+    reachB += (ix.shape[d] - 1) * ix.stridesB[d];
+  }
+  if (n < k32 && reachA < k32 && reachB < k32)
+    broadcastKernel<std::uint32_t><<<blocksFor(n), kThreads, 0, stream>>>(kind, a, b, y, ix, std::uint32_t(n));
+  else
+    broadcastKernel<std::int64_t><<<blocksFor(n), kThreads, 0, stream>>>(kind, a, b, y, ix, n);
   checkLaunch();
 }
 
@@ -139,7 +174,10 @@ void causalMask(const float* x, float* y, std::int64_t matrices, std::int64_t s,
   detail::checkElementwise("causalMask", n, 1);
   detail::checkPointers("causalMask", n, {x, y});
   if (n == 0) return;
-  causalMaskKernel<<<blocksFor(n), kThreads, 0, stream>>>(x, y, n, s, fill);
+  if (n < k32)
+    causalMaskKernel<std::uint32_t><<<blocksFor(n), kThreads, 0, stream>>>(x, y, std::uint32_t(n), std::uint32_t(s), fill);
+  else
+    causalMaskKernel<std::int64_t><<<blocksFor(n), kThreads, 0, stream>>>(x, y, n, s, fill);
   checkLaunch();
 }
 

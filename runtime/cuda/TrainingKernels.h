@@ -30,6 +30,10 @@ struct BroadcastIndex {
   std::int64_t stridesB[kMaxRank] = {};
 };
 
+/// The same walk with fewer dimensions: those of size 1 dropped, neighbours
+/// both operands walk contiguously (or both broadcast) merged.
+BroadcastIndex simplified(const BroadcastIndex& index);
+
 enum class BinaryKind { kAdd, kSub, kMul, kDiv };
 enum class UnaryKind { kNeg, kRelu, kGelu, kTanh, kSigmoid, kExp, kScale };
 /// The gradients dx = dy · f(v), v the forward input (relu, gelu) or output (tanh, sigmoid).
