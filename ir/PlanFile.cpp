@@ -95,9 +95,15 @@ json planFileToJson(const PlanFile& file) {
 
 PlanFile planFileFromJson(const json& j) {
   JsonReader root(j, "");
+  if (j.is_object() && !j.contains("format") && j.contains("stages"))
+    root.fail(
+        "a plan's JSON alone, without the model and cluster it was made for (what planToJson "
+        "writes); p.save(path) and `meshflow plan --json` write the plan file load_plan reads");
   if (!j.is_object() || !j.contains("format"))
-    root.fail(fmt::format("not a saved plan: no \"format\": \"{}\" (p.save(path) writes one)",
-                          kFormat));
+    root.fail(fmt::format(
+        "not a saved plan: no \"format\": \"{}\" (p.save(path) and `meshflow plan --json` "
+        "write one)",
+        kFormat));
   if (root.at("format").string() != kFormat)
     root.at("format").fail(fmt::format("expected \"{}\", got \"{}\"", kFormat,
                                        root.at("format").string()));

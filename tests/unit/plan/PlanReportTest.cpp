@@ -221,6 +221,11 @@ TEST_CASE("a corrupt or wrong-version plan file names the field", "[plan][file]"
                     "the plan again with this meshflow");
   CHECK_THROWS_WITH(planFileFromJson(broken([](auto& j) { j.erase("format"); })),
                     Catch::StartsWith("plan: not a saved plan"));
+  // The bare plan JSON (what `meshflow plan --json` wrote before it wrote plan
+  // files) is named as such, with where the loadable file comes from.
+  CHECK_THROWS_WITH(planFileFromJson(good["plan"]),
+                    Catch::StartsWith("plan: a plan's JSON alone, without the model and cluster") &&
+                        Catch::Contains("`meshflow plan --json`"));
   CHECK_THROWS_WITH(
       planFileFromJson(broken([](auto& j) { j["cluster"]["device"]["memory_bytes"] = "80GB"; })),
       "cluster.device.memory_bytes: expected a number");
