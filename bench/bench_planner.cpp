@@ -52,6 +52,11 @@ ir::Cluster h100Servers(std::int64_t nodes) {
   c.device = {"H100-SXM5-80GB", 80e9, 989e12, 3350e9};
   c.intraNode = {450e9, 2e-6};
   c.interNode = {50e9 * 8, 10e-6};
+  // Meta's stack fuses attention, RMSNorm and SwiGLU (passes/FusedKernels.h):
+  // 8K pre-training without activation checkpointing (Llama 3 paper, §3.3.2)
+  // is impossible with the s x s attention scores in memory (2 GB per layer
+  // and microbatch at TP 8), which FlashAttention never writes.
+  c.device.fusedKernels = true;
   return c;
 }
 
@@ -169,13 +174,22 @@ void alpa() {
   }
 }
 
-// Llama 3 405B as Meta trained it (Llama 3 paper, Table 4): 16M tokens per
-// step (2048 sequences of 8192) on H100 servers, TP 8 x PP 16 x DP 64 on 8,192
-// GPUs at 430 TFLOP/s per GPU and DP 128 on 16,384 at 400. Meta's plan under
-// our cost model: its (tp, pp, dp), microbatches of one sequence, the
-// interleaved schedule, and the optimizer state and gradients sharded over
-// data parallelism (FSDP); recomputation is the planner's choice. Its
-// predicted TFLOP/s per GPU is compared with the published figure.
+// Llama 3 405B as Meta trained it (Llama 3 paper, Table 4 and §3.3.2): 16M
+// tokens per step (2048 sequences of 8192) on H100 servers, TP 8 x PP 16 x DP
+// 64 on 8,192 GPUs at 430 TFLOP/s per GPU and DP 128 on 16,384 at 400.
+// Meta's plan under our cost model: its (tp, pp, dp), microbatches of one
+// sequence, the interleaved schedule, the optimizer state and gradients
+// sharded over data parallelism (FSDP), and no activation recomputation ("we
+// could pre-train on 8K sequences without activation checkpointing"). The
+// paper's chunks hold one layer each (removing a layer from the first and last
+// stages leaves their first and last chunks the embedding and the head alone),
+// 8 per rank; our Llama is 127 layers (the embedding rides with block 0), so
+// v = 8 does not fit it and the nearest it takes, v = 4, is priced. Meta ran it
+// in 80 GB; our memory model asks more of it, so its memory bound is lifted and
+// the peak our model predicts is printed; our plan is searched under the same
+// lifted bound.
+// Its predicted TFLOP/s per GPU, from the estimate and from the simulated
+// step, is compared with the published figure.
 void llama() {
   struct LlamaRow {
     int gpus, dp;
@@ -183,14 +197,13 @@ void llama() {
   };
   const LlamaRow table[] = {{8192, 64, 430}, {16384, 128, 400}};
   std::printf("\nLlama 3 405B on H100 servers (sequence 8192, 2048 sequences per step)\n");
-  std::printf("%5s %8s  %-44s %-44s %9s %9s %9s %9s %6s %8s %8s %8s %6s\n", "gpus", "plan_s",
-              "ours", "meta (tp,pp,dp) under our model", "ours_est", "ours_sim", "meta_est",
-              "meta_sim", "ratio", "ours_TF", "meta_TF", "pub_TF", "calib");
+  std::printf("%5s %8s  %-44s %-40s %9s %9s %9s %9s %6s %8s %8s %8s %8s %6s %6s\n", "gpus",
+              "plan_s", "ours", "meta (tp,pp,dp) under our model", "ours_est", "ours_sim",
+              "meta_est", "meta_sim", "ratio", "ours_TF", "meta_TF", "meta_sTF", "pub_TF",
+              "calib", "scalib");
   ir::Graph g = trace("llama3_405b()");
   for (const LlamaRow& row : table) {
     ir::Cluster cluster = h100Servers(row.gpus / 8);
-    passes::PlanRequest ours;
-    ours.globalBatch = 2048;
     passes::PlanRequest meta;
     meta.globalBatch = 2048;
     meta.stages = 16;
@@ -198,17 +211,26 @@ void llama() {
     meta.dataParallel = row.dp;
     meta.microbatches = 2048 / row.dp;
     meta.schedule = ir::ScheduleKind::kInterleaved;
-    meta.virtualStages = 2;
+    meta.virtualStages = 4;
     meta.shardOptimizerState = true;
-    Outcome a = plan(g, cluster, ours);
+    meta.recompute = "none";
+    meta.memoryPerDevice = 1e12;
     Outcome b = plan(g, cluster, meta);
+    passes::PlanRequest ours;
+    ours.globalBatch = 2048;
+    ours.memoryPerDevice = meta.memoryPerDevice;
+    Outcome a = plan(g, cluster, ours);
     auto text = [](const Outcome& o) { return o.plan ? shape(*o.plan) : "error: " + o.error.substr(0, 200); };
     double ratio = a.simulated > 0 && b.simulated > 0 ? b.simulated / a.simulated : 0;
     double metaTF = b.plan ? b.plan->tflopsPerDevice : 0.0;
-    std::printf("%5d %8.2f  %-44s %-44s %9.3f %9.3f %9.3f %9.3f %6.3f %8.1f %8.1f %8.1f %6.3f\n",
-                row.gpus, a.seconds, text(a).c_str(), text(b).c_str(), a.plan ? a.plan->stepTime : 0.0,
-                a.simulated, b.plan ? b.plan->stepTime : 0.0, b.simulated, ratio,
-                a.plan ? a.plan->tflopsPerDevice : 0.0, metaTF, row.tflops, metaTF / row.tflops);
+    // The same figure at the simulated step (the planner's final choice is by simulation).
+    double metaSimTF = b.simulated > 0 ? metaTF * b.plan->stepTime / b.simulated : 0.0;
+    std::printf(
+        "%5d %8.2f  %-44s %-40s %9.3f %9.3f %9.3f %9.3f %6.3f %8.1f %8.1f %8.1f %8.1f %6.3f %6.3f\n",
+        row.gpus, a.seconds, text(a).c_str(), text(b).c_str(), a.plan ? a.plan->stepTime : 0.0,
+        a.simulated, b.plan ? b.plan->stepTime : 0.0, b.simulated, ratio,
+        a.plan ? a.plan->tflopsPerDevice : 0.0, metaTF, metaSimTF, row.tflops,
+        metaTF / row.tflops, metaSimTF / row.tflops);
     std::printf("      meta's plan planned in %.2f s; peak %.1f GB per device (ours %.1f GB)\n",
                 b.seconds, b.plan ? b.plan->peakMemoryBytes() / 1e9 : 0.0,
                 a.plan ? a.plan->peakMemoryBytes() / 1e9 : 0.0);

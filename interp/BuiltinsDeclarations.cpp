@@ -29,8 +29,9 @@ Value gpu(Evaluator& ev, BoundArgs& a) {
   positiveQuantity(a, 1, kBytes, "memory");
   positiveQuantity(a, 2, kFlopPerSecond, "peak");
   positiveQuantity(a, 3, kBytesPerSecond, "memory_bandwidth");
+  boolArg(a, 4, "fused_kernels");
   return ev.makeRecord({{"kind", ev.makeString("gpu")}, {"name", a[0]}, {"memory", a[1]},
-                        {"peak", a[2]}, {"memory_bandwidth", a[3]}});
+                        {"peak", a[2]}, {"memory_bandwidth", a[3]}, {"fused_kernels", a[4]}});
 }
 
 Value link(Evaluator& ev, BoundArgs& a) {
@@ -234,7 +235,12 @@ Value cuda(Evaluator& ev, BoundArgs& a) {
 }  // namespace
 
 void installDeclarationBuiltins(Environment& env) {
-  defineBuiltin(env, "gpu", {{"name", {}}, {"memory", {}}, {"peak", {}}, {"memory_bandwidth", {}}},
+  defineBuiltin(env, "gpu",
+                {{"name", {}},
+                 {"memory", {}},
+                 {"peak", {}},
+                 {"memory_bandwidth", {}},
+                 {"fused_kernels", Value::boolean(false)}},
                 gpu);
   defineBuiltin(env, "cpu",
                 {{"devices", Value::integer(1)},

@@ -98,6 +98,8 @@ ir::Cluster clusterOf(const ClusterObject& cluster) {
   out.device.memoryBytes = quantity(device, "memory");
   out.device.peakFlops = quantity(device, "peak");
   out.device.memoryBandwidth = quantity(device, "memory_bandwidth");
+  if (Value fused = device.field("fused_kernels"); fused.isBool())
+    out.device.fusedKernels = fused.asBool();
   out.intraNode = linkOf(*cluster.field("intra_node"), 1);
   out.interNode = linkOf(*cluster.field("inter_node"), static_cast<double>(out.devicesPerNode));
   if (auto cores = cluster.field("cores"); cores && cores->isInt()) out.hostCores = cores->asInt();

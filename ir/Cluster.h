@@ -33,6 +33,11 @@ struct DeviceSpec {
   /// Seconds every kernel costs beyond its roofline time: a launch, or a CPU
   /// runtime's dispatch and output allocation. 0 means none.
   double kernelLatency = 0;
+  /// The device's training stack fuses attention (FlashAttention), RMSNorm and
+  /// SwiGLU's gate into one kernel each (passes/FusedKernels.h): their inner
+  /// values cost no memory traffic and are not kept for the backward. False:
+  /// every op runs as its own kernel, as meshflow's runtimes run them.
+  bool fusedKernels = false;
 };
 
 struct LinkSpec {

@@ -22,7 +22,8 @@ json clusterToJson(const Cluster& c) {
             {"peak_flops", c.device.peakFlops},
             {"memory_bandwidth_bytes_per_s", c.device.memoryBandwidth},
             {"vector_flops", c.device.vectorFlops},
-            {"kernel_latency_s", c.device.kernelLatency}}},
+            {"kernel_latency_s", c.device.kernelLatency},
+            {"fused_kernels", c.device.fusedKernels}}},
           {"intra_node", linkToJson(c.intraNode)},
           {"inter_node", linkToJson(c.interNode)},
           {"host_cores", c.hostCores}};
@@ -58,13 +59,15 @@ Cluster clusterFromJson(const JsonReader& r) {
   c.devicesPerNode = count(r.at("devices_per_node"));
   JsonReader d = r.at("device").object({"name", "memory_bytes", "peak_flops",
                                         "memory_bandwidth_bytes_per_s", "vector_flops",
-                                        "kernel_latency_s"});
+                                        "kernel_latency_s", "fused_kernels"});
   c.device.name = d.at("name").string();
   c.device.memoryBytes = positive(d.at("memory_bytes"));
   c.device.peakFlops = positive(d.at("peak_flops"));
   c.device.memoryBandwidth = positive(d.at("memory_bandwidth_bytes_per_s"));
   c.device.vectorFlops = nonNegative(d.at("vector_flops"));
   c.device.kernelLatency = nonNegative(d.at("kernel_latency_s"));
+  // Optional: files written before the field existed ran every op on its own.
+  if (d.has("fused_kernels")) c.device.fusedKernels = d.at("fused_kernels").boolean();
   c.intraNode = linkFromJson(r.at("intra_node"));
   c.interNode = linkFromJson(r.at("inter_node"));
   c.hostCores = r.at("host_cores").integer();
@@ -95,9 +98,15 @@ json planFileToJson(const PlanFile& file) {
 
 PlanFile planFileFromJson(const json& j) {
   JsonReader root(j, "");
+  if (j.is_object() && !j.contains("format") && j.contains("stages"))
+    root.fail(
+        "a plan's JSON alone, without the model and cluster it was made for (what planToJson "
+        "writes); p.save(path) and `meshflow plan --json` write the plan file load_plan reads");
   if (!j.is_object() || !j.contains("format"))
-    root.fail(fmt::format("not a saved plan: no \"format\": \"{}\" (p.save(path) writes one)",
-                          kFormat));
+    root.fail(fmt::format(
+        "not a saved plan: no \"format\": \"{}\" (p.save(path) and `meshflow plan --json` "
+        "write one)",
+        kFormat));
   if (root.at("format").string() != kFormat)
     root.at("format").fail(fmt::format("expected \"{}\", got \"{}\"", kFormat,
                                        root.at("format").string()));

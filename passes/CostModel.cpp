@@ -45,6 +45,24 @@ double unfusedShare(const ir::Graph& graph, const ir::Op& op, std::int64_t batch
   return std::clamp((c.bytes() - inputBytes) / c.bytes(), 0.0, 1.0);
 }
 
+// The share of an op's memory traffic left inside a fused kernel: the bytes of
+// the values it reads from and writes to outside the kernel. Its backward
+// keeps the same share.
+double fusedShare(const ir::Graph& graph, const ir::Op& op, std::int64_t batch,
+                  const ir::OpCost& c, const FusedKernels& fused) {
+  if (c.bytes() <= 0) return 1;
+  auto bytesOf = [&](ir::ValueId v) {
+    const ir::TensorType& t = graph.value(v).type;
+    return double(t.elements(batch)) * double(ir::dtypeBytes(t.dtype));
+  };
+  double outside = 0;
+  for (ir::ValueId v : op.inputs)
+    if (!fused.isInternal(v)) outside += bytesOf(v);
+  for (ir::ValueId v : op.outputs)
+    if (!fused.isInternal(v)) outside += bytesOf(v);
+  return std::clamp(outside / c.bytes(), 0.0, 1.0);
+}
+
 // The device as it runs op `kind`: a matrix product at the device's peak, any
 // other kernel at its vector rate.
 ir::DeviceSpec unitsFor(ir::OpKind kind, const ir::DeviceSpec& device) {
@@ -73,11 +91,19 @@ int kernelCount(const ir::Graph& graph, const ir::Op& op, const ir::OpCost& c) {
 }  // namespace
 
 double opComputeTime(const ir::Graph& graph, ir::OpId id, std::int64_t batch,
-                     std::int64_t parallelism, const ir::DeviceSpec& device) {
+                     std::int64_t parallelism, const ir::DeviceSpec& device,
+                     const FusedKernels* fused) {
   const ir::Op& op = graph.op(id);
   ir::OpCost c = ir::opCost(graph, id, batch);
   double p = double(std::max<std::int64_t>(parallelism, 1));
-  double share = unfusedShare(graph, op, batch, c);
+  const bool inKernel = fused && fused->fused(id);
+  double share = inKernel ? fusedShare(graph, op, batch, c, *fused)
+                          : unfusedShare(graph, op, batch, c);
+  if (inKernel && fused->kindOfOp[id] == FusedKind::kAttention && op.kind == ir::OpKind::MatMul) {
+    const FusedProductWork work = fusedProductWork(fused->causalProduct[id]);
+    c.flops *= work.forward;
+    c.backwardFlops *= work.backward;
+  }
   ir::DeviceSpec units = unitsFor(op.kind, device);
   double latency = device.kernelLatency > 0 ? device.kernelLatency * kernelCount(graph, op, c) : 0;
   return rooflineTime(c.flops / p, share * c.bytes() / p, units) +

@@ -9,6 +9,7 @@
 #include "ir/Cluster.h"
 #include "ir/Graph.h"
 #include "ir/Sharding.h"
+#include "passes/FusedKernels.h"
 
 namespace meshflow::passes {
 
@@ -28,8 +29,14 @@ double rooflineTime(double flops, double bytes, const ir::DeviceSpec& device);
 /// backward one per input that gets a gradient (what autodiff emits at least).
 /// An element-wise op (softmax included) whose first input another op produced
 /// is taken as fused into that op's kernel: it does not read that input back.
+///
+/// With `fused` (a device whose DeviceSpec::fusedKernels holds), an op of a
+/// fused kernel moves only the bytes of its values outside the kernel, and an
+/// attention kernel's matrix products do FlashAttention's work
+/// (fusedProductWork).
 double opComputeTime(const ir::Graph& graph, ir::OpId id, std::int64_t batch,
-                     std::int64_t parallelism, const ir::DeviceSpec& device);
+                     std::int64_t parallelism, const ir::DeviceSpec& device,
+                     const FusedKernels* fused = nullptr);
 
 struct MemoryOptions {
   /// Optimizer state per parameter element, in copies of the parameter: Adam keeps

@@ -122,6 +122,7 @@ class ProblemBuilder {
       : g_(g), mesh_(mesh), device_(device), options_(options) {
     memory_ = options.memory;
     memory_.shardOptimizerState = options.shardOptimizerState;
+    if (device.fusedKernels) fused_ = findFusedKernels(g);
   }
 
   IntraOpResult run() {
@@ -155,7 +156,8 @@ class ProblemBuilder {
   }
 
   double computeTime(OpId id, std::int64_t parallelism) const {
-    return opComputeTime(g_, id, options_.batch, parallelism, device_);
+    return opComputeTime(g_, id, options_.batch, parallelism, device_,
+                         fused_ ? &*fused_ : nullptr);
   }
 
   double memoryOf(OpId id, const Strategy& s) const {
@@ -357,6 +359,7 @@ class ProblemBuilder {
   const ir::DeviceSpec& device_;
   const IntraOpOptions& options_;
   MemoryOptions memory_;
+  std::optional<FusedKernels> fused_;  // the device's fused kernels, when it has them
   std::vector<bool> needs_;
   ShardingProblem problem_;
   std::vector<int> nodeOf_;     // op -> problem node

@@ -507,6 +507,10 @@ class Search {
       if (finalists[k].simulated < finalists[chosen].simulated) chosen = k;
     ir::Plan plan = std::move(finalists[chosen].plan);
     if (usable_.restricted()) plan.notes.push_back(exclusionNote(physical_, usable_));
+    if (physical_.device.fusedKernels)
+      plan.notes.push_back(
+          "priced with fused attention (FlashAttention), RMSNorm and SwiGLU kernels "
+          "(fused_kernels = true); meshflow's runtimes run each op on its own and hold more");
     plan.notes.push_back(fmt::format(
         "searched {} candidate plans over {} meshes; {} intra-op solves of {} distinct layers",
         searched_, configs_.size(), table_->solves(), table_->kindCount()));

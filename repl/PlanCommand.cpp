@@ -1,6 +1,6 @@
 // `meshflow plan FILE --model EXPR --cluster EXPR --batch N`: runs FILE, plans
 // the model on the cluster with the script's plan(...) builtin and prints the
-// plan's table or its JSON (docs/cli.md).
+// plan's table or its plan file, the JSON that load_plan reads (docs/cli.md).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -9,6 +9,7 @@
 
 #include "interp/Handles.h"
 #include "interp/PlanObject.h"
+#include "ir/PlanFile.h"
 #include "repl/Commands.h"
 #include "repl/Interrupts.h"
 #include "repl/ScheduleSource.h"
@@ -35,7 +36,9 @@ const char* kHelp =
     "                        shard_optimizer=true, optimizer=\"sgd(momentum = 0.9)\",\n"
     "                        memory_per_device=70GB\n"
     "                        (a bound: at most 70GB); it overrides --schedule's hint\n"
-    "  --json                print the plan as JSON instead of its table\n";
+    "  --json                print the plan file instead of the table: one line of the\n"
+    "                        JSON that p.save writes and load_plan reads (the plan is\n"
+    "                        under \"plan\")\n";
 
 struct PlanOptions {
   std::string model, cluster, schedule;
@@ -213,7 +216,8 @@ int planCommand(Args args, std::ostream& out, std::ostream& err) {
     return 1;
   }
   if (plan.json)
-    out << ir::planToJson(result->plan()).dump() << "\n";
+    out << ir::planFileToJson({result->model(), result->cluster(), result->plan()}).dump()
+        << "\n";
   else
     out << ir::planTable(result->plan());
   return 0;

@@ -10,6 +10,7 @@
 
 #include "ir/OpCost.h"
 #include "passes/Autodiff.h"
+#include "passes/FusedKernels.h"
 #include "passes/Recomputation.h"
 
 namespace meshflow::passes {
@@ -142,7 +143,8 @@ std::vector<bool> readByBackward(const ir::Graph& forward) {
 LayerCostTable::LayerCostTable(const ir::Graph& forward, const LayerClustering& layers,
                                const ir::DeviceSpec& device, LayerCostOptions options)
     : forward_(forward), device_(device), options_(std::move(options)) {
-  const std::vector<bool> read = readByBackward(forward);
+  std::vector<bool> read = readByBackward(forward);
+  if (device.fusedKernels) keepWhatFusedKernelsRead(findFusedKernels(forward), read);
   std::map<std::string, int> kinds;
   for (int l = 0; l < static_cast<int>(layers.layers.size()); ++l) {
     LayerSubgraph sub = layerSubgraph(forward, layers.layerOfOp, l, l + 1);

