@@ -1,4 +1,6 @@
 // The intra-op sharding solver against Alpa's own ILP solved by COIN-OR CBC, on
+// the planner's own problems (the intra-op pass on GPT layers and whole GPT
+// models of Alpa's suite, as the planner poses them: repeated layers tied) and
 // families of synthetic problems (bench/ShardingFamilies.h): transformer blocks,
 // random DAGs (10–200 ops, 2–16 strategies), layered DAGs and wide DAGs, each
 // without and with a binding memory budget. Both run in the same process on the
@@ -14,6 +16,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
+#include <utility>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -22,8 +26,11 @@
 #include <vector>
 
 #include "bench/ShardingFamilies.h"
+#include "ir/Cluster.h"
+#include "passes/IntraOpPass.h"
 #include "passes/ShardingReferenceIlp.h"
 #include "passes/ShardingSolver.h"
+#include "tests/unit/graph/GraphBuilder.h"
 
 using namespace meshflow;
 using passes::ShardingProblem;
@@ -42,8 +49,64 @@ void addBoth(std::vector<Case>& cases, const std::string& family, const std::str
   cases.push_back({family, label + " budget", families::withBudget(p, 0.3)});
 }
 
+// The problem the intra-op pass poses for `graph` on a logical mesh of
+// p3.16xlarge-like devices (microbatch 8), as the planner solves it.
+ShardingProblem plannerProblem(const ir::Graph& graph, std::array<std::int64_t, 2> submesh,
+                               std::array<std::int64_t, 2> view) {
+  ir::Cluster cluster = ir::p3_16xlarge(2);
+  ir::LogicalMesh mesh = ir::logicalMesh(cluster, submesh, view);
+  ShardingProblem problem;
+  passes::IntraOpOptions options;
+  options.batch = 8;
+  options.solver.timeBudgetSeconds = 1;  // the solve itself is not what is measured here
+  options.problemOut = &problem;
+  passes::solveIntraOp(graph, mesh, cluster.device, options);
+  return problem;
+}
+
+// The planner's problem, and the same under a budget that binds: halfway from
+// the leanest memory to that of the unbounded optimum (none when the optimum is
+// the leanest already: no budget can bind).
+void addPlanner(std::vector<Case>& cases, const std::string& label, const ShardingProblem& p) {
+  cases.push_back({"planner-gpt", label, p});
+  passes::SolveOptions options;
+  const passes::ShardingSolution free = passes::solveSharding(p, options);
+  double least = 0.0, chosen = 0.0;
+  for (std::size_t i = 0; i < p.nodes.size(); ++i) {
+    least += *std::min_element(p.nodes[i].memory.begin(), p.nodes[i].memory.end());
+    chosen += p.nodes[i].memory[static_cast<std::size_t>(free.choice[i])];
+  }
+  if (chosen <= least * (1 + 1e-9)) return;
+  ShardingProblem bounded = p;
+  bounded.memoryBudget = least + 0.5 * (chosen - least);
+  cases.push_back({"planner-gpt", label + " budget", bounded});
+}
+
+void addPlannerCases(std::vector<Case>& cases) {
+  struct Model {
+    const char* name;
+    test::GptConfig config;
+  };
+  const Model models[] = {{"GPT-1.3B", {24, 2048, 32, 1024, 51200}},
+                          {"GPT-6.7B", {32, 4096, 32, 1024, 51200}},
+                          {"GPT-39B", {48, 8192, 64, 1024, 51200}}};
+  using Mesh = std::array<std::int64_t, 2>;
+  const std::pair<Mesh, Mesh> meshes[] = {{{1, 8}, {1, 8}}, {{1, 8}, {2, 4}}, {{2, 4}, {2, 4}}, {{1, 4}, {1, 4}}};
+  for (const Model& m : models) {
+    test::GptConfig layer = m.config;
+    layer.layers = 1;
+    const ir::Graph one = test::buildGpt(layer), all = test::buildGpt(m.config);
+    for (const auto& [submesh, view] : meshes) {
+      const std::string mesh = fmt::format("({},{}) as ({},{})", submesh[0], submesh[1], view[0], view[1]);
+      addPlanner(cases, fmt::format("{} layer {}", m.name, mesh), plannerProblem(one, submesh, view));
+      addPlanner(cases, fmt::format("{} model {}", m.name, mesh), plannerProblem(all, submesh, view));
+    }
+  }
+}
+
 std::vector<Case> allCases() {
   std::vector<Case> cases;
+  addPlannerCases(cases);
   for (int blocks : {1, 2, 4, 8}) {
     for (int s : {4, 8}) {
       addBoth(cases, "transformer", fmt::format("{} blocks x {}", blocks, s),

@@ -141,6 +141,7 @@ class ProblemBuilder {
     }
     buildNodes(rep);
     buildEdges(rep);
+    if (options_.problemOut) *options_.problemOut = problem_;
     ShardingSolution solution = solveSharding(problem_, options_.solver);
     fillResult(rep, solution, result);
     return result;

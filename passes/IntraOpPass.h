@@ -69,6 +69,9 @@ struct IntraOpOptions {
   /// strategies producing `spec`. A pin no strategy of a matching op meets is an
   /// IntraOpError naming the pin and the op.
   std::vector<IntraOpPin> pins;
+  /// When set, receives the sharding problem as it is posed to the solver
+  /// (bench_sharding_solver compares solvers on the planner's own problems).
+  ShardingProblem* problemOut = nullptr;
   SolveOptions solver;
 };
 
