@@ -3,6 +3,7 @@
 // loops, one element a thread.
 #include <stdexcept>
 
+#include "runtime/cuda/IndexMerge.h"
 #include "runtime/cuda/KernelSupport.cuh"
 #include "runtime/cuda/TrainingKernels.h"
 
@@ -98,23 +99,7 @@ constexpr std::int64_t k32 = std::int64_t(1) << 31;
 }  // namespace
 
 BroadcastIndex simplified(const BroadcastIndex& index) {
-  BroadcastIndex out;
-  for (int d = 0; d < index.rank; ++d) {
-    if (index.shape[d] == 1) continue;
-    const int last = out.rank - 1;
-    if (last >= 0 && out.stridesA[last] == index.stridesA[d] * index.shape[d] &&
-        out.stridesB[last] == index.stridesB[d] * index.shape[d]) {
-      out.shape[last] *= index.shape[d];  // both operands walk on from the outer dimension into this one
-      out.stridesA[last] = index.stridesA[d];
-      out.stridesB[last] = index.stridesB[d];
-      continue;
-    }
-    out.shape[out.rank] = index.shape[d];
-    out.stridesA[out.rank] = index.stridesA[d];
-    out.stridesB[out.rank] = index.stridesB[d];
-    ++out.rank;
-  }
-  return out;
+  return mergedDimensions(index, &BroadcastIndex::shape, &BroadcastIndex::stridesA, &BroadcastIndex::stridesB);
 }
 
 void broadcastBinary(BinaryKind kind, const float* a, const float* b, float* y, const BroadcastIndex& index,

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "runtime/HalfBits.h"
+#include "runtime/cuda/IndexMerge.h"
 #include "runtime/cuda/KernelSupport.cuh"
 #include "runtime/cuda/LayoutKernels.h"
 
@@ -69,25 +70,7 @@ __global__ void convertKernel(const void* src, FloatFormat from, void* dst, Floa
 }  // namespace
 
 CopyIndex simplified(const CopyIndex& index) {
-  CopyIndex out;
-  out.srcBase = index.srcBase;
-  out.dstBase = index.dstBase;
-  for (int d = 0; d < index.rank; ++d) {
-    if (index.shape[d] == 1) continue;
-    const int last = out.rank - 1;
-    if (last >= 0 && out.srcStrides[last] == index.srcStrides[d] * index.shape[d] &&
-        out.dstStrides[last] == index.dstStrides[d] * index.shape[d]) {
-      out.shape[last] *= index.shape[d];  // the outer dimension continues into this one on both sides
-      out.srcStrides[last] = index.srcStrides[d];
-      out.dstStrides[last] = index.dstStrides[d];
-      continue;
-    }
-    out.shape[out.rank] = index.shape[d];
-    out.srcStrides[out.rank] = index.srcStrides[d];
-    out.dstStrides[out.rank] = index.dstStrides[d];
-    ++out.rank;
-  }
-  return out;
+  return mergedDimensions(index, &CopyIndex::shape, &CopyIndex::srcStrides, &CopyIndex::dstStrides);
 }
 
 void stridedCopy(const void* src, void* dst, int elementBytes, const CopyIndex& index, Stream stream) {

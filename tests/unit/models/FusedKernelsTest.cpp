@@ -7,6 +7,7 @@
 #include <string>
 
 #include "interp/Tracing.h"
+#include "tests/unit/TracedModel.h"
 #include "ir/Cluster.h"
 #include "ir/OpCost.h"
 #include "meshflow/meshflow.h"
@@ -19,13 +20,7 @@ using passes::FusedKind;
 
 namespace {
 
-ir::Graph traced(const std::string& model) {
-  Interpreter interpreter;
-  auto status = interpreter.eval("import std.models\ntrace(" + model + ")", "test.mesh");
-  INFO(renderAll(status.diagnostics));
-  REQUIRE(status.ok);
-  return dynamic_cast<interp::GraphObject*>(status.value->object().get())->graph();
-}
+ir::Graph traced(const std::string& model) { return test::tracedModel(model); }
 
 const char* kSmallLlama =
     "llama(layers = 2, hidden = 256, heads = 8, kv_heads = 2, ffn = 512, seq = 512, vocab = 512)";

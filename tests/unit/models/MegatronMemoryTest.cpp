@@ -14,6 +14,7 @@
 
 #include "bench/MegatronTable.h"
 #include "interp/Tracing.h"
+#include "tests/unit/TracedModel.h"
 #include "ir/Cluster.h"
 #include "meshflow/meshflow.h"
 #include "passes/Planner.h"
@@ -25,13 +26,7 @@ using bench::MegatronRow;
 
 namespace {
 
-ir::Graph traced(const std::string& model) {
-  Interpreter interpreter;
-  auto status = interpreter.eval("import std.models\ntrace(" + model + ")", "test.mesh");
-  INFO(renderAll(status.diagnostics));
-  REQUIRE(status.ok);
-  return dynamic_cast<interp::GraphObject*>(status.value->object().get())->graph();
-}
+ir::Graph traced(const std::string& model) { return test::tracedModel(model); }
 
 double gb(double bytes) { return bytes / 1e9; }
 

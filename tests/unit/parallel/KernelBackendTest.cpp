@@ -107,26 +107,36 @@ runtime::ParallelPlan twoStagesTwoReplicas(const ir::Graph& forward) {
 
 }  // namespace
 
+namespace {
+
+// relu([-1, 2]) through runtime::runKernel, on whatever backend the thread has.
+struct ReluCall {
+  ReluCall() { relu.kind = ir::OpKind::Relu; }
+  void run() { runtime::runKernel(relu, in, out, {}); }
+  ir::Op relu;
+  runtime::Tensor x = runtime::Tensor::fromF32({2}, {-1.0f, 2.0f});
+  runtime::Tensor y;
+  std::vector<const runtime::Tensor*> in{&x};
+  std::vector<runtime::Tensor*> out{&y};
+};
+
+}  // namespace
+
 TEST_CASE("a KernelScope runs the thread's kernels; scopes nest", "[parallel][backend]") {
   CountingKernels outer, inner;
-  ir::Op relu;
-  relu.kind = ir::OpKind::Relu;
-  runtime::Tensor x = runtime::Tensor::fromF32({2}, {-1.0f, 2.0f});
-  std::vector<const runtime::Tensor*> in{&x};
-  runtime::Tensor y;
-  std::vector<runtime::Tensor*> out{&y};
-  runtime::runKernel(relu, in, out, {});
-  CHECK(y.f32()[1] == 2.0f);
+  ReluCall call;
+  call.run();
+  CHECK(call.y.f32()[1] == 2.0f);
   {
     runtime::KernelScope a(&outer);
-    runtime::runKernel(relu, in, out, {});
+    call.run();
     {
       runtime::KernelScope b(&inner);
-      runtime::runKernel(relu, in, out, {});
+      call.run();
     }
-    runtime::runKernel(relu, in, out, {});
+    call.run();
   }
-  runtime::runKernel(relu, in, out, {});
+  call.run();
   CHECK(outer.ops == 2);
   CHECK(inner.ops == 1);
   CHECK(runtime::KernelScope::current() == nullptr);
@@ -147,28 +157,23 @@ class FailingWait final : public runtime::KernelBackend {
 
 TEST_CASE("a KernelBatch waits for the thread's backend once, when the outermost batch ends", "[parallel][backend]") {
   CountingKernels kernels;
-  ir::Op relu;
-  relu.kind = ir::OpKind::Relu;
-  runtime::Tensor x = runtime::Tensor::fromF32({2}, {-1.0f, 2.0f});
-  std::vector<const runtime::Tensor*> in{&x};
-  runtime::Tensor y;
-  std::vector<runtime::Tensor*> out{&y};
+  ReluCall call;
   runtime::KernelScope scope(&kernels);
   CHECK_FALSE(runtime::KernelBatch::active());
   {
     runtime::KernelBatch outer;
     {
       runtime::KernelBatch inner;
-      runtime::runKernel(relu, in, out, {});
+      call.run();
     }
     CHECK(kernels.waits == 0);  // the inner batch's end is not the outer's
-    runtime::runKernel(relu, in, out, {});
+    call.run();
     CHECK(runtime::KernelBatch::active());
   }
   CHECK(kernels.waits == 1);
   CHECK(kernels.batched == 2);
   CHECK_FALSE(runtime::KernelBatch::active());
-  runtime::runKernel(relu, in, out, {});
+  call.run();
   CHECK(kernels.batched == 2);  // outside a batch
   // finish() reports what the wait reports; the destructor never throws.
   FailingWait failing;

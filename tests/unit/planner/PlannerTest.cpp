@@ -7,6 +7,7 @@
 #include <set>
 
 #include "interp/Tracing.h"
+#include "tests/unit/TracedModel.h"
 #include "ir/Plan.h"
 #include "meshflow/meshflow.h"
 #include "passes/Planner.h"
@@ -19,13 +20,7 @@ using passes::PlanRequest;
 
 namespace {
 
-ir::Graph traced(const std::string& model) {
-  Interpreter interpreter;
-  auto status = interpreter.eval("import std.models\ntrace(" + model + ")", "test.mesh");
-  INFO(renderAll(status.diagnostics));
-  REQUIRE(status.ok);
-  return dynamic_cast<interp::GraphObject*>(status.value->object().get())->graph();
-}
+ir::Graph traced(const std::string& model) { return test::tracedModel(model); }
 
 const ir::Graph& smallGpt() {
   static const ir::Graph g =
