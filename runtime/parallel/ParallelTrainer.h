@@ -37,6 +37,10 @@ namespace meshflow::runtime {
 struct ParallelPlan {
   /// The virtual stage of each op of the forward graph (leaves are ignored).
   std::vector<int> stageOfForwardOp;
+  /// The layer of each op of the forward graph: a recomputing stage keeps each
+  /// layer's inputs and reruns one layer at a time (passes/Recomputation.h).
+  /// Empty: each stage is one layer.
+  std::vector<int> layerOfForwardOp;
   int virtualStages = 1;
   /// rankDevices[r]: the devices of pipeline rank r, replica-major: with n the
   /// devices of the rank's mesh, device i·n + j is device j (row-major) of
