@@ -311,10 +311,16 @@ class DeviceRun {
     }
   }
 
+  // Where a RUN counts the choices its moe_dispatch ops drop: a forward only
+  // (a recomputing rerun routes the same tokens again).
+  double* moeDropped(ir::ActionKind action) {
+    return action == ir::ActionKind::kForward ? &result_.moeDropped : nullptr;
+  }
+
   void runOps(const std::vector<ir::OpId>& ops, ValueTable& values, const TensorMap& inputs,
-              const ReleasePlan* releases) {
+              const ReleasePlan* releases, ir::ActionKind action) {
     auto start = Clock::now();
-    s_.runner->run(ops, values, *s_.state, inputs, s_.step, releases, sample_);
+    s_.runner->run(ops, values, *s_.state, inputs, s_.step, releases, sample_, moeDropped(action));
     result_.times.kernelSeconds += secondsSince(start);
   }
 
@@ -327,7 +333,7 @@ class DeviceRun {
                    ir::ActionKind action) {
     const ReleasePlan* releases =
         s_.releases ? &s_.releases->at(static_cast<std::size_t>(vs))[static_cast<std::size_t>(action)] : nullptr;
-    if (!s_.spmd) return runOps(ops, values, inputs, releases);
+    if (!s_.spmd) return runOps(ops, values, inputs, releases, action);
     const bool forward = action == ir::ActionKind::kForward || action == ir::ActionKind::kRecompute;
     auto start = Clock::now();
     ShardedValues sharded;
@@ -337,7 +343,8 @@ class DeviceRun {
       sharded.emplace(v, ShardedValue{std::move(t), it != held_.end() ? it->second : ir::ShardingSpec::replicated(rank)});
     }
     values.clear();
-    s_.spmd->run(ops, sharded, *s_.state, inputs, s_.step, s_.mesh, *s_.comm, releases, sample_);
+    s_.spmd->run(ops, sharded, *s_.state, inputs, s_.step, s_.mesh, *s_.comm, releases, sample_,
+                 moeDropped(action));
     const passes::StagePiece& p = piece(vs);
     if (!forward)
       for (ir::ValueId g : p.gradients)

@@ -484,6 +484,7 @@ ParallelStepResult ParallelTrainer::step(const TensorMap& batch, std::int64_t st
   for (const DeviceResult& r : results) {
     sum += r.lossSum;
     count += r.losses;
+    result.moeDropped += r.moeDropped;
     result.devices.push_back(r.times);
   }
   for (const auto& memory : memory_) result.memory.push_back(memory->stats());

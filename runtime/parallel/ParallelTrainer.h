@@ -119,6 +119,10 @@ struct ParallelStepResult {
   /// what a controller adds up over processes (loss = lossSum / losses).
   double lossSum = 0;
   int losses = 0;
+  /// The (token, expert) choices the step's moe_dispatch ops dropped past
+  /// their experts' capacity, over every microbatch and replica (as the
+  /// serial reference counts them for the whole batch).
+  double moeDropped = 0;
   double seconds = 0;  ///< Wall time of the step.
   std::vector<DeviceTimes> devices;
   /// Per device: the bytes its tensors held during the step, by category
