@@ -140,11 +140,20 @@ void writeTrace(const TrainingLoop& loop, const StepRunner& runner) {
            loop.traceSpan);
 }
 
+// Whether the model routes tokens to experts (its drops are then reported).
+bool hasMoe(const ir::Graph& graph) {
+  for (const ir::Op& op : graph.ops())
+    if (op.kind == ir::OpKind::MoeDispatch) return true;
+  return false;
+}
+
 std::string progressLine(const TrainingLoop& loop, std::int64_t step, double loss, double seconds,
-                         std::optional<double> predicted, const MemoryReport& memory) {
+                         std::optional<double> predicted, const MemoryReport& memory,
+                         std::optional<double> moeDropped) {
   std::string line = fmt::format("step {:>4}/{}  loss {:.4f}  {:.0f} {}  {:.1f} ms", step, loop.steps, loss,
                                  static_cast<double>(loop.work) / seconds, loop.unit, seconds * 1e3);
   if (predicted) line += fmt::format(" (simulated {:.3g} ms)", *predicted * 1e3);
+  if (moeDropped) line += fmt::format("  {:.0f} dropped", *moeDropped);
   return line + memory.progressText() + "\n";
 }
 
@@ -188,7 +197,8 @@ Value runTrainingLoop(Evaluator& ev, const TrainingLoop& loop, StepRunner& runne
       failAt(DiagnosticKind::CheckpointError,
              fmt::format("cannot write checkpoints to '{}': {}", loop.checkpoint->string(), why),
              loop.checkpointSpan);
-  std::vector<Value> losses;
+  std::vector<Value> losses, dropped;
+  const bool moe = hasMoe(*loop.graph);
   double seconds = 0;
   MemoryReport memory(runner.predictedMemory());
   // (Assigned, not initialised from a conditional: GCC 12 then takes the
@@ -211,12 +221,17 @@ Value runTrainingLoop(Evaluator& ev, const TrainingLoop& loop, StepRunner& runne
       double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       seconds += elapsed;
       losses.push_back(Value::number(loss));
+      std::optional<double> moeDropped;
+      if (moe) {
+        moeDropped = runner.lastMoeDropped();
+        dropped.push_back(Value::integer(static_cast<std::int64_t>(*moeDropped)));
+      }
       if (reference) verifyStep(loop, step, loss, reference->step(inputs, step));
       std::vector<runtime::MemoryStats> used = runner.lastMemory();
       if (auto warning = memory.add(step, used)) ev.write(*warning);
       reportStep(ev, loop, step, loss, elapsed, used);
       if (loop.logEvery > 0 && (step % loop.logEvery == 0 || step == first || step == loop.steps))
-        ev.write(progressLine(loop, step, loss, elapsed, runner.predictedSeconds(), memory));
+        ev.write(progressLine(loop, step, loss, elapsed, runner.predictedSeconds(), memory, moeDropped));
       if (scale) {
         std::int64_t skippedSoFar = scale->skipped;
         scale = lossScaleOf(runner);
@@ -250,6 +265,8 @@ Value runTrainingLoop(Evaluator& ev, const TrainingLoop& loop, StepRunner& runne
       {"unit", ev.makeString(loop.unit)},
       {"predicted_step_seconds", predicted ? Value::quantity(*predicted, Dimension{0, 1, 0}) : Value()}};
   memory.addFields(ev, fields);
+  // Only a mixture-of-experts model reports its drops, so other records keep their fields.
+  if (moe) fields.emplace_back("moe_dropped", ev.makeList(std::move(dropped)));
   // Only a loss-scaled run reports its scaler, so other runs' records keep their fields.
   if (scale) {
     fields.emplace_back("skipped_steps", Value::integer(scale->skipped - skippedBefore));

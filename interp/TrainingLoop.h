@@ -46,7 +46,9 @@ struct TrainingLoop {
 /// Returns train()'s record: losses (of the steps this call ran), steps,
 /// seconds, throughput, unit, first_step and predicted_step_seconds; on a plan
 /// peak_memory, predicted_memory and device_memory (interp/MemoryReport.h);
-/// with loss scaling also skipped_steps (this call's) and loss_scale (the final).
+/// with loss scaling also skipped_steps (this call's) and loss_scale (the final);
+/// for a mixture-of-experts model moe_dropped (per step, the (token, expert)
+/// choices dropped past capacity).
 Value runTrainingLoop(Evaluator& ev, const TrainingLoop& loop, StepRunner& runner, StepRunner* reference);
 
 }  // namespace meshflow::interp

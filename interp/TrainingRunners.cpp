@@ -37,6 +37,7 @@ class SerialRunner final : public StepRunner {
     runtime::writeCheckpoint(dir, step, info, {runtime::wholeTensorShard(0, state_)});
   }
   bool parallel() const override { return false; }
+  double lastMoeDropped() const override { return executor_.lastStats().moeDropped; }
   std::string describe() const override { return "the serial reference on 1 device"; }
 
  private:
@@ -90,6 +91,7 @@ class PlanRunner final : public StepRunner {
     return last_ ? last_->memory : std::vector<runtime::MemoryStats>{};
   }
   std::vector<double> predictedMemory() const override { return predictedMemory_; }
+  double lastMoeDropped() const override { return last_ ? last_->moeDropped : 0; }
   std::string describe() const override { return description_; }
   std::optional<nlohmann::json> lastStepTrace() const override { return measuredTrace(trainer_.program(), last_); }
 

@@ -40,6 +40,9 @@ class StepRunner {
   /// serial reference), and the plan's predicted peak bytes.
   virtual std::vector<runtime::MemoryStats> lastMemory() const { return {}; }
   virtual std::vector<double> predictedMemory() const { return {}; }
+  /// The (token, expert) choices the last step's moe_dispatch ops dropped
+  /// past their experts' capacity, over the whole batch.
+  virtual double lastMoeDropped() const = 0;
   /// The last step as it ran on the plan's devices, as a Chrome trace in the
   /// format of p.save_trace (runtime/sim/SimTrace.h); none for the serial
   /// reference or before a step.

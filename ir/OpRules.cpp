@@ -358,7 +358,22 @@ std::vector<TensorType> inferTypes(OpKind kind, const std::vector<TensorType>& i
   if (!fn)
     throw std::invalid_argument(
         fmt::format("inferTypes: the type of {} is declared, not inferred", opName(kind)));
-  return fn(Rule(kind, inputs, attrs));
+  auto wide = attrs.find(kF32Outputs);
+  if (wide == attrs.end()) return fn(Rule(kind, inputs, attrs));
+  // Outputs kept in f32 whatever the operands' precision (a half parameter's
+  // weight gradient, accumulated over microbatches in f32).
+  Attributes rest = attrs;
+  rest.erase(kF32Outputs);
+  std::vector<TensorType> out = fn(Rule(kind, inputs, rest));
+  const auto* indices = std::get_if<std::vector<std::int64_t>>(&wide->second);
+  if (!indices) throw ShapeError(fmt::format("{}: attribute '{}' must be a list", opName(kind), kF32Outputs));
+  for (std::int64_t i : *indices) {
+    if (i < 0 || static_cast<std::size_t>(i) >= out.size() || !isFloat(out[static_cast<std::size_t>(i)].dtype))
+      throw ShapeError(
+          fmt::format("{}: attribute '{}' names output {}, which is not a float output", opName(kind), kF32Outputs, i));
+    out[static_cast<std::size_t>(i)].dtype = DType::F32;
+  }
+  return out;
 }
 
 }  // namespace meshflow::ir

@@ -39,6 +39,11 @@ class ShapeError : public std::runtime_error {
 /// Input and Parameter ops are the leaves whose type is declared, not inferred.
 bool isDeclaredLeaf(OpKind kind);
 
+/// An attribute any op may carry: the indices of float outputs kept in f32
+/// whatever the operands' precision (autodiff gives it to the ops that make a
+/// half parameter's weight gradient, so it is never rounded to half).
+inline constexpr const char* kF32Outputs = "f32_outputs";
+
 /// The output types of an op of `kind` applied to `inputs` with `attrs`, or a
 /// ShapeError. Covers every kind except the declared leaves (Input, Parameter),
 /// for which it throws std::invalid_argument: use checkLeafType for those.

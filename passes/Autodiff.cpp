@@ -10,6 +10,8 @@
 #include <string>
 #include <utility>
 
+#include "ir/OpRules.h"
+
 namespace meshflow::passes {
 namespace {
 
@@ -201,6 +203,40 @@ class TrainingGraphBuilder {
   ValueId lossScaleLeaves();
   ValueId gradientFactor(const std::vector<ValueId>& grads);
   void updateLossScale(ValueId factor, std::vector<WriteBack>& writeBacks);
+  /// Makes the backward value `g` (a half parameter's gradient) fp32: through
+  /// the sums, transposes and reshapes that only it reads, back to the ops
+  /// that compute its terms, which keep those outputs in fp32 (ir::kF32Outputs;
+  /// their kernels compute in fp32 and skip the rounding).
+  void keepInF32(ValueId g, const std::vector<std::vector<OpId>>& consumers) {
+    std::vector<ValueId> work{g};
+    while (!work.empty()) {
+      const ValueId v = work.back();
+      work.pop_back();
+      if (!isFloat(typeOf(v).dtype) || typeOf(v).dtype == DType::F32) continue;
+      const OpId producer = graph_.value(v).producer;
+      Op& op = graph_.ops().at(producer);
+      if (op.kind == OpKind::Input || op.kind == OpKind::Parameter) continue;
+      graph_.value(v).type.dtype = DType::F32;
+      auto onlyHere = [&](ValueId u) {
+        const OpKind kind = graph_.op(graph_.value(u).producer).kind;
+        return typeOf(u).dtype == DType::F32 ||
+               (consumers.at(u).size() == 1 && kind != OpKind::Input && kind != OpKind::Parameter);
+      };
+      const bool passesOn = op.kind == OpKind::Add || op.kind == OpKind::Transpose || op.kind == OpKind::Reshape;
+      if (passesOn && std::all_of(op.inputs.begin(), op.inputs.end(), onlyHere)) {
+        work.insert(work.end(), op.inputs.begin(), op.inputs.end());
+        continue;
+      }
+      std::vector<std::int64_t> wide;
+      if (auto it = op.attrs.find(ir::kF32Outputs); it != op.attrs.end())
+        wide = std::get<std::vector<std::int64_t>>(it->second);
+      const auto index = std::find(op.outputs.begin(), op.outputs.end(), v) - op.outputs.begin();
+      wide.push_back(static_cast<std::int64_t>(index));
+      std::sort(wide.begin(), wide.end());
+      op.attrs[ir::kF32Outputs] = wide;
+    }
+  }
+
   ValueId castTo(ValueId v, DType dtype) {
     TensorType type = typeOf(v);
     type.dtype = dtype;
@@ -638,6 +674,7 @@ ValueId TrainingGraphBuilder::masterLeaf(OpId param, const std::string& name) {
 TrainingGraph TrainingGraphBuilder::update(ValueId loss) {
   std::vector<OpId> params;
   std::vector<ValueId> grads;
+  const std::vector<std::vector<OpId>> consumers = graph_.consumers();
   for (OpId id = 0; id < forward_.ops().size(); ++id) {
     const Op& op = forward_.op(id);
     if (op.kind != OpKind::Parameter) continue;
@@ -652,9 +689,14 @@ TrainingGraph TrainingGraphBuilder::update(ValueId loss) {
     setContext(id, Phase::Backward);
     params.push_back(id);
     ValueId grad = grads_[w] ? *grads_[w] : zerosLike(w);
-    // Mixed precision: a half parameter's gradient is widened once it is
-    // complete, so microbatches and replicas accumulate it in fp32.
-    if (forward_.value(w).type.dtype != DType::F32) grad = castTo(grad, DType::F32);
+    // Mixed precision: a half parameter's gradient is made in fp32 (never
+    // rounded to half, so a microbatch's partial sum cannot overflow where
+    // the batch's would not) and accumulated over microbatches and replicas
+    // in fp32.
+    if (forward_.value(w).type.dtype != DType::F32) {
+      keepInF32(grad, consumers);
+      if (typeOf(grad).dtype != DType::F32) grad = castTo(grad, DType::F32);
+    }
     grads.push_back(grad);
   }
 

@@ -126,20 +126,26 @@ LayerClustering planLayers(const ir::Graph& forward, int layers) {
   }
 }
 
-std::vector<int> stageOfForwardOps(const ir::Graph& forward, const ir::Plan& plan) {
+std::vector<int> layerOfForwardOps(const ir::Graph& forward, const ir::Plan& plan) {
   if (plan.stages.empty()) throw PlanningError("stages", "the plan has no stages");
   const int count = plan.stages.back().endLayer;
   LayerClustering layers = planLayers(forward, 0);
   if (static_cast<int>(layers.layers.size()) != count) layers = planLayers(forward, count);
+  return layers.layerOfOp;
+}
+
+std::vector<int> stageOfForwardOps(const ir::Graph& forward, const ir::Plan& plan) {
+  const std::vector<int> layerOfOp = layerOfForwardOps(forward, plan);
+  const int count = plan.stages.back().endLayer;
   std::vector<int> stageOfLayer(static_cast<std::size_t>(count), -1);
   for (std::size_t s = 0; s < plan.stages.size(); ++s)
     for (int l = plan.stages[s].firstLayer; l < plan.stages[s].endLayer && l < count; ++l)
       if (l >= 0) stageOfLayer[static_cast<std::size_t>(l)] = static_cast<int>(s);
   std::vector<int> stages(forward.ops().size(), 0);
   for (ir::OpId id = 0; id < forward.ops().size(); ++id) {
-    int stage = stageOfLayer.at(static_cast<std::size_t>(layers.layerOfOp[id]));
+    int stage = stageOfLayer.at(static_cast<std::size_t>(layerOfOp[id]));
     if (stage < 0)
-      throw PlanningError("stages", fmt::format("layer {} is in no stage of the plan", layers.layerOfOp[id]));
+      throw PlanningError("stages", fmt::format("layer {} is in no stage of the plan", layerOfOp[id]));
     stages[id] = stage;
   }
   return stages;

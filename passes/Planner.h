@@ -134,4 +134,8 @@ LayerClustering planLayers(const ir::Graph& forward, int layers);
 /// PlanningError when the plan's layers do not cover the graph.
 std::vector<int> stageOfForwardOps(const ir::Graph& forward, const ir::Plan& plan);
 
+/// The layer of every op of `forward` under `plan` (its layers, as
+/// stageOfForwardOps forms them): where a recomputing stage checkpoints.
+std::vector<int> layerOfForwardOps(const ir::Graph& forward, const ir::Plan& plan);
+
 }  // namespace meshflow::passes

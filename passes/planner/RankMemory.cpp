@@ -44,7 +44,7 @@ class RankReplay {
         return;
       case ir::ActionKind::kBackward:
       case ir::ActionKind::kInputGrad:
-        note(e.workspace);  // its start: the stash rebuilt, none of it freed yet
+        note(e.workspace);  // its start: a layer rebuilt, none of the stash freed yet
         --inFlight_[vs];
         if (a.kind == ir::ActionKind::kBackward && vs < backwardPeaks_.size())
           note(backwardPeaks_[vs]);  // its own microbatch at its most
@@ -85,7 +85,7 @@ class RankReplay {
       // The first stage sends no gradient back: its I is empty, W does it all.
       const double fromI = vs == 0 ? 0 : e.deferredPerMicrobatch;
       held += inFlight_[vs] * e.heldPerMicrobatch +
-              deferred_[vs] * (e.heldPerMicrobatch + e.workspace + fromI);
+              deferred_[vs] * (e.stash + fromI);
       if (started_[vs]) held += e.accumulatedGradients;
     }
     peak_ = std::max(peak_, held);
@@ -104,18 +104,18 @@ class RankReplay {
 
 }  // namespace
 
-double backwardPeak(const std::vector<double>& stash, const std::vector<double>& gradients,
-                    double kept) {
-  double remaining = kept, made = 0;
-  for (double s : stash) remaining += s;
+double backwardPeak(const std::vector<double>& kept, const std::vector<double>& rebuilt,
+                    const std::vector<double>& gradients) {
+  double remaining = 0, made = 0;
+  for (double k : kept) remaining += k;
   double peak = remaining;
-  for (std::size_t l = stash.size(); l-- > 0;) {
+  for (std::size_t l = kept.size(); l-- > 0;) {
     // Within a layer the first ops back make weight gradients (the last
     // matmul's) while most of the layer's stash is still to be read: take
     // them all made before any of it is freed.
     made += gradients.at(l);
-    peak = std::max(peak, remaining + made);
-    remaining -= stash[l];
+    peak = std::max(peak, remaining + rebuilt.at(l) + made);
+    remaining -= kept[l];
   }
   return peak;
 }
@@ -154,14 +154,14 @@ double ownBackwardPeak(const Candidate& c, const StageChoice& s, LayerCostTable&
                        const std::vector<MeshConfig>& configs, const ir::Cluster& cluster) {
   RangePricer pricer(table, s.config, configs[static_cast<std::size_t>(s.config)], c.microbatch,
                      1.0 / c.microbatches, s.variant, cluster);
-  const bool full = s.variant.recompute == Recompute::kFull;
-  std::vector<double> stash, gradients;
+  std::vector<double> kept, rebuilt, gradients;
   for (int l = s.firstLayer; l < s.endLayer; ++l) {
     StageEstimate e = pricer.estimate(l, l + 1);
-    stash.push_back(e.workspace + (full ? 0 : e.heldPerMicrobatch));
+    kept.push_back(e.heldPerMicrobatch);
+    rebuilt.push_back(e.workspace);
     gradients.push_back(e.accumulatedGradients);
   }
-  return backwardPeak(stash, gradients, full ? s.estimate.heldPerMicrobatch : 0);
+  return backwardPeak(kept, rebuilt, gradients);
 }
 
 }  // namespace

@@ -30,13 +30,13 @@ std::optional<std::vector<double>> replayedPeaks(ir::ScheduleKind kind, int chun
                                                  const std::vector<double>& backwardPeaks = {});
 
 /// The most one backward holds of its own microbatch, from its layers in
-/// order (`stash[l]`: what the layer's backward reads, rebuilt ones included;
-/// `gradients[l]`: its weight gradients): the backward goes from the last
-/// layer back, making each layer's gradients (which live until the RUN ends)
-/// and then freeing its stash. `kept` is held until the end too (full recomputation's
-/// stage inputs).
-double backwardPeak(const std::vector<double>& stash, const std::vector<double>& gradients,
-                    double kept);
+/// order (`kept[l]`: what the layer's forward kept for it; `rebuilt[l]`: what
+/// recomputation rebuilds right before its backward; `gradients[l]`: its
+/// weight gradients): the backward goes from the last layer back, rebuilding
+/// the layer, making its gradients (which live until the RUN ends) and then
+/// freeing what it kept and rebuilt.
+double backwardPeak(const std::vector<double>& kept, const std::vector<double>& rebuilt,
+                    const std::vector<double>& gradients);
 
 /// Per rank, the peak a plan of `candidate` reports: replayedPeaks with each
 /// virtual stage's backwardPeak from its layers' costs, or where the schedule

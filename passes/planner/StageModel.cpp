@@ -29,23 +29,25 @@ void addLayer(StageEstimate& e, const LayerCost& c, Recompute recompute, bool ze
   e.gradients += gradients;
   e.accumulatedGradients += c.gradients;
   e.deferredPerMicrobatch += c.weightGradInputs;
+  e.stash += c.activations;
   switch (recompute) {
     case Recompute::kNone:
       e.heldPerMicrobatch += c.activations;
       break;
-    // As the runtime recomputes: a stage's RUN R rebuilds what its forward did
-    // not keep, for all its layers at once, before the backward.
+    // As the runtime recomputes (passes/Recomputation.h): each layer is
+    // rebuilt right before its backward, so one layer's rebuilt activations
+    // live at a time (a zero-bubble I rebuilds them all for its W).
     case Recompute::kSelective:
       e.heldPerMicrobatch += c.activations - c.attentionScores;
       e.backward += c.attentionScoresForward;
-      e.workspace += c.attentionScores;
+      e.workspace = std::max(e.workspace, c.attentionScores);
       e.recomputedForward += c.attentionScoresForward;
       break;
     case Recompute::kFull:
-      // The stage keeps only its inputs (RangePricer::estimate adds the first
-      // layer's) and reruns its whole forward before the backward.
+      // Each layer keeps its inputs (its checkpoints) and reruns its forward.
+      e.heldPerMicrobatch += c.inputs;
       e.backward += c.forward;
-      e.workspace += c.activations;
+      e.workspace = std::max(e.workspace, c.activations);
       e.recomputedForward += c.forward;
       break;
   }
@@ -67,21 +69,21 @@ double StageEstimate::recomputeShare() const {
 // the first backward's start, before any gradient, or a later one's with a
 // microbatch fewer (or, with one microbatch, the gradients alone); a later
 // microbatch's backward ends with its fresh weight gradients beside the sums
-// until it adds them in. A recomputing backward first rebuilds its stash
+// until it adds them in. A recomputing backward rebuilds one layer at a time
 // (workspace); a zero-bubble rank's deferred microbatches keep their whole
 // stash and I's outputs until their W.
 double StageEstimate::memory(const Holding& h) const {
   const double base = resident - gradients;
   const double k = heldPerMicrobatch;
-  const double rebuilt = workspace;
+  const double layer = workspace;  // one layer rebuilt at a time
   const double g = accumulatedGradients;
   const double accumulating =
       h.held > 1 || h.steady ? 2 * g + std::max(h.held - (h.steady ? 1 : 2), 0.0) * k : 0;
   const double activations = std::max(
-      accumulating, h.steady ? g + h.held * k + rebuilt
-                             : std::max(h.held * k + rebuilt,
-                                        g + (h.held > 1 ? (h.held - 1) * k + rebuilt : 0)));
-  return base + activations + h.deferred * (rebuilt + deferredPerMicrobatch);
+      accumulating, h.steady ? g + h.held * k + layer
+                             : std::max(h.held * k + layer,
+                                        g + (h.held > 1 ? (h.held - 1) * k + layer : 0)));
+  return base + activations + h.deferred * (stash - k + deferredPerMicrobatch);
 }
 
 StageEstimate& StageEstimate::operator+=(const StageEstimate& o) {
@@ -97,7 +99,8 @@ StageEstimate& StageEstimate::operator+=(const StageEstimate& o) {
   heldPerMicrobatch += o.heldPerMicrobatch;
   deferredPerMicrobatch += o.deferredPerMicrobatch;
   recomputedForward += o.recomputedForward;
-  workspace += o.workspace;
+  workspace = std::max(workspace, o.workspace);
+  stash += o.stash;
   return *this;
 }
 
@@ -115,7 +118,7 @@ StageEstimate StageEstimate::minus(const StageEstimate& p) const {
   e.heldPerMicrobatch = heldPerMicrobatch - p.heldPerMicrobatch;
   e.deferredPerMicrobatch = deferredPerMicrobatch - p.deferredPerMicrobatch;
   e.recomputedForward = recomputedForward - p.recomputedForward;
-  e.workspace = workspace - p.workspace;
+  e.stash = stash - p.stash;  // the workspace, a maximum, is the range's (RangePricer)
   return e;
 }
 
@@ -127,18 +130,32 @@ RangePricer::RangePricer(LayerCostTable& table, int configIndex, const MeshConfi
   prefix_.assign(layers + 1, StageEstimate{});
   missing_.assign(layers + 1, 0);
   transferIn_.assign(layers, 0);
-  inputs_.assign(layers, 0);
+  std::vector<double> workspace(static_cast<std::size_t>(layers), 0);
   for (int l = 0; l < layers; ++l) {
     const auto& cost = table.cost(l, configIndex, config, microbatch, syncWeight, variant.lean);
     StageEstimate one;
     if (cost) {
       addLayer(one, *cost, variant.recompute, variant.zero);
       transferIn_[l] = cost->boundaryBytes;
-      inputs_[l] = cost->inputs;
+      workspace[static_cast<std::size_t>(l)] = one.workspace;
     }
     missing_[l + 1] = missing_[l] + (cost ? 0 : 1);
     (prefix_[l + 1] = prefix_[l]) += one;
   }
+  workspaceMax_.push_back(workspace);
+  for (std::size_t width = 1; 2 * width <= static_cast<std::size_t>(layers); width *= 2) {
+    const std::vector<double>& prev = workspaceMax_.back();
+    std::vector<double> next(static_cast<std::size_t>(layers) - 2 * width + 1);
+    for (std::size_t i = 0; i < next.size(); ++i) next[i] = std::max(prev[i], prev[i + width]);
+    workspaceMax_.push_back(std::move(next));
+  }
+}
+
+double RangePricer::workspace(int first, int end) const {
+  std::size_t level = 0;
+  while ((std::size_t{2} << level) <= static_cast<std::size_t>(end - first)) ++level;
+  return std::max(workspaceMax_[level][static_cast<std::size_t>(first)],
+                  workspaceMax_[level][static_cast<std::size_t>(end) - (std::size_t{1} << level)]);
 }
 
 bool RangePricer::feasible(int first, int end) const { return missing_[end] == missing_[first]; }
@@ -146,8 +163,7 @@ bool RangePricer::feasible(int first, int end) const { return missing_[end] == m
 StageEstimate RangePricer::estimate(int first, int end) const {
   if (!feasible(first, end)) return StageEstimate{};
   StageEstimate e = prefix_[end].minus(prefix_[first]);
-  // Full recomputation keeps what enters the stage: its first layer's inputs.
-  if (variant_.recompute == Recompute::kFull) e.heldPerMicrobatch = inputs_[first];
+  e.workspace = workspace(first, end);
   // The activation arrives before forward; its gradient leaves after backward.
   if (first > 0) {
     e.transferIn = transferIn_[first];

@@ -45,7 +45,12 @@ struct StageEstimate {
   /// Kept from I to its deferred W under zero-bubble schedules besides the
   /// stash: the output gradients of the ops that read a parameter.
   double deferredPerMicrobatch = 0;
-  double workspace = 0;       ///< Rebuilt by recomputation, live during one microbatch's backward.
+  /// Recomputation: the most one layer rebuilds, live during one microbatch's
+  /// backward (the layers are rebuilt one at a time, passes/Recomputation.h).
+  double workspace = 0;
+  /// The whole stash, kept or rebuilt, that a zero-bubble I hands to its
+  /// deferred W (a recomputing I rebuilds every layer for it).
+  double stash = 0;
   double transferIn = 0;      ///< Bytes received from the previous stage per microbatch.
   double transferSeconds = 0;  ///< Its time, included once in forward and once in backward.
   double recomputedForward = 0;  ///< Seconds of forward work done again in backward.
@@ -53,11 +58,11 @@ struct StageEstimate {
   double latency() const { return forward + backward; }
   /// Recomputed forward work as a share of the stage's own forward work.
   double recomputeShare() const;
-  /// Adds another stage's figures (a prefix of layers). Transfers and
-  /// feasibility are left alone.
+  /// Adds another stage's figures (a prefix of layers): sums, and the larger
+  /// workspace. Transfers and feasibility are left alone.
   StageEstimate& operator+=(const StageEstimate& other);
   /// The figures summed over layers [a, b) from prefix sums over [0, b) (this)
-  /// and [0, a) (`prefix`).
+  /// and [0, a) (`prefix`), but the workspace (RangePricer::estimate's).
   StageEstimate minus(const StageEstimate& prefix) const;
   /// Peak bytes with `held` microbatches in flight, the gradients held with
   /// them: an upper bound of memory(Holding) for the search.
@@ -68,7 +73,7 @@ struct StageEstimate {
 };
 
 /// Prices layer ranges on one mesh configuration with one variant, in O(1) per
-/// range after O(L) preparation: the layers' costs are fetched once
+/// range after O(L log L) preparation: the layers' costs are fetched once
 /// (solving the intra-op problem of each layer kind at most once) and summed by
 /// prefix sums.
 class RangePricer {
@@ -91,7 +96,8 @@ class RangePricer {
   std::vector<StageEstimate> prefix_;    // prefix_[l]: sums over layers [0, l)
   std::vector<int> missing_;             // prefix count of layers without a cost
   std::vector<double> transferIn_;       // per layer: bytes entering it
-  std::vector<double> inputs_;           // per layer: its boundary inputs' bytes (LayerCost::inputs)
+  double workspace(int first, int end) const;
+  std::vector<std::vector<double>> workspaceMax_;  // sparse table of the layers' workspaces
 };
 
 }  // namespace meshflow::passes

@@ -234,4 +234,14 @@ Shape dropAxis(Shape shape, std::size_t axis) {
   return shape;
 }
 
+double droppedChoices(const ir::Op& dispatch, const Tensor& gates) {
+  ir::Op count;
+  count.kind = ir::OpKind::MoeDropped;
+  count.attrs["capacity"] = dispatch.attrs.at("capacity");
+  Tensor dropped;
+  std::vector<Tensor*> out{&dropped};
+  runKernel(count, {&gates}, out, KernelContext{});
+  return dropped.item();
+}
+
 }  // namespace meshflow::runtime::cpu

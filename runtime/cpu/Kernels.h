@@ -71,6 +71,11 @@ class KernelError : public std::runtime_error {
 void runKernel(const ir::Op& op, const std::vector<const Tensor*>& inputs,
                std::vector<Tensor*>& outputs, const KernelContext& ctx);
 
+/// The (token, expert) choices MoeDispatch op `dispatch` drops past its
+/// experts' capacity when it routes `gates` (its second input): the
+/// moe_dropped kernel on the same capacity. Executors count them per step.
+double droppedChoices(const ir::Op& dispatch, const Tensor& gates);
+
 /// The dropout keep decision for element `index` (row-major, over the whole
 /// logical tensor) of the dropout op `opIndex` at `step`: a counter-based hash of
 /// (seed, opIndex, step, index) mapped to u in [0, 1), kept when u >= p. A

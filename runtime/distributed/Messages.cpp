@@ -32,7 +32,7 @@ json errorReply(const std::string& message, bool aborted) {
 
 json stepReport(const ParallelStepResult& result, int device) {
   const auto d = static_cast<std::size_t>(device);
-  json report = {{"loss_sum", result.lossSum}, {"losses", result.losses}};
+  json report = {{"loss_sum", result.lossSum}, {"losses", result.losses}, {"moe_dropped", result.moeDropped}};
   if (d < result.devices.size()) {
     const DeviceTimes& t = result.devices[d];
     report["times"] = {t.kernelSeconds, t.commSeconds, t.coreWaitSeconds, t.totalSeconds};
@@ -52,6 +52,7 @@ void addStepReport(ParallelStepResult& result, const json& report, int device) {
   const auto d = static_cast<std::size_t>(device);
   result.lossSum += report.at("loss_sum").get<double>();
   result.losses += report.at("losses").get<int>();
+  result.moeDropped += report.at("moe_dropped").get<double>();
   if (report.contains("times") && d < result.devices.size()) {
     const json& t = report["times"];
     DeviceTimes& times = result.devices[d];

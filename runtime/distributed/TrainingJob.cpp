@@ -163,7 +163,8 @@ json planJson(const ParallelPlan& p) {
   json costs = json::array(), recompute = json::array();
   for (const auto& s : p.costs) costs.push_back(stageJson(s));
   for (passes::Recompute r : p.recompute) recompute.push_back(passes::recomputeName(r));
-  return {{"stage_of_op", p.stageOfForwardOp}, {"virtual_stages", p.virtualStages},
+  return {{"stage_of_op", p.stageOfForwardOp}, {"layer_of_op", p.layerOfForwardOp},
+          {"virtual_stages", p.virtualStages},
           {"rank_devices", p.rankDevices},     {"rank_meshes", p.rankMeshes},
           {"strategies", strategies},          {"schedule", p.schedule},
           {"microbatches", p.microbatches},    {"group_size", p.groupSize},
@@ -174,6 +175,7 @@ json planJson(const ParallelPlan& p) {
 ParallelPlan planOf(const json& j) {
   ParallelPlan p;
   p.stageOfForwardOp = j.at("stage_of_op").get<std::vector<int>>();
+  p.layerOfForwardOp = j.at("layer_of_op").get<std::vector<int>>();
   p.virtualStages = j.at("virtual_stages").get<int>();
   p.rankDevices = j.at("rank_devices").get<std::vector<std::vector<int>>>();
   p.rankMeshes = j.at("rank_meshes").get<std::vector<std::array<std::int64_t, 2>>>();

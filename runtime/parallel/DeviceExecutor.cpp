@@ -40,12 +40,6 @@ ValueTable take(ValueTable& values, const std::vector<ir::ValueId>& ids,
   return picked;
 }
 
-std::vector<ir::ValueId> keysOf(const ValueTable& table) {
-  std::vector<ir::ValueId> keys;
-  for (const auto& [v, t] : table) keys.push_back(v);
-  return keys;
-}
-
 void mergeInto(ValueTable& into, ValueTable&& from) {
   for (auto& [v, t] : from) into.insert_or_assign(v, std::move(t));
 }
@@ -317,10 +311,16 @@ class DeviceRun {
     }
   }
 
+  // Where a RUN counts the choices its moe_dispatch ops drop: a forward only
+  // (a recomputing rerun routes the same tokens again).
+  double* moeDropped(ir::ActionKind action) {
+    return action == ir::ActionKind::kForward ? &result_.moeDropped : nullptr;
+  }
+
   void runOps(const std::vector<ir::OpId>& ops, ValueTable& values, const TensorMap& inputs,
-              const ReleasePlan* releases) {
+              const ReleasePlan* releases, ir::ActionKind action) {
     auto start = Clock::now();
-    s_.runner->run(ops, values, *s_.state, inputs, s_.step, releases, sample_);
+    s_.runner->run(ops, values, *s_.state, inputs, s_.step, releases, sample_, moeDropped(action));
     result_.times.kernelSeconds += secondsSince(start);
   }
 
@@ -333,7 +333,7 @@ class DeviceRun {
                    ir::ActionKind action) {
     const ReleasePlan* releases =
         s_.releases ? &s_.releases->at(static_cast<std::size_t>(vs))[static_cast<std::size_t>(action)] : nullptr;
-    if (!s_.spmd) return runOps(ops, values, inputs, releases);
+    if (!s_.spmd) return runOps(ops, values, inputs, releases, action);
     const bool forward = action == ir::ActionKind::kForward || action == ir::ActionKind::kRecompute;
     auto start = Clock::now();
     ShardedValues sharded;
@@ -343,7 +343,8 @@ class DeviceRun {
       sharded.emplace(v, ShardedValue{std::move(t), it != held_.end() ? it->second : ir::ShardingSpec::replicated(rank)});
     }
     values.clear();
-    s_.spmd->run(ops, sharded, *s_.state, inputs, s_.step, s_.mesh, *s_.comm, releases, sample_);
+    s_.spmd->run(ops, sharded, *s_.state, inputs, s_.step, s_.mesh, *s_.comm, releases, sample_,
+                 moeDropped(action));
     const passes::StagePiece& p = piece(vs);
     if (!forward)
       for (ir::ValueId g : p.gradients)
@@ -352,7 +353,8 @@ class DeviceRun {
     // layout per value.
     const std::vector<ir::ValueId>& carry = forward ? p.forwardCarry : p.backwardCarry;
     const std::vector<ir::ValueId> kept =
-        action == ir::ActionKind::kRecompute ? p.stash : outliving(vs, forward, !forward);
+        action == ir::ActionKind::kRecompute ? handedOn(*s_.partition, recomputationOf(vs), vs, action)
+                                             : outliving(vs, forward, !forward);
     for (ir::ValueId v : kept) {
       auto it = sharded.find(v);
       if (it == sharded.end()) continue;
@@ -415,13 +417,14 @@ class DeviceRun {
       if (role(d) == BufferRole::kStash) buffers_[d] = take(values, stash);
   }
 
-  // R: reruns the forward ops that rebuild what the forward did not keep, and
-  // leaves the whole stash in the buffer it defines (the kept one is spent).
+  // R: reruns the layer the backward reads first, and leaves what it rebuilt
+  // with everything the forward kept in the buffer it defines (the kept one is
+  // spent); the backward reruns the other layers as it reaches them.
   void recompute(const Instruction& in, std::span<const BufferId> uses, std::span<const BufferId> defs) {
     ValueTable values;
     for (BufferId u : uses) mergeInto(values, std::move(buffers_[u]));
     runStageOps(recomputationOf(in.stage).rerun, values, inputsOf(in), in.stage, in.action);
-    buffers_[defs[0]] = take(values, piece(in.stage).stash);
+    buffers_[defs[0]] = std::move(values);
   }
 
   // B, I or W of one microbatch: runs its ops, accumulates the weight gradients it
@@ -431,27 +434,19 @@ class DeviceRun {
     const bool inputGrad = in.action == ir::ActionKind::kInputGrad;
     ValueTable values;
     BufferId stash = 0;
-    std::vector<ir::ValueId> stashed;
     for (BufferId u : uses) {
-      if (role(u) == BufferRole::kStash) {
-        stash = u;
-        stashed = keysOf(buffers_[u]);
-      }
+      if (role(u) == BufferRole::kStash) stash = u;
       mergeInto(values, std::move(buffers_[u]));
     }
-    const auto& ops = in.action == ir::ActionKind::kBackward ? p.backward
-                      : inputGrad                            ? p.inputGrad
-                                                             : p.weightGrad;
-    runStageOps(ops, values, inputsOf(in), in.stage, in.action);
+    runStageOps(opsOfRun(p, recomputationOf(in.stage), in.action), values, inputsOf(in), in.stage, in.action);
     accumulate(in.stage, in.action, values);
     if (!inputGrad) {
       if (in.action == ir::ActionKind::kBackward) pendingOut_ = take(values, p.backwardCarry);
       return;
     }
-    // I hands the stash, and what W needs of its own results, back to the stash buffer.
-    std::vector<ir::ValueId> kept;
-    std::set_union(stashed.begin(), stashed.end(), p.inputGradOutputs.begin(), p.inputGradOutputs.end(),
-                   std::back_inserter(kept));
+    // I hands the stash (all of it rebuilt, with recomputation), and what W
+    // needs of its own results, back to the stash buffer.
+    const std::vector<ir::ValueId> kept = sortedUnion(p.stash, p.inputGradOutputs);
     pendingOut_ = take(values, p.backwardCarry, kept);
     buffers_[stash] = take(values, kept);
   }

@@ -124,6 +124,9 @@ struct DeviceStep {
 struct DeviceResult {
   double lossSum = 0;  ///< Sum of the losses of the microbatches whose loss this device made.
   int losses = 0;
+  /// The (token, expert) choices its forward moe_dispatch ops dropped past
+  /// capacity (reruns for recomputation not counted again).
+  double moeDropped = 0;
   DeviceTimes times;
 };
 

@@ -71,7 +71,7 @@ void OpRunner::runKernel(ir::OpId id, const std::vector<const Tensor*>& in, std:
 
 void OpRunner::run(std::span<const ir::OpId> ops, ValueTable& values, const TensorMap& state,
                    const TensorMap& inputs, std::int64_t step, const ReleasePlan* releases,
-                   std::int64_t firstSample) const {
+                   std::int64_t firstSample, double* moeDropped) const {
   std::vector<const Tensor*> in;
   std::vector<Tensor*> out;
   // Nothing here reads or writes the tensors' elements between the ops: a GPU
@@ -91,6 +91,7 @@ void OpRunner::run(std::span<const ir::OpId> ops, ValueTable& values, const Tens
       out.push_back(&it->second);
     }
     runKernel(id, in, out, step, firstSample);
+    if (moeDropped && op.kind == ir::OpKind::MoeDispatch) *moeDropped += cpu::droppedChoices(op, *in.at(1));
     if (releases)
       for (ir::ValueId v : releases->after[i]) values.erase(v);
   }

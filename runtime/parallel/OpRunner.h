@@ -48,10 +48,11 @@ class OpRunner {
   /// (runtime/parallel/ValueLifetimes.h). Throws ExecutionError
   /// (SerialExecutor.h) naming the op.
   /// `firstSample`: where the microbatch starts in the step's batch (dropout
-  /// masks follow the whole batch's element indices).
+  /// masks follow the whole batch's element indices). With `moeDropped`, adds
+  /// the choices each moe_dispatch op drops past capacity (cpu::droppedChoices).
   void run(std::span<const ir::OpId> ops, ValueTable& values, const TensorMap& state,
            const TensorMap& inputs, std::int64_t step, const ReleasePlan* releases = nullptr,
-           std::int64_t firstSample = 0) const;
+           std::int64_t firstSample = 0, double* moeDropped = nullptr) const;
 
   /// Input `v` of op `reader`, found as run() finds it.
   const Tensor& input(ir::OpId reader, ir::ValueId v, const ValueTable& values, const TensorMap& state,

@@ -133,7 +133,7 @@ ParallelTrainer::ParallelTrainer(const passes::TrainingGraph& training, Parallel
   partition_ = passes::partitionStages(training_, plan_.stageOfForwardOp, plan_.virtualStages);
   for (int vs = 0; vs < plan_.virtualStages; ++vs)
     recomputation_.push_back(passes::planRecomputation(training_.graph, partition_.stages[static_cast<std::size_t>(vs)],
-                                                       plan_.recomputeOf(vs)));
+                                                       plan_.recomputeOf(vs), plan_.layerOfForwardOp));
   releases_ = planStageReleases(training_.graph, partition_, recomputation_);
   runner_ = std::make_unique<OpRunner>(training_.graph, microbatchSize_);
   for (int r = 0; r < ranks; ++r)
@@ -484,6 +484,7 @@ ParallelStepResult ParallelTrainer::step(const TensorMap& batch, std::int64_t st
   for (const DeviceResult& r : results) {
     sum += r.lossSum;
     count += r.losses;
+    result.moeDropped += r.moeDropped;
     result.devices.push_back(r.times);
   }
   for (const auto& memory : memory_) result.memory.push_back(memory->stats());

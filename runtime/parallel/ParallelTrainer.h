@@ -37,6 +37,10 @@ namespace meshflow::runtime {
 struct ParallelPlan {
   /// The virtual stage of each op of the forward graph (leaves are ignored).
   std::vector<int> stageOfForwardOp;
+  /// The layer of each op of the forward graph: a recomputing stage keeps each
+  /// layer's inputs and reruns one layer at a time (passes/Recomputation.h).
+  /// Empty: each stage is one layer.
+  std::vector<int> layerOfForwardOp;
   int virtualStages = 1;
   /// rankDevices[r]: the devices of pipeline rank r, replica-major: with n the
   /// devices of the rank's mesh, device i·n + j is device j (row-major) of
@@ -115,6 +119,10 @@ struct ParallelStepResult {
   /// what a controller adds up over processes (loss = lossSum / losses).
   double lossSum = 0;
   int losses = 0;
+  /// The (token, expert) choices the step's moe_dispatch ops dropped past
+  /// their experts' capacity, over every microbatch and replica (as the
+  /// serial reference counts them for the whole batch).
+  double moeDropped = 0;
   double seconds = 0;  ///< Wall time of the step.
   std::vector<DeviceTimes> devices;
   /// Per device: the bytes its tensors held during the step, by category

@@ -59,6 +59,7 @@ ParallelPlan parallelPlanOf(const ir::Graph& forward, const ir::Plan& plan) {
   ParallelPlan p;
   try {
     p.stageOfForwardOp = passes::stageOfForwardOps(forward, plan);
+    p.layerOfForwardOp = passes::layerOfForwardOps(forward, plan);
   } catch (const passes::PlanningError& e) {
     throw ParallelRunError(fmt::format("the plan does not fit the model: {}", e.what()));
   }

@@ -65,7 +65,8 @@ const ShardedValue& SpmdRunner::lookup(ir::OpId reader, ir::ValueId v, ShardedVa
 
 void SpmdRunner::run(std::span<const ir::OpId> ops, ShardedValues& values, const TensorMap& state,
                      const TensorMap& inputs, std::int64_t step, const MeshPlace& place,
-                     Communicator& comm, const ReleasePlan* releases, std::int64_t firstSample) const {
+                     Communicator& comm, const ReleasePlan* releases, std::int64_t firstSample,
+                     double* moeDropped) const {
   const ir::LogicalMesh mesh = place.logical();
   if (mesh.shape != mesh_.shape)
     throw std::logic_error("SpmdRunner: the mesh differs from the one it was made for");
@@ -110,6 +111,12 @@ void SpmdRunner::run(std::span<const ir::OpId> ops, ShardedValues& values, const
           spec = plan.outputs[j];
         }
         values[op.outputs[j]] = ShardedValue{std::move(results[j]), spec};
+      }
+      // The drops counted once per mesh, on the whole gates (a split over
+      // the tokens of a group would change which choices a box drops).
+      if (moeDropped && op.kind == ir::OpKind::MoeDispatch) {
+        Tensor gates = whole(op.inputs[1], values, place, comm);
+        if (place.index == 0) *moeDropped += cpu::droppedChoices(op, gates);
       }
     } catch (const ExecutionError&) {
       throw;

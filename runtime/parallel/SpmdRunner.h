@@ -52,7 +52,8 @@ class SpmdRunner {
   /// Throws ExecutionError naming the op.
   void run(std::span<const ir::OpId> ops, ShardedValues& values, const TensorMap& state,
            const TensorMap& inputs, std::int64_t step, const MeshPlace& place, Communicator& comm,
-           const ReleasePlan* releases = nullptr, std::int64_t firstSample = 0) const;
+           const ReleasePlan* releases = nullptr, std::int64_t firstSample = 0,
+           double* moeDropped = nullptr) const;
 
   /// The whole value of `v` on every device (gathered and summed as its spec
   /// needs); every device of the mesh calls it together.

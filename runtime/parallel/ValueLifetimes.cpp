@@ -31,8 +31,8 @@ std::vector<ir::ValueId> handedOn(const passes::StagePartition& partition,
       std::vector<ir::ValueId> out = sortedUnion(p.forwardCarry, recomputation.kept);
       return vs == partition.lossStage ? sortedUnion(out, {partition.loss}) : out;
     }
-    case ir::ActionKind::kRecompute:
-      return p.stash;
+    case ir::ActionKind::kRecompute:  // and what the layers still to rerun start from
+      return sortedUnion(p.stash, recomputation.kept);
     case ir::ActionKind::kBackward:
       return sortedUnion(p.backwardCarry, gradients);
     case ir::ActionKind::kInputGrad:
@@ -42,6 +42,24 @@ std::vector<ir::ValueId> handedOn(const passes::StagePartition& partition,
       return gradients;
   }
   return {};
+}
+
+const std::vector<ir::OpId>& opsOfRun(const passes::StagePiece& piece,
+                                      const passes::StageRecomputation& recomputation, ir::ActionKind action) {
+  const bool rebuilds = !recomputation.layers.empty();
+  switch (action) {
+    case ir::ActionKind::kForward:
+      return piece.forward;
+    case ir::ActionKind::kRecompute:
+      return recomputation.rerun;
+    case ir::ActionKind::kBackward:
+      return rebuilds ? recomputation.backward : piece.backward;
+    case ir::ActionKind::kInputGrad:
+      return rebuilds ? recomputation.inputGrad : piece.inputGrad;
+    case ir::ActionKind::kWeightGrad:
+      return piece.weightGrad;
+  }
+  return piece.forward;
 }
 
 ReleasePlan planReleases(const ir::Graph& graph, std::span<const ir::OpId> ops,
@@ -67,15 +85,10 @@ std::vector<StageReleases> planStageReleases(
     const passes::StagePiece& p = partition.stages[vs];
     const passes::StageRecomputation& r = recomputation.at(vs);
     StageReleases releases;
-    auto plan = [&](ir::ActionKind action, const std::vector<ir::OpId>& ops) {
+    for (ir::ActionKind action : {ir::ActionKind::kForward, ir::ActionKind::kBackward, ir::ActionKind::kInputGrad,
+                                  ir::ActionKind::kWeightGrad, ir::ActionKind::kRecompute})
       releases[static_cast<std::size_t>(action)] =
-          planReleases(graph, ops, handedOn(partition, r, static_cast<int>(vs), action));
-    };
-    plan(ir::ActionKind::kForward, p.forward);
-    plan(ir::ActionKind::kBackward, p.backward);
-    plan(ir::ActionKind::kInputGrad, p.inputGrad);
-    plan(ir::ActionKind::kWeightGrad, p.weightGrad);
-    plan(ir::ActionKind::kRecompute, r.rerun);
+          planReleases(graph, opsOfRun(p, r, action), handedOn(partition, r, static_cast<int>(vs), action));
     out.push_back(std::move(releases));
   }
   return out;

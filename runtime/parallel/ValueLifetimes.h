@@ -17,13 +17,19 @@ namespace meshflow::runtime {
 /// What a RUN of `action` on virtual stage `vs` leaves behind, sorted:
 ///   F  the forward carry, what the forward keeps (the stash, or with
 ///      recomputation the part R rebuilds from) and, on the loss stage, the loss;
-///   R  the whole stash;
+///   R  the whole stash and the checkpoints the layers still to rerun read;
 ///   B  the backward carry and the weight gradients;
 ///   I  those, the stash and what W reads of I's results;
 ///   W  the weight gradients.
 std::vector<ir::ValueId> handedOn(const passes::StagePartition& partition,
                                   const passes::StageRecomputation& recomputation, int vs,
                                   ir::ActionKind action);
+
+/// The ops a RUN of `action` runs on a stage: its forward, its backward (B, I
+/// or W) — with recomputation, with each layer's rerun before the backward
+/// reads it (passes/Recomputation.h) — or for R the layer rerun first.
+const std::vector<ir::OpId>& opsOfRun(const passes::StagePiece& piece,
+                                      const passes::StageRecomputation& recomputation, ir::ActionKind action);
 
 /// For each op of a RUN (by position in `ops`): the values to drop after it —
 /// its inputs that no later op of the RUN reads and its outputs that none

@@ -239,6 +239,7 @@ std::vector<Tensor> SerialExecutor::run(const TensorMap& inputs, TensorMap& stat
     } catch (const std::exception& e) {
       throw ExecutionError(graph_, id, e.what());
     }
+    if (op.kind == ir::OpKind::MoeDispatch) stats_.moeDropped += cpu::droppedChoices(op, *in.at(1));
     if (loss && graph_.value(*loss).producer == id) checkLoss(id, *views[*loss]);
     for (ir::ValueId v : freeAfter_[id]) {
       liveBytes -= owned[v]->bytes();

@@ -67,6 +67,9 @@ struct ExecutionStats {
   /// The most bytes the run's intermediate values held at once (graph inputs and
   /// stored parameters are not counted).
   std::size_t peakIntermediateBytes = 0;
+  /// The (token, expert) choices the run's moe_dispatch ops dropped past
+  /// their experts' capacity (docs/training.md, "Mixture of experts").
+  double moeDropped = 0;
 };
 
 class SerialExecutor {

@@ -2,6 +2,7 @@
 // measured by category, freed at last use, lowered by recomputation, and
 // limited with an error that names the device, the instruction and the bytes.
 #include "ParallelModels.h"
+#include "passes/Planner.h"
 
 using namespace meshflow;
 using namespace meshflow::parallel_test;
@@ -87,6 +88,31 @@ TEST_CASE("full recomputation lowers the activations a pipeline holds",
     const auto after = category(recomputed.memory[d], runtime::MemoryCategory::kActivations);
     CHECK(after < before * 3 / 4);
   }
+}
+
+TEST_CASE("recomputing one layer at a time holds one layer's activations, not the stage's",
+          "[parallel][memory][recompute]") {
+  // One stage of four transformer blocks: checkpointing at every layer keeps
+  // the layers' inputs and rebuilds one layer before its backward, so the
+  // backward's peak falls well below rebuilding the whole stage at once.
+  ir::Graph forward = traceModel("", "gpt(layers = 4, hidden = 32, heads = 2, seq = 32, vocab = 24)");
+  auto training = passes::buildTrainingGraph(forward, passes::OptimizerConfig::adam());
+  runtime::ParallelPlan plan = oneDevice(forward);
+  auto activations = [&](const runtime::ParallelPlan& p) {
+    return category(oneStep(training, p, optionsFor(4)).memory[0], runtime::MemoryCategory::kActivations);
+  };
+  const auto kept = activations(plan);
+  plan.recompute = {passes::Recompute::kFull};
+  const auto wholeStage = activations(plan);
+  plan.layerOfForwardOp = passes::planLayers(forward, 0).layerOfOp;
+  const auto perLayer = activations(plan);
+  INFO("kept " << kept << ", whole stage " << wholeStage << ", per layer " << perLayer);
+  CHECK(perLayer < wholeStage * 2 / 3);
+  CHECK(perLayer < kept / 2);
+  plan.recompute = {passes::Recompute::kSelective};
+  const auto selective = activations(plan);
+  CHECK(selective < kept);
+  CHECK(selective > perLayer);
 }
 
 TEST_CASE(

@@ -95,6 +95,7 @@ inline runtime::ParallelOptions optionsFor(std::int64_t batch) {
 
 struct RunResult {
   std::vector<double> losses;
+  std::vector<double> moeDropped;  ///< Per step: the choices moe_dispatch dropped.
   runtime::TensorMap state;
 };
 
@@ -105,8 +106,10 @@ inline RunResult runSerial(const passes::TrainingGraph& training, std::int64_t b
   runtime::SerialExecutor executor(training.graph, {batch, true});
   runtime::initializeParameters(training.graph, seed, r.state);
   auto data = runtime::syntheticData(seed);
-  for (int step = 1; step <= steps; ++step)
+  for (int step = 1; step <= steps; ++step) {
     r.losses.push_back(executor.run(data->batch(training.graph, batch, step - 1), r.state, step).at(0).item());
+    r.moeDropped.push_back(executor.lastStats().moeDropped);
+  }
   return r;
 }
 
@@ -119,8 +122,11 @@ inline RunResult runParallel(const passes::TrainingGraph& training, const runtim
   runtime::initializeParameters(training.graph, seed, state);
   trainer.setState(state);
   auto data = runtime::syntheticData(seed);
-  for (int step = 1; step <= steps; ++step)
-    r.losses.push_back(trainer.step(data->batch(training.graph, options.batch, step - 1), step).loss);
+  for (int step = 1; step <= steps; ++step) {
+    auto result = trainer.step(data->batch(training.graph, options.batch, step - 1), step);
+    r.losses.push_back(result.loss);
+    r.moeDropped.push_back(result.moeDropped);
+  }
   r.state = trainer.state();
   return r;
 }
@@ -151,6 +157,8 @@ inline void requireSameRun(const RunResult& parallel, const RunResult& serial, d
     INFO("step " << i + 1);
     REQUIRE(parallel.losses[i] == Approx(serial.losses[i]).epsilon(rtol).margin(atol));
   }
+  // Every plan counts the serial run's drops past capacity, once.
+  REQUIRE(parallel.moeDropped == serial.moeDropped);
   REQUIRE(parallel.state.size() == serial.state.size());
   for (const auto& [name, tensor] : serial.state) {
     INFO(name << ": max |diff| " << runtime::maxAbsDiff(parallel.state.at(name), tensor));

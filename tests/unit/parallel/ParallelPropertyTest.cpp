@@ -100,8 +100,17 @@ RandomPlan randomPlan(const ir::Graph& forward, std::mt19937& rng, int tensorPar
   return r;
 }
 
-// Recomputation drawn per virtual stage: none, selective or full.
-void drawRecompute(RandomPlan& r, std::mt19937& rng) {
+// Recomputation drawn per virtual stage: none, selective or full, with layers
+// (where a recomputing stage checkpoints) at 0-4 random cuts of their own,
+// which need not follow the stages'.
+void drawRecompute(RandomPlan& r, const ir::Graph& forward, std::mt19937& rng) {
+  const std::size_t ops = computeOps(forward).size();
+  std::vector<std::size_t> cuts;
+  for (int i = static_cast<int>(rng() % 5); i > 0; --i) cuts.push_back(1 + rng() % (ops - 1));
+  std::sort(cuts.begin(), cuts.end());
+  cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+  r.plan.layerOfForwardOp = stagesAt(forward, cuts);
+  r.text += fmt::format(" layers=[{}]", fmt::join(cuts, ","));
   r.plan.recompute.clear();
   std::string modes;
   for (int vs = 0; vs < r.plan.virtualStages; ++vs) {
@@ -280,7 +289,7 @@ TEST_CASE("random plans with recomputation equal the serial reference", "[parall
   int cases = compareAdamPlans(
       [&](const ir::Graph& forward, int trial) {
         RandomPlan r = trial % 5 == 4 ? unequalMeshPlan(forward, rng) : randomPlan(forward, rng, 1 + trial % 3 / 2);
-        drawRecompute(r, rng);
+        drawRecompute(r, forward, rng);
         return r;
       },
       [&](const passes::TrainingGraph& graph, const RandomPlan& r) {

@@ -3,6 +3,8 @@
 // so Megatron's column/row splits, data parallelism and the mixed 2-D ones all
 // occur), every device running every op on its boxes gives the serial
 // reference's losses, weights and optimizer state.
+#include <numeric>
+
 #include "CountingCommunicator.h"
 #include "ParallelModels.h"
 #include "runtime/cpu/LocalCluster.h"
@@ -54,7 +56,7 @@ RunResult runSpmd(const passes::TrainingGraph& training, std::array<std::int64_t
   for (int step = 1; step <= steps; ++step) {
     runtime::TensorMap inputs = data->batch(training.graph, batch, step - 1);
     std::vector<runtime::TensorMap> next(static_cast<std::size_t>(n));
-    std::vector<double> losses(static_cast<std::size_t>(n));
+    std::vector<double> losses(static_cast<std::size_t>(n)), dropped(static_cast<std::size_t>(n));
     cluster.run([&](int device) {
       runtime::MeshPlace place;
       place.shape = meshShape;
@@ -63,7 +65,8 @@ RunResult runSpmd(const passes::TrainingGraph& training, std::array<std::int64_t
       runtime::ShardedValues values;
       CollectiveCounts ignored;
       CountingCommunicator comm(cluster.communicator(device), counts ? *counts : ignored);
-      runner.run(ops, values, boxesOf(training.graph, runner, r.state, place), inputs, step, place, comm);
+      runner.run(ops, values, boxesOf(training.graph, runner, r.state, place), inputs, step, place, comm,
+                 nullptr, 0, &dropped[std::size_t(device)]);
       losses[std::size_t(device)] = runner.whole(training.graph.outputs[0], values, place, comm).item();
       for (const passes::WriteBack& w : training.writeBacks)
         next[std::size_t(device)][runtime::bindingName(training.graph, w.target)] =
@@ -74,6 +77,7 @@ RunResult runSpmd(const passes::TrainingGraph& training, std::array<std::int64_t
       for (const auto& [name, t] : next[0]) REQUIRE(next[std::size_t(d)].at(name).bitEqual(t));
     }
     r.losses.push_back(losses[0]);
+    r.moeDropped.push_back(std::accumulate(dropped.begin(), dropped.end(), 0.0));  // counted once per mesh
     for (auto& [name, t] : next[0]) r.state[name] = t;
   }
   return r;
