@@ -40,7 +40,12 @@ class Gemm {
 
   /// y = a · b on the device, asynchronously on the stream. a, b and y are
   /// device pointers of `type`, contiguous row-major.
-  void run(const GemmShape& shape, GemmType type, const void* a, const void* b, void* y);
+  void run(const GemmShape& shape, GemmType type, const void* a, const void* b, void* y) {
+    run(shape, type, type, a, b, y);
+  }
+  /// The same with y of type `output`: f32 from half operands (a half
+  /// model's weight gradients, kept in fp32) is the one mixed form.
+  void run(const GemmShape& shape, GemmType operands, GemmType output, const void* a, const void* b, void* y);
 
  private:
   cublasContext* handle_ = nullptr;

@@ -38,9 +38,10 @@ bool outputsAre(const std::vector<Tensor*>& outputs, ir::DType dtype) {
   });
 }
 
+// Operands of one float type; y of theirs or, from half operands, f32.
 bool gemmOperands(const std::vector<const Tensor*>& in, const std::vector<Tensor*>& out) {
   return in.size() == 2 && in[0]->dtype() == in[1]->dtype() && in[0]->dtype() != ir::DType::I32 &&
-         outputsAre(out, in[0]->dtype());
+         (outputsAre(out, in[0]->dtype()) || outputsAre(out, ir::DType::F32));
 }
 
 bool gpuKind(ir::OpKind kind) {

@@ -13,7 +13,8 @@ namespace meshflow::runtime::cuda {
 enum class Placement { kGpu, kHost };
 
 /// kGpu for the ops CudaKernels has a kernel for, with operands it takes:
-/// MatMul with both operands f32, bf16 or f16 (one type); casts between two
+/// MatMul with both operands f32, bf16 or f16 (one type; an f32 result of half
+/// operands too: a half model's weight gradients); casts between two
 /// float types; the layout ops (transpose, concat, split, the heads' layout)
 /// of any element type; the element-wise ops (broadcasting up to rank 8),
 /// their gradients, dropout, the causal mask, softmax, layer norm,

@@ -84,10 +84,14 @@ void matMul(const KernelArgs& a, const GpuContext& gpu) {
   Shape yShape = batch;
   yShape.push_back(s.m);
   yShape.push_back(s.n);
-  Tensor& y = a.out(0, x.dtype(), yShape);
+  // y in the operands' type, or in f32 where the caller asks (a half model's
+  // weight gradients, ir::kF32Outputs).
+  const Tensor& given = a.rawOut(0);
+  const bool wide = (given.allocated() || given.isPlaceholder()) && given.dtype() == ir::DType::F32;
+  Tensor& y = a.out(0, wide ? ir::DType::F32 : x.dtype(), yShape);
   s.batch = shapeElements(batch);
   if (s.batch == 0) return;
-  gpu.gemm->run(s, gemmType(x.dtype()), x.raw().data(), w.raw().data(), y.raw().data());
+  gpu.gemm->run(s, gemmType(x.dtype()), gemmType(y.dtype()), x.raw().data(), w.raw().data(), y.raw().data());
 }
 
 void binary(const KernelArgs& a, const GpuContext& gpu) {

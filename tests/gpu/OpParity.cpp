@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,10 @@ struct OpCase {
   cpu::KernelContext ctx;
   bool inPlace = false;  ///< Outputs j are inputs 0, 3, 4 (the optimizer updates).
   bool onHost = false;   ///< An op the backend leaves to the cpu kernel, on the device's managed memory.
+  /// The output's type and shape as the caller fixes them (an executor's
+  /// placeholder), when the op should not choose them itself.
+  std::optional<DType> outputType;
+  Shape outputShape;
 };
 
 Tensor randomIds(Shape shape, std::int32_t limit) {
@@ -60,6 +65,7 @@ std::vector<Tensor> run(const OpCase& c, std::vector<Tensor> inputs, const std::
   for (const Tensor& t : inputs) in.push_back(&t);
   std::vector<Tensor> results(static_cast<std::size_t>(c.outputs));
   std::vector<Tensor*> out;
+  if (c.outputType) results[0] = Tensor::placeholder(*c.outputType, c.outputShape);
   for (int j = 0; j < c.outputs; ++j)
     out.push_back(c.inPlace ? &inputs[j == 0 ? 0 : static_cast<std::size_t>(j) + 2] : &results[static_cast<std::size_t>(j)]);
   kernel(op, in, out);
@@ -203,6 +209,13 @@ std::vector<OpCase> matmulCases() {
   cases.push_back({"matmul bf16 [2,m,k] x [k,n]", OpKind::MatMul,
                    {randomTensor({2, m, k}, -1, 1).castTo(DType::BF16), randomTensor({k, n}, -1, 1).castTo(DType::BF16)},
                    {}, {f32.atol, 2.0 / 256}});
+  // A half weight's gradient kept in fp32 (ir::kF32Outputs): bf16 operands, an f32 y.
+  OpCase wide{"matmul bf16 -> f32 [2,k,m] x [2,k,n] (a transposed)", OpKind::MatMul,
+              {randomTensor({2, k, m}, -1, 1).castTo(DType::BF16), randomTensor({2, k, n}, -1, 1).castTo(DType::BF16)},
+              transposes(true, false), f32};
+  wide.outputType = DType::F32;
+  wide.outputShape = {2, m, n};
+  cases.push_back(wide);
   return cases;
 }
 

@@ -66,6 +66,8 @@ TEST_CASE("matmuls of one float type and the training ops, f32 or half, run on t
   Tensor halfOut = Tensor::placeholder(ir::DType::BF16, {2, 4});
   CHECK(placed(K::MatMul, {&a, &b}, {&halfOut}) == cuda::Placement::kHost);
   CHECK(placed(K::MatMul, {&ah, &bh}, {&halfOut}) == cuda::Placement::kGpu);
+  Tensor wideOut = Tensor::placeholder(ir::DType::F32, {2, 4});  // a half weight's gradient, kept in f32
+  CHECK(placed(K::MatMul, {&ah, &bh}, {&wideOut}) == cuda::Placement::kGpu);
   Tensor sumHalf = Tensor::placeholder(ir::DType::BF16, {2, 3}), sumF32 = Tensor::placeholder(ir::DType::F32, {2, 3});
   CHECK(placed(K::Add, {&a, &a}, {&sumHalf}) == cuda::Placement::kGpu);
   CHECK(placed(K::Add, {&a, &a}, {&sumF32}) == cuda::Placement::kGpu);
