@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include <cstring>
 #include <exception>
 #include <memory>
 #include <span>
@@ -42,16 +43,19 @@ class AllReduceOp final : public BackgroundOp {
     for (const Tensor& input : buffers_->inputs) total += input.bytes();
     whole_ = total <= kWholeBytes;
     if (whole_) {
-      // Small operands travel inside the header: one message to each peer.
-      std::vector<std::byte> operands;
-      operands.reserve(total);
+      // Small operands travel inside the header: one message, the same to
+      // each peer.
+      std::vector<std::byte> message = call_->headerWithRoom(total);
+      std::byte* at = message.data() + (message.size() - total);
       for (const Tensor& input : buffers_->inputs) {
         auto raw = std::as_const(input).raw();
-        operands.insert(operands.end(), raw.begin(), raw.end());
+        if (!raw.empty()) std::memcpy(at, raw.data(), raw.size());
+        at += raw.size();
       }
+      auto shared = std::make_shared<const std::vector<std::byte>>(std::move(message));
       for (std::size_t k = 0; k < n; ++k) {
         if (k == me) continue;
-        call_->sendHeader(k, operands);
+        call_->sendHeader(k, shared);
         call_->expectHeader(k);
       }
       return;
@@ -89,13 +93,8 @@ class AllReduceOp final : public BackgroundOp {
   bool done() const override { return stage_ == 2 || error_ != nullptr; }
 
   void finish(std::vector<Tensor*>& tensors) {
-    call_->waitFor(
-        call_->describe(),
-        [&] {
-          advance();
-          return done();
-        },
-        [&] { return call_->missingText(stage_); });
+    // The world's progress advances it (it is among the background operations).
+    call_->waitFor([&] { return done(); }, [&] { return call_->missingText(stage_); });
     if (error_) std::rethrow_exception(error_);
     for (std::size_t i = 0; i < tensors.size(); ++i) *tensors[i] = buffers_->outputs[i];
   }
@@ -219,16 +218,15 @@ class MpiOwnAllReduce final : public PendingAllReduce {
   ~MpiOwnAllReduce() override { world_.abandon(requests_, buffers_, false); }
 
   void finish() override {
-    world_.await(
-        what_, world_.options.timeout,
-        [&] {
-          int flag = 0;
-          checkMpi(MPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &flag,
-                               MPI_STATUSES_IGNORE),
-                   "MPI_Testall");
-          return flag != 0;
-        },
-        [] { return std::string(); });
+    world_.await([&] { return what_; }, world_.options.timeout,
+                 [&] {
+                   int flag = 0;
+                   checkMpi(MPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &flag,
+                                        MPI_STATUSES_IGNORE),
+                            "MPI_Testall");
+                   return flag != 0;
+                 },
+                 [] { return std::string(); });
     requests_.clear();
     for (std::size_t i = 0; i < tensors_.size(); ++i) *tensors_[i] = (*buffers_)[i];
   }

@@ -32,6 +32,36 @@ std::string durationText(std::chrono::milliseconds duration) {
 
 // ---- MpiWorld ----
 
+namespace {
+
+// An MPI control variable of type bool (MPI_T), false when this MPI has none.
+bool readBoolSetting(const char* name) {
+  int provided = 0;
+  if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS) return false;
+  bool value = false;
+  int index = 0, count = 0, verbosity = 0, bind = 0, scope = 0;
+  MPI_Datatype type = MPI_DATATYPE_NULL;
+  MPI_T_enum enumtype;
+  if (MPI_T_cvar_get_index(name, &index) == MPI_SUCCESS &&
+      MPI_T_cvar_get_info(index, nullptr, nullptr, &verbosity, &type, &enumtype, nullptr, nullptr,
+                          &bind, &scope) == MPI_SUCCESS) {
+    MPI_T_cvar_handle handle;
+    // Read into room for any scalar type (Open MPI's bools are C bools).
+    alignas(8) unsigned char raw[16] = {};
+    if (MPI_T_cvar_handle_alloc(index, nullptr, &handle, &count) == MPI_SUCCESS) {
+      if (count == 1 && MPI_T_cvar_read(handle, raw) == MPI_SUCCESS) {
+        if (type == MPI_C_BOOL) value = raw[0] != 0;
+        if (type == MPI_INT) value = *reinterpret_cast<int*>(raw) != 0;
+      }
+      MPI_T_cvar_handle_free(&handle);
+    }
+  }
+  MPI_T_finalize();
+  return value;
+}
+
+}  // namespace
+
 MpiWorld::MpiWorld(int* argc, char*** argv, MpiOptions options) : options(options) {
   if (options.timeout.count() <= 0)
     throw std::invalid_argument(fmt::format("the communication timeout must be positive, not {}",
@@ -65,6 +95,7 @@ MpiWorld::MpiWorld(int* argc, char*** argv, MpiOptions options) : options(option
   if (nodeCores && nodeCores->gate()) nodeCores->gate()->setWaitLimit(options.timeout);
   MPI_Comm_free(&node);
   if (onNode > cores) spinBeforeYield = std::chrono::microseconds(0);
+  mpiYieldsWhenIdle = readBoolSetting("mpi_yield_when_idle");
   int* limit = nullptr;
   int found = 0;
   MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &limit, &found);
@@ -167,10 +198,10 @@ namespace {
 // holders; returns whether any completed. Errors of sends and strays are
 // not this operation's: the operation that waits on their peer reports it.
 bool testAndDrop(std::vector<MPI_Request>& requests,
-                 std::vector<std::shared_ptr<const void>>& holders) {
+                 std::vector<std::shared_ptr<const void>>& holders, std::vector<int>& indices) {
   if (requests.empty()) return false;
   int count = static_cast<int>(requests.size());
-  std::vector<int> indices(requests.size());
+  if (indices.size() < requests.size()) indices.resize(requests.size());
   int completed = 0;
   MPI_Testsome(count, requests.data(), &completed, indices.data(), MPI_STATUSES_IGNORE);
   if (completed <= 0) return false;  // none, or MPI_UNDEFINED: all were null
@@ -189,8 +220,8 @@ bool testAndDrop(std::vector<MPI_Request>& requests,
 }  // namespace
 
 bool MpiWorld::progress() {
-  bool any = testAndDrop(sendRequests, sendHolders);
-  any = testAndDrop(strayRequests, strayHolders) || any;
+  bool any = testAndDrop(sendRequests, sendHolders, completedIndices);
+  any = testAndDrop(strayRequests, strayHolders, completedIndices) || any;
   for (std::size_t i = 0; i < background.size();) {
     // Hold it: advance() may finish it, and its handle may then let it go.
     std::shared_ptr<BackgroundOp> op = background[i];
@@ -218,7 +249,11 @@ bool MpiWorld::drainSends(std::chrono::milliseconds limit) {
   return true;
 }
 
-void MpiWorld::throwIfAborted(const std::string& what) {
+void MpiWorld::throwIfAborted(const Text& what) {
+  if (abortReason) throw error(Kind::Aborted, what() + ": aborted: " + *abortReason);
+}
+
+void MpiWorld::lookForAbort() {
   if (!abortReason) {
     int flag = 0;
     MPI_Status status;
@@ -233,7 +268,6 @@ void MpiWorld::throwIfAborted(const std::string& what) {
       failed = true;
     }
   }
-  if (abortReason) throw error(Kind::Aborted, what + ": aborted: " + *abortReason);
 }
 
 void MpiWorld::abort(const std::string& reason) {
@@ -247,14 +281,15 @@ void MpiWorld::abort(const std::string& reason) {
   progress();
 }
 
-void MpiWorld::await(const std::string& what, std::optional<std::chrono::milliseconds> timeout,
-                     const std::function<bool()>& ready, const std::function<std::string()>& missing,
-                     bool abortEnds) {
+void MpiWorld::await(const Text& what, std::optional<std::chrono::milliseconds> timeout,
+                     const std::function<bool()>& ready,
+                     const std::function<std::string()>& missing, bool abortEnds) {
   auto start = Clock::now();
   auto idleSince = start;
   // A rank that must wait gives its host core to the next in line (when the
   // node's ranks share cores) and takes it back once what it waits for came.
   std::optional<cpu::CoreGate::Yield> offCore;
+  std::optional<Clock::time_point> abortLooked;
   for (;;) {
     // The bell as it was before looking: a message that comes after the look
     // rings it, and the sleep below returns at once.
@@ -264,12 +299,21 @@ void MpiWorld::await(const std::string& what, std::optional<std::chrono::millise
     // gathers the failed step's replies); only a wait for more ends.
     if (ready()) return;
     if (!offCore && nodeCores && nodeCores->gate()) offCore.emplace(nodeCores->gate(), rank);
-    if (abortEnds) throwIfAborted(what);
     auto now = Clock::now();
+    // Abort notices are looked for at most every kAbortLook: each look is an
+    // MPI poll, and a poll that finds nothing yields the core when MPI
+    // yields when idle (as Open MPI does when ranks outnumber cores).
+    if (abortEnds) {
+      if (!abortLooked || now - *abortLooked >= kAbortLook) {
+        abortLooked = now;
+        lookForAbort();
+      }
+      throwIfAborted(what);
+    }
     if (timeout && now - start > *timeout) {
       failed = true;
-      throw error(Kind::Timeout,
-                  fmt::format("{} timed out after {}{}", what, durationText(*timeout), missing()));
+      throw error(Kind::Timeout, fmt::format("{} timed out after {}{}", what(),
+                                             durationText(*timeout), missing()));
     }
     // Poll while things move, and for 50 us after when each rank has a core
     // of its own: a message from a peer that is on its way comes within
@@ -287,9 +331,10 @@ void MpiWorld::await(const std::string& what, std::optional<std::chrono::millise
     // that moves a wait rings a bell (messages from other nodes, MPI's own
     // protocol messages). Sleeping up to 2 ms on the bell made the tiny
     // GPT's step on 4 ranks and 2 cores 2.0x the cpu backend's; 50 us, 1.1x.
-    if (idle < std::chrono::microseconds(200))
-      sched_yield();
-    else if (nodeCores)
+    if (idle < std::chrono::microseconds(200)) {
+      // MPI's own polls above have yielded already when it yields when idle.
+      if (!mpiYieldsWhenIdle) sched_yield();
+    } else if (nodeCores)
       nodeCores->sleepUntilRung(bell, std::chrono::microseconds(50));
     else
       std::this_thread::sleep_for(std::chrono::microseconds(50));
@@ -378,14 +423,13 @@ std::string MpiProcess::recvControl(int peer, std::optional<std::chrono::millise
     return bytes;
   }
   MPI_Status status;
-  world.await(
-      what, timeout,
-      [&] {
-        int flag = 0;
-        MPI_Iprobe(peer, 0, world.comms[kControlChannel], &flag, &status);
-        return flag != 0;
-      },
-      [] { return std::string(); }, !evenAfterAbort);
+  world.await([&] { return what; }, timeout,
+              [&] {
+                int flag = 0;
+                MPI_Iprobe(peer, 0, world.comms[kControlChannel], &flag, &status);
+                return flag != 0;
+              },
+              [] { return std::string(); }, !evenAfterAbort);
   // A long message (a serialised Program) arrives while this rank polls, so
   // an abort still ends the wait; the buffer outlives an abandoned receive.
   int length = 0;
@@ -394,16 +438,15 @@ std::string MpiProcess::recvControl(int peer, std::optional<std::chrono::millise
   std::vector<MPI_Request> requests;
   world.postRecv(kControlChannel, peer, 0, bytes->data(), bytes->size(), requests);
   try {
-    world.await(
-        what, timeout,
-        [&] {
-          int flag = 0;
-          checkMpi(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &flag,
-                               MPI_STATUSES_IGNORE),
-                   "MPI_Testall");
-          return flag != 0;
-        },
-        [] { return std::string(); }, !evenAfterAbort);
+    world.await([&] { return what; }, timeout,
+                [&] {
+                  int flag = 0;
+                  checkMpi(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &flag,
+                                       MPI_STATUSES_IGNORE),
+                           "MPI_Testall");
+                  return flag != 0;
+                },
+                [] { return std::string(); }, !evenAfterAbort);
   } catch (...) {
     world.abandon(requests, bytes);
     throw;
