@@ -83,7 +83,7 @@ class Call {
   ~Call() {
     // Receives this call no longer waits for (it failed): MPI may still
     // write into their buffers, which live on with them.
-    for (Peer& peer : peers_) world_.abandon(peer.requests, holder_);
+    world_.abandon(requests_, holder_);
   }
   Call(const Call&) = delete;
   Call& operator=(const Call&) = delete;
@@ -109,6 +109,9 @@ class Call {
   /// a multiple of kPayloadAlignment bytes (so that the receiver reads its
   /// elements in place): a small operand goes in the header's message, one
   /// message instead of two halving the latency.
+  std::size_t messageBytes(std::size_t payloadBytes) const {
+    return payloadBytes > 0 ? payloadStart(header_.size()) + payloadBytes : header_.size();
+  }
   std::vector<std::byte> headerWithRoom(std::size_t payloadBytes) const {
     std::vector<std::byte> message;
     message.reserve(payloadStart(header_.size()) + payloadBytes);
@@ -141,13 +144,10 @@ class Call {
   }
   void recvData(std::size_t k, Channel channel, std::byte* data, std::size_t bytes, int stage) {
     if (bytes == 0) return;
-    Peer& peer = peers_[k];
-    std::size_t before = peer.requests.size();
-    world_.postRecv(channel, member(k), tag_, data, bytes, peer.requests);
-    peer.stages.resize(peer.requests.size(), stage);
-    peer.expectedBytes.resize(peer.requests.size(), 0);
-    for (std::size_t i = before; i < peer.requests.size(); ++i)
-      peer.expectedBytes[i] = std::min(kPieceBytes, bytes - (i - before) * kPieceBytes);
+    std::size_t before = requests_.size();
+    world_.postRecv(channel, member(k), tag_, data, bytes, requests_);
+    for (std::size_t i = before; i < requests_.size(); ++i)
+      receives_.push_back({k, stage, std::min(kPieceBytes, bytes - (i - before) * kPieceBytes)});
   }
 
   // Whether every expected header and every receive of a stage up to `stage`
@@ -158,27 +158,14 @@ class Call {
     bool complete = true, headersIn = true;
     std::optional<int> wrongSize;
     receiveHeaders();
+    testReceives(stage);
     for (std::size_t k = 0; k < peers_.size(); ++k) {
       Peer& peer = peers_[k];
       if (peer.headerExpected && !peer.arrived) complete = headersIn = false;
-      for (std::size_t i = 0; i < peer.requests.size(); ++i) {
-        if (peer.requests[i] == MPI_REQUEST_NULL || peer.stages[i] > stage) continue;
-        int flag = 0;
-        MPI_Status status;
-        int code = MPI_Test(&peer.requests[i], &flag, &status);
-        if (!flag && code == MPI_SUCCESS) {
-          complete = false;
-          continue;
-        }
-        int got = -1;
-        if (code == MPI_SUCCESS) MPI_Get_count(&status, MPI_BYTE, &got);
-        if (code != MPI_SUCCESS || static_cast<std::size_t>(got) != peer.expectedBytes[i]) {
-          peer.requests[i] = MPI_REQUEST_NULL;
-          peer.wrongSize = true;
-        }
-      }
       if (peer.wrongSize && !wrongSize) wrongSize = member(k);
     }
+    for (std::size_t i = 0; i < requests_.size(); ++i)
+      if (requests_[i] != MPI_REQUEST_NULL && receives_[i].stage <= stage) complete = false;
     if (!headersIn) return false;
     if (!checked_) {
       checked_ = true;
@@ -239,8 +226,9 @@ class Call {
     for (std::size_t k = 0; k < peers_.size(); ++k) {
       const Peer& peer = peers_[k];
       bool waiting = peer.headerExpected && !peer.arrived;
-      for (std::size_t i = 0; i < peer.requests.size(); ++i)
-        waiting = waiting || (peer.requests[i] != MPI_REQUEST_NULL && peer.stages[i] <= stage);
+      for (std::size_t i = 0; i < requests_.size(); ++i)
+        waiting = waiting || (receives_[i].peer == k && requests_[i] != MPI_REQUEST_NULL &&
+                              receives_[i].stage <= stage);
       if (waiting) missing.push_back(member(k));
     }
     if (missing.empty()) return "";
@@ -256,10 +244,7 @@ class Call {
     // byte (else none: decoding every agreeing header cost more than the
     // rest of a small all-reduce's bookkeeping).
     std::optional<CallSignature> header;
-    std::vector<MPI_Request> requests;
-    std::vector<int> stages;
-    std::vector<std::size_t> expectedBytes;
-    bool wrongSize = false;
+    bool wrongSize = false;          // a receive from it had another size
     std::uint64_t number = 0;        // the call number in its header
     std::vector<std::byte> message;  // the header's message, payload included
     std::size_t headerBytes = 0;     // where the header ends in it
@@ -289,6 +274,40 @@ class Call {
                                      "(hash {}); one process cannot use both",
                                      describe(), groupText(owner->second->members), slot));
     return slot;
+  }
+
+  // One receive of data: from which peer, of which stage, how many bytes.
+  struct Receive {
+    std::size_t peer;
+    int stage;
+    std::size_t bytes;
+  };
+
+  // Tests the data receives in one MPI call while any of a stage up to
+  // `stage` is outstanding (one poll: MPI_Test per receive yielded the core
+  // once each when MPI yields when idle); a receive of another size than
+  // expected marks its peer.
+  void testReceives(int stage) {
+    bool outstanding = false;
+    for (std::size_t i = 0; i < requests_.size() && !outstanding; ++i)
+      outstanding = requests_[i] != MPI_REQUEST_NULL && receives_[i].stage <= stage;
+    if (!outstanding) return;
+    int count = static_cast<int>(requests_.size()), completed = 0;
+    indices_.resize(requests_.size());
+    statuses_.resize(requests_.size());
+    int code = MPI_Testsome(count, requests_.data(), &completed, indices_.data(), statuses_.data());
+    if (completed == MPI_UNDEFINED) return;
+    for (int j = 0; j < completed; ++j) {
+      auto i = static_cast<std::size_t>(indices_[static_cast<std::size_t>(j)]);
+      MPI_Status& status = statuses_[static_cast<std::size_t>(j)];
+      bool failed =
+          code == MPI_ERR_IN_STATUS ? status.MPI_ERROR != MPI_SUCCESS : code != MPI_SUCCESS;
+      int got = -1;
+      if (!failed) MPI_Get_count(&status, MPI_BYTE, &got);
+      if (failed || static_cast<std::size_t>(got) != receives_[i].bytes)
+        peers_[receives_[i].peer].wrongSize = true;
+      requests_[i] = MPI_REQUEST_NULL;
+    }
   }
 
   // Takes the headers that have come. One probe for any sender rather than
@@ -362,6 +381,11 @@ class Call {
   std::size_t position_ = 0;
   std::vector<Peer> peers_;
   bool checked_ = false;
+  // The data receives, and what each is.
+  std::vector<MPI_Request> requests_;
+  std::vector<Receive> receives_;
+  std::vector<int> indices_;  // MPI_Testsome's, kept from poll to poll
+  std::vector<MPI_Status> statuses_;
   std::size_t headersIn_ = 0;  // headers received
   std::shared_ptr<const void> holder_;
 };

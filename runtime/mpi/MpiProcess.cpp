@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <stdexcept>
 #include <thread>
@@ -34,27 +35,45 @@ std::string durationText(std::chrono::milliseconds duration) {
 
 namespace {
 
-// An MPI control variable of type bool (MPI_T), false when this MPI has none.
-bool readBoolSetting(const char* name) {
+// The unsigned integer of `size` bytes at `bytes` (a bool is 1 byte).
+std::optional<std::uint64_t> unsignedOf(const unsigned char* bytes, int size) {
+  auto read = [&](auto value) {
+    std::memcpy(&value, bytes, sizeof value);
+    return static_cast<std::uint64_t>(value);
+  };
+  switch (size) {
+    case 1:
+      return read(std::uint8_t{});
+    case 2:
+      return read(std::uint16_t{});
+    case 4:
+      return read(std::uint32_t{});
+    case 8:
+      return read(std::uint64_t{});
+    default:
+      return std::nullopt;
+  }
+}
+
+// An MPI control variable with a whole-number value (a bool, an int, a
+// size), by name through MPI_T; none when this MPI has no such variable.
+std::optional<std::uint64_t> readSetting(const char* name) {
   int provided = 0;
-  if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS) return false;
-  bool value = false;
-  int index = 0, count = 0, verbosity = 0, bind = 0, scope = 0;
+  if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS) return std::nullopt;
+  std::optional<std::uint64_t> value;
+  int index = 0, count = 0, verbosity = 0, bind = 0, scope = 0, size = 0;
   MPI_Datatype type = MPI_DATATYPE_NULL;
   MPI_T_enum enumtype;
+  MPI_T_cvar_handle handle;
   if (MPI_T_cvar_get_index(name, &index) == MPI_SUCCESS &&
       MPI_T_cvar_get_info(index, nullptr, nullptr, &verbosity, &type, &enumtype, nullptr, nullptr,
-                          &bind, &scope) == MPI_SUCCESS) {
-    MPI_T_cvar_handle handle;
-    // Read into room for any scalar type (Open MPI's bools are C bools).
-    alignas(8) unsigned char raw[16] = {};
-    if (MPI_T_cvar_handle_alloc(index, nullptr, &handle, &count) == MPI_SUCCESS) {
-      if (count == 1 && MPI_T_cvar_read(handle, raw) == MPI_SUCCESS) {
-        if (type == MPI_C_BOOL) value = raw[0] != 0;
-        if (type == MPI_INT) value = *reinterpret_cast<int*>(raw) != 0;
-      }
-      MPI_T_cvar_handle_free(&handle);
-    }
+                          &bind, &scope) == MPI_SUCCESS &&
+      MPI_Type_size(type, &size) == MPI_SUCCESS &&
+      MPI_T_cvar_handle_alloc(index, nullptr, &handle, &count) == MPI_SUCCESS) {
+    alignas(8) unsigned char bytes[64] = {};
+    if (count == 1 && MPI_T_cvar_read(handle, bytes) == MPI_SUCCESS)
+      value = unsignedOf(bytes, size);
+    MPI_T_cvar_handle_free(&handle);
   }
   MPI_T_finalize();
   return value;
@@ -95,7 +114,14 @@ MpiWorld::MpiWorld(int* argc, char*** argv, MpiOptions options) : options(option
   if (nodeCores && nodeCores->gate()) nodeCores->gate()->setWaitLimit(options.timeout);
   MPI_Comm_free(&node);
   if (onNode > cores) spinBeforeYield = std::chrono::microseconds(0);
-  mpiYieldsWhenIdle = readBoolSetting("mpi_yield_when_idle");
+  mpiYieldsWhenIdle = readSetting("mpi_yield_when_idle").value_or(0) != 0;
+  // Open MPI's shared-memory transport (vader) sends up to this many bytes
+  // at once; a longer message waits for its receiver to take it.
+  // Every rank takes the least, so that all split a call's messages alike.
+  std::uint64_t eager = readSetting("btl_vader_eager_limit").value_or(UINT64_MAX);
+  checkMpi(MPI_Allreduce(MPI_IN_PLACE, &eager, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD),
+           "MPI_Allreduce");
+  if (eager > 0 && eager < UINT64_MAX) eagerBytes = static_cast<std::size_t>(eager);
   int* limit = nullptr;
   int found = 0;
   MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &limit, &found);

@@ -11,6 +11,7 @@
 #include <mpi.h>
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -88,6 +89,10 @@ struct MpiWorld {
   /// mpi_yield_when_idle, on when ranks outnumber a node's slots): a wait
   /// then yields through its polls and needs no sched_yield of its own.
   bool mpiYieldsWhenIdle = false;
+  /// The longest message MPI sends eagerly (without waiting for the
+  /// receiver) between ranks of a node, when it says (Open MPI's
+  /// btl_vader_eager_limit, 4 KiB by default); unlimited when it does not.
+  std::size_t eagerBytes = SIZE_MAX;
   /// How often a wait looks for abort notices.
   static constexpr std::chrono::microseconds kAbortLook{20};
   /// What this node's ranks share (cores, doorbells); null when alone.
