@@ -15,9 +15,9 @@
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/distributed/ProcessGroup.h"
 #include "runtime/distributed/TrainingJob.h"
-#include "runtime/reference/SerialExecutor.h"
 #include "runtime/parallel/DeviceHost.h"
 #include "runtime/parallel/ParallelTrainer.h"
+#include "runtime/reference/SerialExecutor.h"
 #include "runtime/sim/Simulator.h"
 
 namespace meshflow::interp {
