@@ -105,13 +105,14 @@ class Call {
   /// Keeps the buffers of this call's receives alive if the call is abandoned.
   void holdBuffers(std::shared_ptr<const void> holder) { holder_ = std::move(holder); }
 
+  /// The bytes of this call's header message with `payloadBytes` after it.
+  std::size_t messageBytes(std::size_t payloadBytes) const {
+    return payloadBytes > 0 ? payloadStart(header_.size()) + payloadBytes : header_.size();
+  }
   /// This call's header with room for `payloadBytes` after it, starting at
   /// a multiple of kPayloadAlignment bytes (so that the receiver reads its
   /// elements in place): a small operand goes in the header's message, one
   /// message instead of two halving the latency.
-  std::size_t messageBytes(std::size_t payloadBytes) const {
-    return payloadBytes > 0 ? payloadStart(header_.size()) + payloadBytes : header_.size();
-  }
   std::vector<std::byte> headerWithRoom(std::size_t payloadBytes) const {
     std::vector<std::byte> message;
     message.reserve(payloadStart(header_.size()) + payloadBytes);
