@@ -1,7 +1,7 @@
 // The MPI communicator's all-reduce against a plain MPI_Allreduce of the same
 // bytes, in one run so both see the same machine and load:
 //
-//   mpirun -np 4 build/bench/bench_mpi_allreduce [--max-mib 64] [--seconds 0.3]
+//   mpirun -np 4 build/bench/bench_mpi_allreduce [--max-mib 64 | --max-kib K] [--seconds 0.3]
 //
 // For each size (f32, 1 KiB .. 64 MiB) it times, in alternating rounds, the
 // deterministic allReduce (reduce-scatter + all-gather in group order),
@@ -51,10 +51,11 @@ double median(std::vector<double> values) {
 
 int main(int argc, char** argv) {
   mpi::MpiProcess process(&argc, &argv);
-  int maxMiB = 64;
+  std::size_t maxBytes = std::size_t(64) << 20;
   double budget = 0.3;  // seconds of timing per method and size
   for (int i = 1; i + 1 < argc; ++i) {
-    if (std::strcmp(argv[i], "--max-mib") == 0) maxMiB = std::stoi(argv[i + 1]);
+    if (std::strcmp(argv[i], "--max-mib") == 0) maxBytes = std::stoull(argv[i + 1]) << 20;
+    if (std::strcmp(argv[i], "--max-kib") == 0) maxBytes = std::stoull(argv[i + 1]) << 10;
     if (std::strcmp(argv[i], "--seconds") == 0) budget = std::stod(argv[i + 1]);
   }
   int n = process.size();
@@ -71,7 +72,7 @@ int main(int argc, char** argv) {
     fmt::print("{:>10} {:>6} {:>9} {:>9} {:>9} {:>7} {:>7} {:>7}\n", "bytes", "rounds", "meshflow",
                "MPI", "loose", "ratio", "best", "loose");
   }
-  for (std::size_t bytes = 1024; bytes <= std::size_t(maxMiB) << 20; bytes *= 4) {
+  for (std::size_t bytes = 1024; bytes <= maxBytes; bytes *= 4) {
     auto elements = static_cast<std::int64_t>(bytes / 4);
     Tensor ours = randomNormal({elements}, 7 + static_cast<std::uint64_t>(process.rank()));
     std::vector<float> plain(ours.f32().begin(), ours.f32().end()), sum(plain.size());

@@ -74,13 +74,20 @@ std::int64_t startingState(Evaluator& ev, const TrainingLoop& loop, StepRunner& 
     state = std::move(loaded->tensors);
     first = loaded->step + 1;
     ev.write(fmt::format("resuming from {} (step {})\n", loaded->path.string(), loaded->step));
-  } else {
-    runtime::initializeParameters(*loop.graph, loop.seed, state);
   }
   try {
-    runner.setState(state);
-    if (reference) reference->setState(state);
+    if (loaded) {
+      runner.setState(state);
+      if (reference) reference->setState(state);
+    } else {
+      // Made where it is held: a runner on other processes has each make its own share.
+      runner.initializeState(*loop.graph, loop.seed);
+      if (reference) reference->initializeState(*loop.graph, loop.seed);
+    }
   } catch (const runtime::ParallelRunError& e) {
+    if (!loaded)  // a process that could not make its share
+      failAt(DiagnosticKind::TrainingError, fmt::format("training '{}' cannot start: {}", loop.model, e.what()),
+             loop.call);
     failAt(DiagnosticKind::CheckpointError, fmt::format("the checkpoint does not fit the model: {}", e.what()),
            loop.checkpointSpan);
   } catch (const runtime::DeviceMemoryError& e) {

@@ -82,6 +82,12 @@ class PlanRunner final : public StepRunner {
     return trainer_.replicatedState(name);
   }
   void setState(const runtime::TensorMap& state) override { trainer_.setState(state); }
+  void initializeState(const ir::Graph& graph, std::uint64_t seed) override {
+    if constexpr (requires { trainer_.initializeState(seed); })
+      trainer_.initializeState(seed);  // every process makes its own share
+    else
+      StepRunner::initializeState(graph, seed);
+  }
   void saveCheckpoint(const std::filesystem::path& dir, std::int64_t step, const nlohmann::json& info) override {
     saveTrainerCheckpoint(trainer_, dir, step, info);
   }

@@ -17,6 +17,7 @@
 #include "runtime/distributed/TrainingJob.h"
 #include "runtime/parallel/DeviceHost.h"
 #include "runtime/parallel/ParallelTrainer.h"
+#include "runtime/reference/SerialExecutor.h"
 #include "runtime/sim/Simulator.h"
 
 namespace meshflow::interp {
@@ -30,6 +31,14 @@ class StepRunner {
   /// One replicated state tensor (the loss scale), cheaper than state().
   virtual std::optional<runtime::Tensor> stateTensor(const std::string& name) const = 0;
   virtual void setState(const runtime::TensorMap& state) = 0;
+  /// Sets the initial state of `graph` (the training graph) for `seed`, as
+  /// runtime::initializeParameters makes it. A runner whose devices live in
+  /// other processes has each make its own share instead of sending it.
+  virtual void initializeState(const ir::Graph& graph, std::uint64_t seed) {
+    runtime::TensorMap state;
+    runtime::initializeParameters(graph, seed, state);
+    setState(state);
+  }
   /// Writes the state as checkpoint `step` in `dir` (runtime/checkpoint/Checkpoint.h).
   virtual void saveCheckpoint(const std::filesystem::path& dir, std::int64_t step, const nlohmann::json& info) = 0;
   /// True for a plan on the parallel runtime, false for the serial reference.

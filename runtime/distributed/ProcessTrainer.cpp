@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "runtime/distributed/Messages.h"
+#include "runtime/reference/SerialExecutor.h"
 
 namespace meshflow::runtime {
 
@@ -114,6 +115,11 @@ void ProcessTrainer::setState(const TensorMap& state) {
   const std::string tensors = encodeTensors(state);
   everywhere({{"command", "set_state"}, {"tensors", json::binary({tensors.begin(), tensors.end()})}},
              [&] { trainer_->setState(state); });
+}
+
+void ProcessTrainer::initializeState(std::uint64_t seed) {
+  everywhere({{"command", "init_state"}, {"seed", seed}},
+             [&] { trainer_->setState(parameterInitializer(job_.training.graph, seed)); });
 }
 
 TensorMap ProcessTrainer::state() {

@@ -36,7 +36,12 @@ class ProcessTrainer {
   /// A failure anywhere is a ParallelRunError naming the first failed
   /// device, step and instruction.
   ParallelStepResult step(const TensorMap& batch, std::int64_t step);
+  /// Hands every worker its share of `state`: the whole state goes to each.
   void setState(const TensorMap& state);
+  /// The initial state of the training graph for `seed` (what
+  /// initializeParameters makes), each process making only its own device's
+  /// share: the controller sends the seed, not the tensors.
+  void initializeState(std::uint64_t seed);
   /// The whole state, gathered from the devices that hold it.
   TensorMap state();
   std::optional<Tensor> replicatedState(const std::string& name);

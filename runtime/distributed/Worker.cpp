@@ -6,6 +6,7 @@
 
 #include "runtime/distributed/Messages.h"
 #include "runtime/distributed/TrainingJob.h"
+#include "runtime/reference/SerialExecutor.h"
 
 namespace meshflow::runtime {
 namespace {
@@ -77,6 +78,10 @@ class Worker {
     ParallelTrainer& trainer = *job_->trainer;
     if (name == "set_state") {
       trainer.setState(decodeTensors(bytesOf(command.at("tensors"))));
+      return json::object();
+    }
+    if (name == "init_state") {
+      trainer.setState(parameterInitializer(job_->description.training.graph, command.at("seed").get<std::uint64_t>()));
       return json::object();
     }
     if (name == "step") {

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <memory>
@@ -23,11 +24,33 @@
 
 namespace meshflow::runtime::mpi {
 
-// The group state a rank keeps: calls numbered per member set, and which
-// member set owns each tag hash (two sets sharing one could mix their messages).
+// What a rank keeps of one member set: how many collectives it called on it,
+// and the set's slot in the MPI tag (a hash of its members).
+struct MemberSet {
+  std::vector<int> members;  // sorted
+  std::uint64_t nextCall = 0;
+  int slot = -1;
+};
+
+// The group state a rank keeps: calls numbered per member set, the set of
+// each group as it was called (found without sorting it again), and which
+// member set owns each tag slot (two sets sharing one could mix their messages).
 struct Groups {
-  std::map<std::vector<int>, std::uint64_t> nextCall;
-  std::map<int, std::vector<int>> setOfHash;
+  std::map<std::vector<int>, MemberSet> sets;
+  std::map<std::vector<int>, MemberSet*> setOfGroup;
+  std::map<int, const MemberSet*> setOfSlot;
+
+  /// The member set of `group` (in any order), made on first use.
+  MemberSet& of(const std::vector<int>& group) {
+    auto known = setOfGroup.find(group);
+    if (known != setOfGroup.end()) return *known->second;
+    std::vector<int> members = group;
+    std::sort(members.begin(), members.end());
+    MemberSet& set = sets[members];
+    set.members = std::move(members);
+    setOfGroup.emplace(group, &set);
+    return set;
+  }
 };
 
 constexpr int kCallBits = 7;  // call numbers modulo 128 in the tag
@@ -45,27 +68,36 @@ constexpr std::size_t payloadStart(std::size_t headerBytes) {
 // stage has arrived. Headers are checked as they arrive.
 class Call {
  public:
-  Call(MpiWorld& world, Groups& groups, CallSignature info) : world_(world), info_(std::move(info)) {
-    std::vector<int> members = info_.group;
-    std::sort(members.begin(), members.end());
-    number_ = groups.nextCall[members]++;
-    describe_ = info_.describe(number_);
-    tag_ = tagOf(groups, members);
+  Call(MpiWorld& world, Groups& groups, CallSignature info)
+      : world_(world), info_(std::move(info)) {
+    MemberSet& set = groups.of(info_.group);
+    number_ = set.nextCall++;
+    tag_ = tagOf(groups, set);
     position_ = static_cast<std::size_t>(
         std::find(info_.group.begin(), info_.group.end(), world_.rank) - info_.group.begin());
     peers_.resize(info_.group.size());
-    world_.throwIfAborted(describe_);
+    header_ = encodeCall(info_, number_);
+    world_.throwIfAborted(whatText());
   }
 
   ~Call() {
     // Receives this call no longer waits for (it failed): MPI may still
     // write into their buffers, which live on with them.
-    for (Peer& peer : peers_) world_.abandon(peer.requests, holder_);
+    world_.abandon(requests_, holder_);
   }
   Call(const Call&) = delete;
   Call& operator=(const Call&) = delete;
 
-  const std::string& describe() const { return describe_; }
+  /// "allReduce #3 over group [2, 0, 1]": made when first asked for (an
+  /// error's message), since most calls never need it.
+  const std::string& describe() const {
+    if (!describe_) describe_ = info_.describe(number_);
+    return *describe_;
+  }
+  /// describe() as the waits take it.
+  Text whatText() const {
+    return [this] { return describe(); };
+  }
   const CallSignature& info() const { return info_; }
   std::size_t position() const { return position_; }
   std::size_t members() const { return info_.group.size(); }
@@ -73,16 +105,30 @@ class Call {
   /// Keeps the buffers of this call's receives alive if the call is abandoned.
   void holdBuffers(std::shared_ptr<const void> holder) { holder_ = std::move(holder); }
 
-  /// Sends member k this call's header, and `payload` after it in the same
-  /// message (a small operand: one message instead of two halves the latency).
-  /// The payload starts at a multiple of kPayloadAlignment bytes, so that
-  /// the receiver reads its elements in place.
-  void sendHeader(std::size_t k, std::span<const std::byte> payload = {}) {
-    std::vector<std::byte> message = encodeCall(info_, number_);
-    if (!payload.empty()) message.resize(payloadStart(message.size()));
-    message.insert(message.end(), payload.begin(), payload.end());
-    auto bytes = std::make_shared<const std::vector<std::byte>>(std::move(message));
-    world_.postSend(kCallHeaders, member(k), tag_, bytes->data(), bytes->size(), bytes);
+  /// The bytes of this call's header message with `payloadBytes` after it.
+  std::size_t messageBytes(std::size_t payloadBytes) const {
+    return payloadBytes > 0 ? payloadStart(header_.size()) + payloadBytes : header_.size();
+  }
+  /// This call's header with room for `payloadBytes` after it, starting at
+  /// a multiple of kPayloadAlignment bytes (so that the receiver reads its
+  /// elements in place): a small operand goes in the header's message, one
+  /// message instead of two halving the latency.
+  std::vector<std::byte> headerWithRoom(std::size_t payloadBytes) const {
+    std::vector<std::byte> message;
+    message.reserve(payloadStart(header_.size()) + payloadBytes);
+    message = header_;
+    if (payloadBytes > 0) message.resize(payloadStart(header_.size()) + payloadBytes);
+    return message;
+  }
+  /// Sends member k `message`: this call's header (headerWithRoom), and its
+  /// payload if any. The same message may go to every peer.
+  void sendHeader(std::size_t k, const std::shared_ptr<const std::vector<std::byte>>& message) {
+    world_.postSend(kCallHeaders, member(k), tag_, message->data(), message->size(), message);
+  }
+  /// Sends member k the header alone.
+  void sendHeader(std::size_t k) {
+    if (!headerOnly_) headerOnly_ = std::make_shared<const std::vector<std::byte>>(header_);
+    sendHeader(k, headerOnly_);
   }
   /// What member k sent after its header (once the header is in), aligned
   /// for any element type (the message's bytes come from the allocator).
@@ -99,13 +145,10 @@ class Call {
   }
   void recvData(std::size_t k, Channel channel, std::byte* data, std::size_t bytes, int stage) {
     if (bytes == 0) return;
-    Peer& peer = peers_[k];
-    std::size_t before = peer.requests.size();
-    world_.postRecv(channel, member(k), tag_, data, bytes, peer.requests);
-    peer.stages.resize(peer.requests.size(), stage);
-    peer.expectedBytes.resize(peer.requests.size(), 0);
-    for (std::size_t i = before; i < peer.requests.size(); ++i)
-      peer.expectedBytes[i] = std::min(kPieceBytes, bytes - (i - before) * kPieceBytes);
+    std::size_t before = requests_.size();
+    world_.postRecv(channel, member(k), tag_, data, bytes, requests_);
+    for (std::size_t i = before; i < requests_.size(); ++i)
+      receives_.push_back({k, stage, std::min(kPieceBytes, bytes - (i - before) * kPieceBytes)});
   }
 
   // Whether every expected header and every receive of a stage up to `stage`
@@ -115,33 +158,20 @@ class Call {
   bool poll(int stage) {
     bool complete = true, headersIn = true;
     std::optional<int> wrongSize;
+    receiveHeaders();
+    testReceives(stage);
     for (std::size_t k = 0; k < peers_.size(); ++k) {
       Peer& peer = peers_[k];
-      if (peer.headerExpected && !peer.header) receiveHeader(k);
-      if (peer.headerExpected && !peer.header) complete = headersIn = false;
-      for (std::size_t i = 0; i < peer.requests.size(); ++i) {
-        if (peer.requests[i] == MPI_REQUEST_NULL || peer.stages[i] > stage) continue;
-        int flag = 0;
-        MPI_Status status;
-        int code = MPI_Test(&peer.requests[i], &flag, &status);
-        if (!flag && code == MPI_SUCCESS) {
-          complete = false;
-          continue;
-        }
-        int got = -1;
-        if (code == MPI_SUCCESS) MPI_Get_count(&status, MPI_BYTE, &got);
-        if (code != MPI_SUCCESS || static_cast<std::size_t>(got) != peer.expectedBytes[i]) {
-          peer.requests[i] = MPI_REQUEST_NULL;
-          peer.wrongSize = true;
-        }
-      }
+      if (peer.headerExpected && !peer.arrived) complete = headersIn = false;
       if (peer.wrongSize && !wrongSize) wrongSize = member(k);
     }
+    for (std::size_t i = 0; i < requests_.size(); ++i)
+      if (requests_[i] != MPI_REQUEST_NULL && receives_[i].stage <= stage) complete = false;
     if (!headersIn) return false;
     if (!checked_) {
       checked_ = true;
       if (auto differs = difference())
-        throw world_.error(CommError::Kind::Mismatch, describe_ + ": " + *differs);
+        throw world_.error(CommError::Kind::Mismatch, describe() + ": " + *differs);
     }
     // Headers that agree with a message of another size: not a call that
     // this one can tell apart, but not one it can complete either.
@@ -149,24 +179,22 @@ class Call {
       throw world_.error(CommError::Kind::Mismatch,
                          fmt::format("{}: device {} sent a message of another size than this call "
                                      "expects",
-                                     describe_, *wrongSize));
+                                     describe(), *wrongSize));
     return complete;
   }
 
   // Waits for stage `stage`. A wait that times out with a header in that
   // disagrees is a Mismatch: the disagreement, not the wait, is the error.
   void wait(int stage) {
-    waitFor(
-        describe_, [&] { return poll(stage); }, [&] { return missingText(stage); });
+    waitFor([&] { return poll(stage); }, [&] { return missingText(stage); });
   }
-  void waitFor(const std::string& what, const std::function<bool()>& ready,
-               const std::function<std::string()>& missing) {
+  void waitFor(const std::function<bool()>& ready, const std::function<std::string()>& missing) {
     try {
-      world_.await(what, world_.options.timeout, ready, missing);
+      world_.await(whatText(), world_.options.timeout, ready, missing);
     } catch (const CommError& e) {
       if (e.kind() != CommError::Kind::Timeout) throw;
       if (auto differs = difference())
-        throw world_.error(CommError::Kind::Mismatch, describe_ + ": " + *differs);
+        throw world_.error(CommError::Kind::Mismatch, describe() + ": " + *differs);
       throw;
     }
   }
@@ -175,7 +203,7 @@ class Call {
   // from this call differs from it.
   std::optional<std::string> difference() const {
     for (std::size_t k = 0; k < peers_.size(); ++k) {
-      if (!peers_[k].header) continue;
+      if (!peers_[k].arrived || !peers_[k].header) continue;  // none, or this call's own
       const CallSignature& theirs = *peers_[k].header;
       int other = member(k);
       auto differs = k > position_ ? callDifference(world_.rank, info_, other, theirs)
@@ -188,16 +216,20 @@ class Call {
     return std::nullopt;
   }
 
-  const CallSignature& headerOf(std::size_t k) const { return *peers_[k].header; }
+  /// What member k called (once its header is in).
+  const CallSignature& headerOf(std::size_t k) const {
+    return peers_[k].header ? *peers_[k].header : info_;
+  }
 
   // ", waiting for device 2" / ", waiting for devices 1, 3".
   std::string missingText(int stage) const {
     std::vector<int> missing;
     for (std::size_t k = 0; k < peers_.size(); ++k) {
       const Peer& peer = peers_[k];
-      bool waiting = peer.headerExpected && !peer.header;
-      for (std::size_t i = 0; i < peer.requests.size(); ++i)
-        waiting = waiting || (peer.requests[i] != MPI_REQUEST_NULL && peer.stages[i] <= stage);
+      bool waiting = peer.headerExpected && !peer.arrived;
+      for (std::size_t i = 0; i < requests_.size(); ++i)
+        waiting = waiting || (receives_[i].peer == k && requests_[i] != MPI_REQUEST_NULL &&
+                              receives_[i].stage <= stage);
       if (waiting) missing.push_back(member(k));
     }
     if (missing.empty()) return "";
@@ -208,21 +240,27 @@ class Call {
  private:
   struct Peer {
     bool headerExpected = false;
+    bool arrived = false;  // its header is in
+    // What it called, when that differs from this call's header byte for
+    // byte (else none: decoding every agreeing header cost more than the
+    // rest of a small all-reduce's bookkeeping).
     std::optional<CallSignature> header;
-    std::vector<MPI_Request> requests;
-    std::vector<int> stages;
-    std::vector<std::size_t> expectedBytes;
-    bool wrongSize = false;
-    std::uint64_t number = 0;  // the call number in its header
+    bool wrongSize = false;          // a receive from it had another size
+    std::uint64_t number = 0;        // the call number in its header
     std::vector<std::byte> message;  // the header's message, payload included
     std::size_t headerBytes = 0;     // where the header ends in it
   };
 
-  int tagOf(Groups& groups, const std::vector<int>& members) {
-    // FNV-1a over the sorted members, folded into the tag bits left above
-    // the call number.
+  int tagOf(Groups& groups, MemberSet& set) {
+    if (set.slot < 0) set.slot = slotOf(groups, set);
+    return (set.slot << kCallBits) | static_cast<int>(number_ & ((1u << kCallBits) - 1));
+  }
+
+  // FNV-1a over the sorted members, folded into the tag bits left above the
+  // call number; checked once per member set against the sets seen before.
+  int slotOf(Groups& groups, const MemberSet& set) {
     std::uint64_t hash = 1469598103934665603ull;
-    for (int m : members) {
+    for (int m : set.members) {
       hash ^= static_cast<std::uint32_t>(m);
       hash *= 1099511628211ull;
     }
@@ -230,20 +268,84 @@ class Call {
     while (bits < 30 && (std::int64_t(1) << (bits + 1)) - 1 <= world_.tagLimit) ++bits;
     int hashBits = bits - kCallBits;
     int slot = static_cast<int>((hash ^ (hash >> 32)) & ((std::uint64_t(1) << hashBits) - 1));
-    auto [owner, added] = groups.setOfHash.emplace(slot, members);
-    if (!added && owner->second != members)
+    auto [owner, added] = groups.setOfSlot.emplace(slot, &set);
+    if (!added && owner->second != &set)
       throw world_.error(CommError::Kind::Usage,
                          fmt::format("{}: the MPI tags of this group and of group {} coincide "
                                      "(hash {}); one process cannot use both",
-                                     describe_, groupText(owner->second), slot));
-    return (slot << kCallBits) | static_cast<int>(number_ & ((1u << kCallBits) - 1));
+                                     describe(), groupText(owner->second->members), slot));
+    return slot;
+  }
+
+  // One receive of data: from which peer, of which stage, how many bytes.
+  struct Receive {
+    std::size_t peer;
+    int stage;
+    std::size_t bytes;
+  };
+
+  // Tests the data receives of a stage up to `stage`; a receive of another
+  // size than expected marks its peer. One MPI_Test each: one MPI_Testsome
+  // over all of them (fewer polls, each a yield when MPI yields when idle)
+  // made the tiny GPT's step on 4 ranks and 2 cores slower (median of four
+  // alternating runs 1.4x the cpu backend's against 1.0x): a waiting rank
+  // that yields less takes more of the cores from the ranks that compute.
+  void testReceives(int stage) {
+    for (std::size_t i = 0; i < requests_.size(); ++i) {
+      if (requests_[i] == MPI_REQUEST_NULL || receives_[i].stage > stage) continue;
+      int flag = 0;
+      MPI_Status status;
+      int code = MPI_Test(&requests_[i], &flag, &status);
+      if (!flag && code == MPI_SUCCESS) continue;
+      int got = -1;
+      if (code == MPI_SUCCESS) MPI_Get_count(&status, MPI_BYTE, &got);
+      if (code != MPI_SUCCESS || static_cast<std::size_t>(got) != receives_[i].bytes)
+        peers_[receives_[i].peer].wrongSize = true;
+      requests_[i] = MPI_REQUEST_NULL;
+    }
+  }
+
+  // Takes the headers that have come. One probe for any sender rather than
+  // one per peer: a probe that finds nothing is an MPI poll, which yields
+  // the core when MPI yields when idle.
+  void receiveHeaders() {
+    if (headersIn_ == expectedHeaders()) return;
+    for (;;) {
+      int flag = 0;
+      MPI_Status status;
+      MPI_Iprobe(MPI_ANY_SOURCE, tag_, world_.comms[kCallHeaders], &flag, &status);
+      if (!flag) return;
+      std::size_t k = positionOf(status.MPI_SOURCE);
+      if (k >= peers_.size() || !peers_[k].headerExpected || peers_[k].arrived) {
+        // Not a header this call waits for (no member sends one): look per peer.
+        for (std::size_t j = 0; j < peers_.size(); ++j)
+          if (peers_[j].headerExpected && !peers_[j].arrived) receiveHeader(j);
+        return;
+      }
+      receiveHeader(k, status);
+    }
+  }
+
+  std::size_t expectedHeaders() const {
+    std::size_t count = 0;
+    for (const Peer& peer : peers_) count += peer.headerExpected ? 1 : 0;
+    return count;
+  }
+
+  std::size_t positionOf(int rank) const {
+    return static_cast<std::size_t>(std::find(info_.group.begin(), info_.group.end(), rank) -
+                                    info_.group.begin());
   }
 
   void receiveHeader(std::size_t k) {
     int flag = 0;
     MPI_Status status;
     MPI_Iprobe(member(k), tag_, world_.comms[kCallHeaders], &flag, &status);
-    if (!flag) return;
+    if (flag) receiveHeader(k, status);
+  }
+
+  // Receives member k's header, which `status` (a probe's) says has come.
+  void receiveHeader(std::size_t k, MPI_Status& status) {
     int length = 0;
     MPI_Get_count(&status, MPI_BYTE, &length);
     Peer& peer = peers_[k];
@@ -251,17 +353,33 @@ class Call {
     checkMpi(MPI_Recv(peer.message.data(), length, MPI_BYTE, member(k), tag_,
                       world_.comms[kCallHeaders], MPI_STATUS_IGNORE),
              "MPI_Recv");
+    peer.arrived = true;
+    ++headersIn_;
+    // A header equal to this call's own, number included, is a call that
+    // agrees with this one.
+    if (peer.message.size() >= header_.size() &&
+        std::memcmp(peer.message.data(), header_.data(), header_.size()) == 0) {
+      peer.number = number_;
+      peer.headerBytes = header_.size();
+      return;
+    }
     peer.header = decodeCall(peer.message, peer.number, peer.headerBytes);
   }
 
   MpiWorld& world_;
   CallSignature info_;
   std::uint64_t number_ = 0;
-  std::string describe_;
+  mutable std::optional<std::string> describe_;
+  std::vector<std::byte> header_;  // this call's header as it is sent
+  std::shared_ptr<const std::vector<std::byte>> headerOnly_;
   int tag_ = 0;
   std::size_t position_ = 0;
   std::vector<Peer> peers_;
   bool checked_ = false;
+  // The data receives, and what each is.
+  std::vector<MPI_Request> requests_;
+  std::vector<Receive> receives_;
+  std::size_t headersIn_ = 0;  // headers received
   std::shared_ptr<const void> holder_;
 };
 

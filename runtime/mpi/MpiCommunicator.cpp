@@ -66,7 +66,7 @@ class MpiCommunicator final : public Communicator {
   int deviceCount() const override { return world_.size; }
 
   void send(int peer, std::uint64_t tag, std::vector<Tensor> message) override {
-    std::string what = fmt::format("send to device {} (tag {})", peer, tag);
+    Text what = [&] { return fmt::format("send to device {} (tag {})", peer, tag); };
     checkDevice(peer, what);
     world_.throwIfAborted(what);
     if (peer == world_.rank) {
@@ -88,7 +88,7 @@ class MpiCommunicator final : public Communicator {
   }
 
   std::vector<Tensor> recv(int peer, std::uint64_t tag) override {
-    std::string what = fmt::format("recv from device {} (tag {})", peer, tag);
+    Text what = [&] { return fmt::format("recv from device {} (tag {})", peer, tag); };
     checkDevice(peer, what);
     world_.throwIfAborted(what);
     std::pair<int, std::uint64_t> key{peer, tag};
@@ -129,11 +129,9 @@ class MpiCommunicator final : public Communicator {
     }
     if (!world_.options.deterministic && mpiCanSum(inputs)) {
       // Numbered as the others, so that later calls keep the cpu backend's numbers.
-      std::vector<int> members = group;
-      std::sort(members.begin(), members.end());
       std::string what = fmt::format("allReduce #{} over group {} (MPI_Iallreduce)",
-                                     groups_.nextCall[members]++, groupText(group));
-      world_.throwIfAborted(what);
+                                     groups_.of(group).nextCall++, groupText(group));
+      world_.throwIfAborted([&] { return what; });
       return std::make_unique<MpiOwnAllReduce>(world_, what, reduceComm(group), std::move(tensors));
     }
     auto op = std::make_shared<AllReduceOp>(world_, groups_, std::move(call), std::move(inputs));
@@ -255,9 +253,9 @@ class MpiCommunicator final : public Communicator {
  private:
   CommError usage(std::string detail) const { return world_.error(Kind::Usage, std::move(detail)); }
 
-  void checkDevice(int device, const std::string& what) const {
+  void checkDevice(int device, const Text& what) const {
     if (device < 0 || device >= deviceCount())
-      throw usage(fmt::format("{}: there is no device {} (the cluster has {})", what, device,
+      throw usage(fmt::format("{}: there is no device {} (the cluster has {})", what(), device,
                               deviceCount()));
   }
 
@@ -354,4 +352,3 @@ std::unique_ptr<Communicator> makeMpiCommunicator(MpiWorld& world) {
 }
 
 }  // namespace meshflow::runtime::mpi
-

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <stdexcept>
 #include <thread>
@@ -31,6 +32,54 @@ std::string durationText(std::chrono::milliseconds duration) {
 }
 
 // ---- MpiWorld ----
+
+namespace {
+
+// The unsigned integer of `size` bytes at `bytes` (a bool is 1 byte).
+std::optional<std::uint64_t> unsignedOf(const unsigned char* bytes, int size) {
+  auto read = [&](auto value) {
+    std::memcpy(&value, bytes, sizeof value);
+    return static_cast<std::uint64_t>(value);
+  };
+  switch (size) {
+    case 1:
+      return read(std::uint8_t{});
+    case 2:
+      return read(std::uint16_t{});
+    case 4:
+      return read(std::uint32_t{});
+    case 8:
+      return read(std::uint64_t{});
+    default:
+      return std::nullopt;
+  }
+}
+
+// An MPI control variable with a whole-number value (a bool, an int, a
+// size), by name through MPI_T; none when this MPI has no such variable.
+std::optional<std::uint64_t> readSetting(const char* name) {
+  int provided = 0;
+  if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS) return std::nullopt;
+  std::optional<std::uint64_t> value;
+  int index = 0, count = 0, verbosity = 0, bind = 0, scope = 0, size = 0;
+  MPI_Datatype type = MPI_DATATYPE_NULL;
+  MPI_T_enum enumtype;
+  MPI_T_cvar_handle handle;
+  if (MPI_T_cvar_get_index(name, &index) == MPI_SUCCESS &&
+      MPI_T_cvar_get_info(index, nullptr, nullptr, &verbosity, &type, &enumtype, nullptr, nullptr,
+                          &bind, &scope) == MPI_SUCCESS &&
+      MPI_Type_size(type, &size) == MPI_SUCCESS &&
+      MPI_T_cvar_handle_alloc(index, nullptr, &handle, &count) == MPI_SUCCESS) {
+    alignas(8) unsigned char bytes[64] = {};
+    if (count == 1 && MPI_T_cvar_read(handle, bytes) == MPI_SUCCESS)
+      value = unsignedOf(bytes, size);
+    MPI_T_cvar_handle_free(&handle);
+  }
+  MPI_T_finalize();
+  return value;
+}
+
+}  // namespace
 
 MpiWorld::MpiWorld(int* argc, char*** argv, MpiOptions options) : options(options) {
   if (options.timeout.count() <= 0)
@@ -65,6 +114,14 @@ MpiWorld::MpiWorld(int* argc, char*** argv, MpiOptions options) : options(option
   if (nodeCores && nodeCores->gate()) nodeCores->gate()->setWaitLimit(options.timeout);
   MPI_Comm_free(&node);
   if (onNode > cores) spinBeforeYield = std::chrono::microseconds(0);
+  mpiYieldsWhenIdle = readSetting("mpi_yield_when_idle").value_or(0) != 0;
+  // Open MPI's shared-memory transport (vader) sends up to this many bytes
+  // at once; a longer message waits for its receiver to take it.
+  // Every rank takes the least, so that all split a call's messages alike.
+  std::uint64_t eager = readSetting("btl_vader_eager_limit").value_or(UINT64_MAX);
+  checkMpi(MPI_Allreduce(MPI_IN_PLACE, &eager, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD),
+           "MPI_Allreduce");
+  if (eager > 0 && eager < UINT64_MAX) eagerBytes = static_cast<std::size_t>(eager);
   int* limit = nullptr;
   int found = 0;
   MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &limit, &found);
@@ -167,10 +224,10 @@ namespace {
 // holders; returns whether any completed. Errors of sends and strays are
 // not this operation's: the operation that waits on their peer reports it.
 bool testAndDrop(std::vector<MPI_Request>& requests,
-                 std::vector<std::shared_ptr<const void>>& holders) {
+                 std::vector<std::shared_ptr<const void>>& holders, std::vector<int>& indices) {
   if (requests.empty()) return false;
   int count = static_cast<int>(requests.size());
-  std::vector<int> indices(requests.size());
+  if (indices.size() < requests.size()) indices.resize(requests.size());
   int completed = 0;
   MPI_Testsome(count, requests.data(), &completed, indices.data(), MPI_STATUSES_IGNORE);
   if (completed <= 0) return false;  // none, or MPI_UNDEFINED: all were null
@@ -189,8 +246,8 @@ bool testAndDrop(std::vector<MPI_Request>& requests,
 }  // namespace
 
 bool MpiWorld::progress() {
-  bool any = testAndDrop(sendRequests, sendHolders);
-  any = testAndDrop(strayRequests, strayHolders) || any;
+  bool any = testAndDrop(sendRequests, sendHolders, completedIndices);
+  any = testAndDrop(strayRequests, strayHolders, completedIndices) || any;
   for (std::size_t i = 0; i < background.size();) {
     // Hold it: advance() may finish it, and its handle may then let it go.
     std::shared_ptr<BackgroundOp> op = background[i];
@@ -218,7 +275,11 @@ bool MpiWorld::drainSends(std::chrono::milliseconds limit) {
   return true;
 }
 
-void MpiWorld::throwIfAborted(const std::string& what) {
+void MpiWorld::throwIfAborted(const Text& what) {
+  if (abortReason) throw error(Kind::Aborted, what() + ": aborted: " + *abortReason);
+}
+
+void MpiWorld::lookForAbort() {
   if (!abortReason) {
     int flag = 0;
     MPI_Status status;
@@ -233,7 +294,6 @@ void MpiWorld::throwIfAborted(const std::string& what) {
       failed = true;
     }
   }
-  if (abortReason) throw error(Kind::Aborted, what + ": aborted: " + *abortReason);
 }
 
 void MpiWorld::abort(const std::string& reason) {
@@ -247,14 +307,15 @@ void MpiWorld::abort(const std::string& reason) {
   progress();
 }
 
-void MpiWorld::await(const std::string& what, std::optional<std::chrono::milliseconds> timeout,
-                     const std::function<bool()>& ready, const std::function<std::string()>& missing,
-                     bool abortEnds) {
+void MpiWorld::await(const Text& what, std::optional<std::chrono::milliseconds> timeout,
+                     const std::function<bool()>& ready,
+                     const std::function<std::string()>& missing, bool abortEnds) {
   auto start = Clock::now();
   auto idleSince = start;
   // A rank that must wait gives its host core to the next in line (when the
   // node's ranks share cores) and takes it back once what it waits for came.
   std::optional<cpu::CoreGate::Yield> offCore;
+  std::optional<Clock::time_point> abortLooked;
   for (;;) {
     // The bell as it was before looking: a message that comes after the look
     // rings it, and the sleep below returns at once.
@@ -264,12 +325,21 @@ void MpiWorld::await(const std::string& what, std::optional<std::chrono::millise
     // gathers the failed step's replies); only a wait for more ends.
     if (ready()) return;
     if (!offCore && nodeCores && nodeCores->gate()) offCore.emplace(nodeCores->gate(), rank);
-    if (abortEnds) throwIfAborted(what);
     auto now = Clock::now();
+    // Abort notices are looked for at most every kAbortLook: each look is an
+    // MPI poll, and a poll that finds nothing yields the core when MPI
+    // yields when idle (as Open MPI does when ranks outnumber cores).
+    if (abortEnds) {
+      if (!abortLooked || now - *abortLooked >= kAbortLook) {
+        abortLooked = now;
+        lookForAbort();
+      }
+      throwIfAborted(what);
+    }
     if (timeout && now - start > *timeout) {
       failed = true;
-      throw error(Kind::Timeout,
-                  fmt::format("{} timed out after {}{}", what, durationText(*timeout), missing()));
+      throw error(Kind::Timeout, fmt::format("{} timed out after {}{}", what(),
+                                             durationText(*timeout), missing()));
     }
     // Poll while things move, and for 50 us after when each rank has a core
     // of its own: a message from a peer that is on its way comes within
@@ -287,9 +357,10 @@ void MpiWorld::await(const std::string& what, std::optional<std::chrono::millise
     // that moves a wait rings a bell (messages from other nodes, MPI's own
     // protocol messages). Sleeping up to 2 ms on the bell made the tiny
     // GPT's step on 4 ranks and 2 cores 2.0x the cpu backend's; 50 us, 1.1x.
-    if (idle < std::chrono::microseconds(200))
-      sched_yield();
-    else if (nodeCores)
+    if (idle < std::chrono::microseconds(200)) {
+      // MPI's own polls above have yielded already when it yields when idle.
+      if (!mpiYieldsWhenIdle) sched_yield();
+    } else if (nodeCores)
       nodeCores->sleepUntilRung(bell, std::chrono::microseconds(50));
     else
       std::this_thread::sleep_for(std::chrono::microseconds(50));
@@ -378,14 +449,13 @@ std::string MpiProcess::recvControl(int peer, std::optional<std::chrono::millise
     return bytes;
   }
   MPI_Status status;
-  world.await(
-      what, timeout,
-      [&] {
-        int flag = 0;
-        MPI_Iprobe(peer, 0, world.comms[kControlChannel], &flag, &status);
-        return flag != 0;
-      },
-      [] { return std::string(); }, !evenAfterAbort);
+  world.await([&] { return what; }, timeout,
+              [&] {
+                int flag = 0;
+                MPI_Iprobe(peer, 0, world.comms[kControlChannel], &flag, &status);
+                return flag != 0;
+              },
+              [] { return std::string(); }, !evenAfterAbort);
   // A long message (a serialised Program) arrives while this rank polls, so
   // an abort still ends the wait; the buffer outlives an abandoned receive.
   int length = 0;
@@ -394,16 +464,15 @@ std::string MpiProcess::recvControl(int peer, std::optional<std::chrono::millise
   std::vector<MPI_Request> requests;
   world.postRecv(kControlChannel, peer, 0, bytes->data(), bytes->size(), requests);
   try {
-    world.await(
-        what, timeout,
-        [&] {
-          int flag = 0;
-          checkMpi(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &flag,
-                               MPI_STATUSES_IGNORE),
-                   "MPI_Testall");
-          return flag != 0;
-        },
-        [] { return std::string(); }, !evenAfterAbort);
+    world.await([&] { return what; }, timeout,
+                [&] {
+                  int flag = 0;
+                  checkMpi(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &flag,
+                                       MPI_STATUSES_IGNORE),
+                           "MPI_Testall");
+                  return flag != 0;
+                },
+                [] { return std::string(); }, !evenAfterAbort);
   } catch (...) {
     world.abandon(requests, bytes);
     throw;

@@ -11,6 +11,7 @@
 #include <mpi.h>
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -25,6 +26,11 @@
 namespace meshflow::runtime::mpi {
 
 using Clock = std::chrono::steady_clock;
+
+/// What an operation is, for its error messages: made only when one is
+/// thrown (formatting it for every call cost a small all-reduce ~10% of its
+/// time).
+using Text = std::function<std::string()>;
 
 enum Channel : int {
   kAbortChannel,     // abort notices: the reason, from any rank
@@ -79,6 +85,16 @@ struct MpiWorld {
   /// runs more ranks than it has cores (a spinning rank would keep the one
   /// it waits for from running).
   std::chrono::microseconds spinBeforeYield{50};
+  /// Whether MPI yields the core in a poll that finds nothing (Open MPI's
+  /// mpi_yield_when_idle, on when ranks outnumber a node's slots): a wait
+  /// then yields through its polls and needs no sched_yield of its own.
+  bool mpiYieldsWhenIdle = false;
+  /// The longest message MPI sends eagerly (without waiting for the
+  /// receiver) between ranks of a node, when it says (Open MPI's
+  /// btl_vader_eager_limit, 4 KiB by default); unlimited when it does not.
+  std::size_t eagerBytes = SIZE_MAX;
+  /// How often a wait looks for abort notices.
+  static constexpr std::chrono::microseconds kAbortLook{20};
   /// What this node's ranks share (cores, doorbells); null when alone.
   std::unique_ptr<NodeCores> nodeCores;
 
@@ -92,6 +108,8 @@ struct MpiWorld {
   /// Sends in flight and what they read; requests MPI has completed are dropped.
   std::vector<MPI_Request> sendRequests;
   std::vector<std::shared_ptr<const void>> sendHolders;
+  /// MPI_Testsome's indices, kept from call to call.
+  std::vector<int> completedIndices;
   /// Receives whose operation ended (an error) before they did: kept with
   /// their buffers until MPI is done with them.
   std::vector<MPI_Request> strayRequests;
@@ -126,11 +144,14 @@ struct MpiWorld {
   /// sends and advances the background operations.
   /// With `abortEnds` false an abort does not end the wait (only the
   /// timeout does): a control message still expected after a failure.
-  void await(const std::string& what, std::optional<std::chrono::milliseconds> timeout,
+  void await(const Text& what, std::optional<std::chrono::milliseconds> timeout,
              const std::function<bool()>& ready, const std::function<std::string()>& missing,
              bool abortEnds = true);
-  /// Throws CommError(Aborted) when an abort was seen (receiving a pending notice).
-  void throwIfAborted(const std::string& what);
+  /// Throws CommError(Aborted) when an abort was seen. It does not look for
+  /// a notice not yet seen (an MPI poll, which may yield the core): waits do.
+  void throwIfAborted(const Text& what);
+  /// Receives a pending abort notice, if any.
+  void lookForAbort();
   /// Sends the abort notice (once) and records this rank's failure.
   void abort(const std::string& reason);
   /// Completes what it can of the sends and background operations; returns

@@ -241,6 +241,14 @@ MeshPlace ParallelTrainer::placeOf(int device) const {
 // Every device holds its own copy of its state, counted in its memory as
 // parameters or optimizer state (the leaves that are no model parameter).
 void ParallelTrainer::setState(const TensorMap& state) {
+  setState([&](const std::string& name) {
+    auto it = state.find(name);
+    if (it == state.end()) throw ParallelRunError(fmt::format("the state has no `{}`", name));
+    return it->second;
+  });
+}
+
+void ParallelTrainer::setState(const StateSource& whole) {
   const ir::Graph& graph = training_.graph;
   for (std::size_t d = 0; d < deviceState_.size(); ++d) {
     TensorMap& mine = deviceState_[d];
@@ -251,12 +259,11 @@ void ParallelTrainer::setState(const TensorMap& state) {
       const passes::StagePiece& piece = partition_.stages[static_cast<std::size_t>(vs)];
       for (ir::ValueId v : piece.state) {
         std::string name = bindingName(graph, v);
-        auto it = state.find(name);
-        if (it == state.end()) throw ParallelRunError(fmt::format("the state has no `{}`", name));
+        const Tensor value = whole(name);
         const bool parameter = std::find(piece.gradientParameters.begin(), piece.gradientParameters.end(), v) !=
                                piece.gradientParameters.end();
         MemoryScope scope(memory_[d], parameter ? MemoryCategory::kParameters : MemoryCategory::kOptimizerState);
-        Tensor box = spmd ? takeShard(it->second, spmd->heldSpec(v), placeOf(static_cast<int>(d))) : it->second;
+        Tensor box = spmd ? takeShard(value, spmd->heldSpec(v), placeOf(static_cast<int>(d))) : value;
         // A sharded optimizer keeps only this replica's flat shard of the box.
         mine[name] = flatState(rankOf_[d], v) ? flatShardOf(box, replicaOf(static_cast<int>(d)), replicas())
                      : spmd                   ? std::move(box)

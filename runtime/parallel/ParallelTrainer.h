@@ -13,6 +13,7 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -144,6 +145,13 @@ class ParallelTrainer {
 
   /// Hands every device the parameters and optimizer state of its stages.
   void setState(const TensorMap& state);
+  /// The whole value of a state tensor by name.
+  using StateSource = std::function<Tensor(const std::string& name)>;
+  /// The same from `whole`, asked only for the tensors the devices here hold
+  /// (once per device and tensor), each device keeping its share: a process
+  /// that runs one device of a job makes only its own part of the state
+  /// (parameterInitializer), one whole tensor at a time.
+  void setState(const StateSource& whole);
   /// The whole state, assembled from the first replica of every rank (and a
   /// sharded optimizer's state from every replica's shard).
   TensorMap state() const;

@@ -120,6 +120,18 @@ void initializeParameters(const ir::Graph& graph, std::uint64_t seed, TensorMap&
   }
 }
 
+std::function<Tensor(const std::string& name)> parameterInitializer(const ir::Graph& graph, std::uint64_t seed) {
+  auto parameters = std::make_shared<std::map<std::string, ir::OpId>>();
+  for (ir::OpId id = 0; id < graph.ops().size(); ++id)
+    if (graph.op(id).kind == ir::OpKind::Parameter) parameters->emplace(bindingName(graph, graph.op(id).outputs.at(0)), id);
+  return [&graph, seed, parameters](const std::string& name) {
+    auto it = parameters->find(name);
+    if (it == parameters->end())
+      throw std::invalid_argument("the graph has no parameter `" + name + "` to initialise");
+    return initialParameter(graph, it->second, name, seed);
+  };
+}
+
 SerialExecutor::SerialExecutor(const ir::Graph& graph, ExecutorOptions options)
     : graph_(graph), options_(options) {
   if (options_.batchSize < 1) throw std::invalid_argument("the batch size must be at least 1");

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <stdexcept>
@@ -54,6 +55,13 @@ std::string bindingName(const ir::Graph& graph, ir::ValueId value);
 /// the parameter's name, so its values depend on the name and the seed only —
 /// not on the order of parameters in the graph.
 void initializeParameters(const ir::Graph& graph, std::uint64_t seed, TensorMap& state);
+
+/// The initial value of one parameter of `graph` by its binding name, the
+/// same as initializeParameters gives it: for a process that holds only some
+/// parameters (or only shards of them) and makes just those. The returned
+/// function keeps a reference to `graph`; it throws std::invalid_argument
+/// for a name that is no parameter of the graph.
+std::function<Tensor(const std::string& name)> parameterInitializer(const ir::Graph& graph, std::uint64_t seed);
 
 struct ExecutorOptions {
   /// The value of the symbolic `batch` dimension.

@@ -218,11 +218,16 @@ void checkOperations(mpi::MpiProcess& process) {
             std::vector<Tensor*> ptrs;
             for (Tensor& t : ts) ptrs.push_back(&t);
             c.allReduce(group, ptrs);  // small: whole operands exchanged
+            // Whole operands too long for the header's message to go eagerly
+            // (Open MPI's 4 KiB): the header, then the operands.
+            Tensor whole = input(dtype, {2000}, seedOf(test, device, 5));
+            c.allReduce(group, {&whole});
             // Big enough to go in chunks, and in chunks of unequal sizes.
             Tensor big = input(dtype, {9001}, seedOf(test, device, 4));
             ptrs.push_back(&big);
             c.allReduce(group, ptrs);
             ts.push_back(big);
+            ts.push_back(whole);
             return ts;
           });
       ++test;

@@ -90,9 +90,12 @@ TEST_CASE("a plan run by a controller and workers equals the cpu backend bit for
       auto outcomes = runJob(job, [&](runtime::ProcessGroup& group) {
         runtime::TrainingJob description{training, c.plan, options, runtime::syntheticData(5)->recipe()};
         runtime::ProcessTrainer trainer(group, description);
-        runtime::TensorMap state;
-        runtime::initializeParameters(training.graph, 5, state);
-        trainer.setState(state);
+        // Every process makes its own share of the initial state: together
+        // the same values as the whole state the cpu backend starts from.
+        trainer.initializeState(5);
+        runtime::TensorMap initial;
+        runtime::initializeParameters(training.graph, 5, initial);
+        requireBitEqual(trainer.state(), initial);
         auto data = runtime::syntheticData(5);
         for (int step = 1; step <= kSteps; ++step)
           processes.losses.push_back(trainer.step(data->batch(training.graph, c.batch, step - 1), step).loss);
@@ -104,6 +107,48 @@ TEST_CASE("a plan run by a controller and workers equals the cpu backend bit for
       requireBitEqual(processes.state, threads.state);
     }
   }
+}
+
+TEST_CASE("workers make their own share of the initial state instead of receiving it", "[distributed]") {
+  const ir::Graph forward = traceModel("", kMlp);
+  const passes::TrainingGraph training = passes::buildTrainingGraph(forward, passes::OptimizerConfig::adam());
+  // Tensor-parallel stages: each device holds boxes of the parameters.
+  runtime::ParallelPlan plan = pipeline(forward, 2, 1, 1, "1f1b", 2);
+  plan.rankDevices = {{0, 1}, {2, 3}};
+  plan.rankMeshes = {{1, 2}, {1, 2}};
+  std::mt19937 rng(11);
+  plan.strategies = randomStrategies(forward, 2, {1, 2}, rng);
+  runtime::TensorMap whole;
+  runtime::initializeParameters(training.graph, 9, whole);
+  // The controller's bytes for starting the job's state either way, and the
+  // state after two steps.
+  auto run = [&](bool initialize, std::size_t& bytes, RunResult& result) {
+    ThreadJob job(4);
+    runJob(job, [&](runtime::ProcessGroup& group) {
+      runtime::ProcessTrainer trainer(group, {training, plan, optionsFor(4), runtime::syntheticData(9)->recipe()});
+      const std::size_t before = job.sentBy(0);
+      if (initialize)
+        trainer.initializeState(9);
+      else
+        trainer.setState(whole);
+      bytes = job.sentBy(0) - before;
+      auto data = runtime::syntheticData(9);
+      for (int step = 1; step <= 2; ++step)
+        result.losses.push_back(trainer.step(data->batch(training.graph, 4, step - 1), step).loss);
+      result.state = trainer.state();
+    });
+  };
+  std::size_t sentBytes = 0, madeBytes = 0;
+  RunResult sent, made;
+  run(false, sentBytes, sent);
+  run(true, madeBytes, made);
+  const std::size_t stateBytes = runtime::encodeTensors(whole).size();
+  INFO(fmt::format("state {} bytes; the controller sent {} bytes to hand it out, {} to have it made", stateBytes,
+                   sentBytes, madeBytes));
+  CHECK(sentBytes >= 3 * stateBytes);  // the whole state to each of 3 workers
+  CHECK(madeBytes < 3 * 128);          // a seed to each
+  CHECK(made.losses == sent.losses);
+  requireBitEqual(made.state, sent.state);
 }
 
 TEST_CASE("a job whose plan does not match the processes is refused on every rank", "[distributed]") {

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include "runtime/cpu/LocalCluster.h"
 #include "runtime/distributed/ProcessGroup.h"
@@ -21,13 +22,19 @@ namespace meshflow::distributed_test {
 class ThreadJob {
  public:
   explicit ThreadJob(int ranks, std::chrono::milliseconds timeout = std::chrono::seconds(20))
-      : ranks_(ranks), cluster_({ranks, timeout, 0}) {}
+      : ranks_(ranks), cluster_({ranks, timeout, 0}), sent_(static_cast<std::size_t>(ranks), 0) {}
 
   int ranks() const { return ranks_; }
+  /// The bytes of the control messages `rank` has sent so far.
+  std::size_t sentBy(int rank) {
+    std::lock_guard lock(mutex_);
+    return sent_[static_cast<std::size_t>(rank)];
+  }
   runtime::cpu::LocalCluster& cluster() { return cluster_; }
 
   void send(int from, int to, std::string bytes) {
     std::lock_guard lock(mutex_);
+    sent_[static_cast<std::size_t>(from)] += bytes.size();
     boxes_[{from, to}].push_back(std::move(bytes));
     changed_.notify_all();
   }
@@ -63,6 +70,7 @@ class ThreadJob {
   std::mutex mutex_;
   std::condition_variable changed_;
   std::map<std::pair<int, int>, std::deque<std::string>> boxes_;
+  std::vector<std::size_t> sent_;  // per rank
   std::string abortReason_;
 };
 
