@@ -294,9 +294,9 @@ void embeddingGradOp(const KernelArgs& a, const GpuContext& gpu) {
   embeddingGrad(ids(tokens), in(dy), out(dtable), tokens.elements(), vocab, h, gpu.stream);
 }
 
-// Sum, Mean, ReduceToShape: cpu::sumPlan's sum (its checks, its output), each
-// output element summed by one thread in the cpu kernel's order.
-void sumOp(const KernelArgs& a, const GpuContext& gpu) {
+// Sum, Mean, ReduceToShape: cpu::sumPlan's sum (its checks, its output) in the
+// cpu kernel's order, long sums into few outputs in chunks (cuda::sumOver).
+void sumOp(const KernelArgs& a, const GpuContext& gpu, std::vector<Tensor>& scratch) {
   const cpu::SumPlan p = cpu::sumPlan(a);
   const Shape& shape = p.src->shape();
   if (shape.size() > static_cast<std::size_t>(kMaxRank))
@@ -312,7 +312,9 @@ void sumOp(const KernelArgs& a, const GpuContext& gpu) {
       index.summedStrides[index.summedRank++] = strides[d];
     }
   }
-  sumOver(in(*p.src), out(*p.dst), index, p.factor, gpu.stream);
+  const std::int64_t partials = sumOverScratch(index);
+  sumOver(in(*p.src), out(*p.dst), index, p.factor, partials > 0 ? scratchDoubles(scratch, partials) : nullptr,
+          gpu.stream);
 }
 
 void globalNormOp(const KernelArgs& a, const GpuContext& gpu, std::vector<Tensor>& scratch) {
@@ -430,7 +432,7 @@ void launchOnGpu(const KernelArgs& a, const GpuContext& gpu, std::vector<Tensor>
     case K::CrossEntropyGrad: return crossEntropyGradOp(a, gpu);
     case K::Embedding: return embeddingOp(a, gpu);
     case K::EmbeddingGrad: return embeddingGradOp(a, gpu);
-    case K::Sum: case K::Mean: case K::ReduceToShape: return sumOp(a, gpu);
+    case K::Sum: case K::Mean: case K::ReduceToShape: return sumOp(a, gpu, scratch);
     case K::BroadcastTo: return copyOp(a, gpu);
     case K::GlobalNorm: return globalNormOp(a, gpu, scratch);
     case K::SgdUpdate: return sgdOp(a, gpu);

@@ -22,29 +22,78 @@ __global__ void embeddingGradKernel(const std::int32_t* ids, const float* dy, fl
     for (std::int64_t p = 0; p < positions; ++p) dtable[std::int64_t(ids[p]) * h + j] += dy[p * h + j];
 }
 
+// The summed elements [first, last) of output o (row-major over the summed
+// dimensions), from its base offset.
+__device__ double sumRange(const float* x, const SumIndex& ix, std::int64_t base, std::int64_t first,
+                           std::int64_t last) {
+  std::int64_t at[kMaxRank] = {};
+  std::int64_t offset = base, rest = first;
+  for (int d = ix.summedRank - 1; d >= 0; --d) {
+    at[d] = rest % ix.summed[d];
+    rest /= ix.summed[d];
+    offset += at[d] * ix.summedStrides[d];
+  }
+  double sum = 0;
+  for (std::int64_t k = first; k < last; ++k) {
+    sum += x[offset];
+    for (int d = ix.summedRank - 1; d >= 0; --d) {  // an odometer: no division per element
+      offset += ix.summedStrides[d];
+      if (++at[d] < ix.summed[d]) break;
+      offset -= ix.summedStrides[d] * ix.summed[d];
+      at[d] = 0;
+    }
+  }
+  return sum;
+}
+
+__device__ std::int64_t baseOf(const SumIndex& ix, std::int64_t o) {
+  std::int64_t rest = o, base = 0;
+  for (int d = ix.keptRank - 1; d >= 0; --d) {
+    base += rest % ix.kept[d] * ix.keptStrides[d];
+    rest /= ix.kept[d];
+  }
+  return base;
+}
+
 __global__ void sumOverKernel(const float* x, float* y, SumIndex ix, std::int64_t outputs, std::int64_t perOutput,
                               double factor) {
+  for (std::int64_t o = firstIndex(); o < outputs; o += gridStride())
+    y[o] = static_cast<float>(sumRange(x, ix, baseOf(ix, o), 0, perOutput) * factor);
+}
+
+// Thread (c, o), c-major so that neighbouring threads read neighbouring outputs.
+__global__ void sumChunksKernel(const float* x, double* partial, SumIndex ix, std::int64_t outputs,
+                                std::int64_t perOutput, std::int64_t chunks) {
+  const std::int64_t length = (perOutput + chunks - 1) / chunks;
+  for (std::int64_t t = firstIndex(); t < outputs * chunks; t += gridStride()) {
+    const std::int64_t c = t / outputs, o = t % outputs;
+    const std::int64_t first = c * length, last = first + length < perOutput ? first + length : perOutput;
+    partial[t] = first < last ? sumRange(x, ix, baseOf(ix, o), first, last) : 0.0;
+  }
+}
+
+__global__ void addChunksKernel(const double* partial, float* y, std::int64_t outputs, std::int64_t chunks,
+                                double factor) {
   for (std::int64_t o = firstIndex(); o < outputs; o += gridStride()) {
-    std::int64_t rest = o, base = 0;
-    for (int d = ix.keptRank - 1; d >= 0; --d) {
-      base += rest % ix.kept[d] * ix.keptStrides[d];
-      rest /= ix.kept[d];
-    }
-    // The summed dimensions row-major, as an odometer (no division per element).
-    std::int64_t at[kMaxRank] = {};
-    std::int64_t offset = base;
     double sum = 0;
-    for (std::int64_t k = 0; k < perOutput; ++k) {
-      sum += x[offset];
-      for (int d = ix.summedRank - 1; d >= 0; --d) {
-        offset += ix.summedStrides[d];
-        if (++at[d] < ix.summed[d]) break;
-        offset -= ix.summedStrides[d] * ix.summed[d];
-        at[d] = 0;
-      }
-    }
+    for (std::int64_t c = 0; c < chunks; ++c) sum += partial[c * outputs + o];
     y[o] = static_cast<float>(sum * factor);
   }
+}
+
+std::int64_t countOf(const std::int64_t* extents, int rank) {
+  std::int64_t n = 1;
+  for (int d = 0; d < rank; ++d) n *= extents[d];
+  return n;
+}
+
+// Chunks for a sum of perOutput elements into `outputs`: enough threads to
+// fill the GPU (about 2^18), each summing at least 64 elements.
+std::int64_t chunksFor(std::int64_t outputs, std::int64_t perOutput) {
+  constexpr std::int64_t kThreadsWanted = 1 << 18, kLeast = 64;
+  if (outputs == 0 || outputs >= kThreadsWanted / 4 || perOutput < 4 * kLeast) return 1;
+  const std::int64_t byThreads = kThreadsWanted / outputs, byLength = perOutput / kLeast;
+  return byThreads < byLength ? byThreads : byLength;
 }
 
 __global__ void addSquaresKernel(const float* x, std::int64_t n, double* sumSquares) {
@@ -108,17 +157,31 @@ void embeddingGrad(const std::int32_t* ids, const float* dy, float* dtable, std:
   checkLaunch();
 }
 
-void sumOver(const float* x, float* y, const SumIndex& index, double factor, Stream stream) {
+std::int64_t sumOverScratch(const SumIndex& index) {
+  const std::int64_t outputs = countOf(index.kept, index.keptRank);
+  const std::int64_t chunks = chunksFor(outputs, countOf(index.summed, index.summedRank));
+  return chunks > 1 ? chunks * outputs : 0;
+}
+
+void sumOver(const float* x, float* y, const SumIndex& index, double factor, double* scratch, Stream stream) {
   if (index.keptRank < 0 || index.keptRank > kMaxRank || index.summedRank < 0 || index.summedRank > kMaxRank)
     throw std::invalid_argument("cuda::sumOver: rank outside [0, 8]");
-  std::int64_t outputs = 1, perOutput = 1;
-  for (int d = 0; d < index.keptRank; ++d) outputs *= index.kept[d];
-  for (int d = 0; d < index.summedRank; ++d) perOutput *= index.summed[d];
+  const std::int64_t outputs = countOf(index.kept, index.keptRank);
+  const std::int64_t perOutput = countOf(index.summed, index.summedRank);
   detail::checkElementwise("sumOver", outputs, 1);
   detail::checkPointers("sumOver", outputs, {y});
   detail::checkPointers("sumOver", outputs * perOutput, {x});
   if (outputs == 0) return;
-  sumOverKernel<<<blocksFor(outputs), kThreads, 0, stream>>>(x, y, index, outputs, perOutput, factor);
+  const std::int64_t chunks = chunksFor(outputs, perOutput);
+  if (chunks > 1) {
+    if (!scratch) throw std::invalid_argument("cuda::sumOver: needs sumOverScratch(index) doubles of scratch");
+    sumChunksKernel<<<blocksFor(outputs * chunks), kThreads, 0, stream>>>(x, scratch, index, outputs, perOutput,
+                                                                         chunks);
+    checkLaunch();
+    addChunksKernel<<<blocksFor(outputs), kThreads, 0, stream>>>(scratch, y, outputs, chunks, factor);
+  } else {
+    sumOverKernel<<<blocksFor(outputs), kThreads, 0, stream>>>(x, y, index, outputs, perOutput, factor);
+  }
   checkLaunch();
 }
 

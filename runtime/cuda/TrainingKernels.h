@@ -84,8 +84,15 @@ struct SumIndex {
   std::int64_t summed[kMaxRank] = {}, summedStrides[kMaxRank] = {};
 };
 /// y[o] = factor · Σ x over o's summed elements, in double, in x's row-major
-/// order — the cpu kernels' order, so the same bits (Sum, Mean, ReduceToShape).
-void sumOver(const float* x, float* y, const SumIndex& index, double factor, Stream stream);
+/// order (Sum, Mean, ReduceToShape). With few outputs and long sums (bias and
+/// layer-norm gradients: thousands of outputs, thousands of rows each) one
+/// thread per output leaves most of the GPU idle, so the sum is cut into
+/// chunks of consecutive elements summed in parallel into `scratch` and the
+/// chunks then added in order: deterministic, and within a rounding of the
+/// cpu kernel's one running sum. sumOverScratch says how many doubles of
+/// scratch that takes (0: one pass, scratch unused).
+std::int64_t sumOverScratch(const SumIndex& index);
+void sumOver(const float* x, float* y, const SumIndex& index, double factor, double* scratch, Stream stream);
 
 /// *sumSquares += Σ x[i]² (double, one block: a fixed order).
 void addSquares(const float* x, std::int64_t n, double* sumSquares, Stream stream);
