@@ -8,6 +8,8 @@ if(MESHFLOW_FUZZ)
   if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
     message(FATAL_ERROR "MESHFLOW_FUZZ needs clang: configure with -DCMAKE_CXX_COMPILER=clang++")
   endif()
-  add_compile_options("$<$<COMPILE_LANGUAGE:C,CXX>:-fsanitize=fuzzer-no-link,address,undefined;-fno-omit-frame-pointer>")
+  # Undefined behaviour stops the fuzzer as a crash does: without
+  # -fno-sanitize-recover, UBSan prints its report and libFuzzer goes on.
+  add_compile_options("$<$<COMPILE_LANGUAGE:C,CXX>:-fsanitize=fuzzer-no-link,address,undefined;-fno-omit-frame-pointer;-fno-sanitize-recover=undefined>")
   add_link_options(-fsanitize=address,undefined)
 endif()

@@ -11,6 +11,7 @@
 #include "interp/HostResults.h"
 #include "interp/InterpreterState.h"
 #include "interp/Members.h"
+#include "interp/ParsedModules.h"
 #include "meshflow/meshflow.h"
 
 namespace meshflow {
@@ -68,6 +69,25 @@ Status unreadable(const Config& config, const std::string& path) {
   return status;
 }
 
+// A source handed to eval or check, parsed, or taken from Config::parsedModules
+// when the host gave one and parsed exactly this text under this name before
+// (check() after eval() of one script parses it once).
+struct ParsedSource {
+  std::shared_ptr<const ast::Program> program;  // null when there were errors
+  std::vector<Diagnostic> diagnostics;
+  bool incomplete = false;
+};
+
+ParsedSource parseSource(const Config& config, std::string_view source, std::string_view name) {
+  std::string text(source), path(name);
+  if (config.parsedModules)
+    if (auto program = config.parsedModules->find(path, text)) return {program, {}, false};
+  auto parsed = grammar::parse(std::make_shared<interp::SourceFile>(path, text));
+  if (parsed.ok() && config.parsedModules)
+    config.parsedModules->remember(path, std::move(text), parsed.program);
+  return {std::move(parsed.program), std::move(parsed.diagnostics), parsed.incomplete};
+}
+
 }  // namespace
 
 Interpreter::Interpreter(Config config)
@@ -79,11 +99,10 @@ const Config& Interpreter::config() const { return state_->config; }
 
 Status Interpreter::eval(std::string_view source, std::string_view name) {
   Status status;
-  auto file = std::make_shared<interp::SourceFile>(std::string(name), std::string(source));
-  auto parsed = grammar::parse(file);
+  ParsedSource parsed = parseSource(state_->config, source, name);
   status.incomplete = parsed.incomplete;
   status.diagnostics = std::move(parsed.diagnostics);
-  if (!parsed.ok()) {
+  if (!parsed.program) {
     report(state_->config, status);
     return status;
   }
@@ -103,11 +122,10 @@ Status Interpreter::evalFile(const std::string& path) {
 
 Status Interpreter::check(std::string_view source, std::string_view name) {
   Status status;
-  auto file = std::make_shared<interp::SourceFile>(std::string(name), std::string(source));
-  auto parsed = grammar::parse(file);
+  ParsedSource parsed = parseSource(state_->config, source, name);
   status.incomplete = parsed.incomplete;
   status.diagnostics = std::move(parsed.diagnostics);
-  if (parsed.ok()) state_->modules.checkImports(state_->config, *parsed.program, status.diagnostics);
+  if (parsed.program) state_->modules.checkImports(state_->config, *parsed.program, status.diagnostics);
   report(state_->config, status);
   return status;
 }

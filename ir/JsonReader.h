@@ -9,6 +9,7 @@
 #include <array>
 #include <cstdint>
 #include <initializer_list>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -50,6 +51,14 @@ class JsonReader {
   std::int64_t integer() const {
     if (!j_.is_number_integer()) fail("expected an integer");
     return j_.get<std::int64_t>();
+  }
+  /// An integer the plan keeps as an int: one outside its range is an error,
+  /// not a number cut to 32 bits (`"microbatches": 4294967297` is not 1).
+  int int32() const {
+    const std::int64_t value = integer();
+    if (value < std::numeric_limits<int>::min() || value > std::numeric_limits<int>::max())
+      fail(fmt::format("{} does not fit in 32 bits", value));
+    return static_cast<int>(value);
   }
   bool boolean() const {
     if (!j_.is_boolean()) fail("expected true or false");

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 #include <set>
 
 #include "ir/Counted.h"
@@ -162,20 +163,29 @@ PlanStage stageFromJson(const JsonReader& r) {
   if (layers[0] < 0 || layers[1] <= layers[0])
     r.at("layers").fail(fmt::format(
         "expected [first, last_exclusive] with first < last, got [{}, {}]", layers[0], layers[1]));
+  if (layers[1] > std::numeric_limits<int>::max())
+    r.at("layers").fail(fmt::format("{} does not fit in 32 bits", layers[1]));
   s.firstLayer = static_cast<int>(layers[0]);
   s.endLayer = static_cast<int>(layers[1]);
   s.submesh = r.at("submesh").pair();
   s.logicalMesh = r.at("logical_mesh").pair();
   if (s.submesh[0] < 1 || s.submesh[1] < 1) r.at("submesh").fail("expected positive [n, m]");
-  if (s.logicalMesh[0] * s.logicalMesh[1] != s.submesh[0] * s.submesh[1] || s.logicalMesh[0] < 1 ||
-      s.logicalMesh[1] < 1)
+  // Sides this large would overflow the products below (and no cluster has them).
+  constexpr std::int64_t kMaxSide = std::int64_t{1} << 24;
+  for (const char* key : {"submesh", "logical_mesh"}) {
+    const auto mesh = r.at(key).pair();
+    if (mesh[0] > kMaxSide || mesh[1] > kMaxSide)
+      r.at(key).fail(fmt::format("expected at most {} devices a side", kMaxSide));
+  }
+  if (s.logicalMesh[0] < 1 || s.logicalMesh[1] < 1 ||
+      s.logicalMesh[0] * s.logicalMesh[1] != s.submesh[0] * s.submesh[1])
     r.at("logical_mesh")
         .fail(fmt::format("({}, {}) does not view the {} devices of submesh ({}, {})",
                           s.logicalMesh[0], s.logicalMesh[1], s.submesh[0] * s.submesh[1],
                           s.submesh[0], s.submesh[1]));
   JsonReader devices = r.at("devices");
   for (std::size_t i = 0; i < devices.size(); ++i)
-    s.devices.push_back(static_cast<int>(devices.at(i).integer()));
+    s.devices.push_back(devices.at(i).int32());
   if (!s.devices.empty() && std::int64_t(s.devices.size()) != s.submesh[0] * s.submesh[1])
     devices.fail(fmt::format("expected {} device ids, got {}", s.submesh[0] * s.submesh[1],
                              s.devices.size()));
@@ -279,13 +289,13 @@ Plan parsePlan(const JsonReader& root) {
   JsonReader stages = r.at("stages");
   for (std::size_t i = 0; i < stages.size(); ++i)
     plan.stages.push_back(stageFromJson(stages.at(i)));
-  plan.microbatches = static_cast<int>(r.at("microbatches").integer());
+  plan.microbatches = r.at("microbatches").int32();
   if (plan.microbatches < 1) r.at("microbatches").fail("expected at least 1");
   std::string schedule = r.at("schedule").string();
   auto kind = parseScheduleKind(schedule);
   if (!kind) r.at("schedule").fail(fmt::format("unknown schedule '{}'", schedule));
   plan.schedule = *kind;
-  if (r.has("chunks")) plan.chunks = static_cast<int>(r.at("chunks").integer());
+  if (r.has("chunks")) plan.chunks = r.at("chunks").int32();
   if (plan.chunks < 1 || plan.stages.size() % plan.chunks != 0)
     r.at("chunks").fail(fmt::format("expected a divisor of the {} stages", plan.stages.size()));
   if (r.has("global_batch")) plan.globalBatch = r.at("global_batch").integer();

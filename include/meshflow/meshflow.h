@@ -93,11 +93,13 @@ struct Config {
   /// machine's GPUs (the cuda backend, docs/gpu.md), whatever the cluster's
   /// device kind. GPU clusters (cuda(...), gpu(...) devices) run there anyway.
   bool cuda = false;
-  /// Syntax trees of imported modules that interpreters may share
-  /// (interp/ParsedModules.h): a host that makes many short-lived interpreters,
-  /// such as the fuzzer, parses each module once. Only the parse is shared, keyed
-  /// by the file's path and text; every interpreter still runs the module in a
-  /// scope of its own. Null (the default): each interpreter parses what it imports.
+  /// Syntax trees of imported modules and of the sources given to eval() and
+  /// check() that interpreters may share (interp/ParsedModules.h): a host that
+  /// makes many short-lived interpreters, such as the fuzzer, parses each module
+  /// once, and check() after eval() of the same text parses it once. Only a
+  /// successful parse is shared, keyed by the file's path (the source's name) and
+  /// text; every interpreter still runs it in a scope of its own. Null (the
+  /// default): each interpreter parses what it runs.
   std::shared_ptr<interp::ParsedModules> parsedModules;
   /// Called when a planning run starts, then about every 0.1 s while it runs
   /// (from whichever planner thread reaches a safe point, one at a time), and

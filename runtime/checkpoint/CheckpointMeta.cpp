@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <limits>
 #include <set>
 
 #include "runtime/checkpoint/Checkpoint.h"
@@ -63,6 +64,29 @@ const json& field(const json& object, const char* key, const std::filesystem::pa
   return object[key];
 }
 
+// nlohmann turns a float into an integer type with a cast, undefined behaviour
+// when it is out of range (a step of 1.5e19): integers must be written as integers.
+std::int64_t integerOf(const json& value, const std::string& what, const std::filesystem::path& file) {
+  const bool fits = value.is_number_integer() &&
+                    !(value.is_number_unsigned() &&
+                      value.get<std::uint64_t>() > std::uint64_t(std::numeric_limits<std::int64_t>::max()));
+  if (!fits) throw CheckpointError(file, fmt::format("{} is {}, not a 64-bit integer", what, value.dump()));
+  return value.get<std::int64_t>();
+}
+
+std::uint64_t sizeOf(const json& value, const std::string& what, const std::filesystem::path& file) {
+  if (!value.is_number_unsigned())
+    throw CheckpointError(file, fmt::format("{} is {}, not a size", what, value.dump()));
+  return value.get<std::uint64_t>();
+}
+
+Shape shapeOf(const json& value, const std::filesystem::path& file, const std::string& tensor) {
+  if (!value.is_array()) throw CheckpointError(file, "shape " + value.dump() + " is not a list", tensor);
+  Shape shape;
+  for (const json& d : value) shape.push_back(integerOf(d, "a dimension", file));
+  return shape;
+}
+
 void verifyFormat(const json& meta, const std::filesystem::path& file) {
   if (field(meta, "format", file) != kFormatName)
     throw CheckpointError(
@@ -78,7 +102,7 @@ TensorEntry readTensorEntry(const std::string& name, const json& entry,
   const auto dtype = ir::parseDType(field(entry, "dtype", file).get<std::string>());
   if (!dtype || *dtype == ir::DType::I64)
     throw CheckpointError(file, "dtype " + entry["dtype"].dump() + " is not f32, f16, bf16 or i32", name);
-  TensorEntry result{*dtype, field(entry, "shape", file).get<Shape>()};
+  TensorEntry result{*dtype, shapeOf(field(entry, "shape", file), file, name)};
   for (auto d : result.shape)
     if (d < 0)
       throw CheckpointError(file, "negative dimension in " + shapeText(result.shape), name);
@@ -90,7 +114,7 @@ std::vector<FileEntry> readFileList(const json& list, const std::filesystem::pat
   std::set<std::string> seen;
   for (const json& entry : list) {
     FileEntry f{field(entry, "name", file).get<std::string>(),
-                field(entry, "bytes", file).get<std::uint64_t>(),
+                sizeOf(field(entry, "bytes", file), "\"bytes\"", file),
                 field(entry, "fnv1a64", file).get<std::string>()};
     if (!isShardFileName(f.name) || !seen.insert(f.name).second)
       throw CheckpointError(
@@ -102,7 +126,7 @@ std::vector<FileEntry> readFileList(const json& list, const std::filesystem::pat
 
 CheckpointMeta readFields(const json& meta, const std::filesystem::path& file) {
   CheckpointMeta result;
-  result.step = field(meta, "step", file).get<std::int64_t>();
+  result.step = integerOf(field(meta, "step", file), "\"step\"", file);
   result.info = field(meta, "info", file);
   const json& tensors = field(meta, "tensors", file);
   const json& files = field(meta, "files", file);

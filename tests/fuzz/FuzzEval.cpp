@@ -3,8 +3,8 @@
 //
 // Fast by design (CONTRIBUTING.md, "Fuzzing"): every input gets a new
 // interpreter, so nothing one input defines reaches the next, but the
-// interpreters share the parses of the modules they import (Config::parsedModules:
-// parsing std.models used to be most of an input's time), and the budgets are
+// interpreters share successful parses (Config::parsedModules: the modules they
+// import, and the input itself between eval() and check()), and the budgets are
 // small, since a mutated loop or recursion otherwise runs until a large budget
 // stops it.
 #include <cstddef>
@@ -18,15 +18,21 @@
 
 namespace {
 
+constexpr const char* kName = "fuzz.mesh";
+
+const std::shared_ptr<meshflow::interp::ParsedModules>& sharedParses() {
+  static const auto parsed = std::make_shared<meshflow::interp::ParsedModules>();
+  return parsed;
+}
+
 meshflow::Config fuzzingConfig() {
-  static auto parsed = std::make_shared<meshflow::interp::ParsedModules>();
   meshflow::Config config;
   config.write = [](std::string_view) {};
   // Hitting a budget is a diagnostic, not a failure.
   config.limits.maxSteps = 2'000;
   config.limits.maxCallDepth = 32;
   config.limits.maxMemoryBytes = 4u << 20;
-  config.parsedModules = parsed;
+  config.parsedModules = sharedParses();
   return config;
 }
 
@@ -44,10 +50,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                                   std::string(name) + "() is off while fuzzing");
     });
   }
-  std::string_view source(reinterpret_cast<const char*>(data), size);
-  interpreter.eval(source, "fuzz.mesh");
-  // check() parses as eval() did, then follows the imports: without one it
-  // would only repeat eval's parse (a seventh of an input's time).
-  if (source.find("import") != std::string_view::npos) interpreter.check(source, "fuzz.mesh");
+  const std::string source(reinterpret_cast<const char*>(data), size);
+  interpreter.eval(source, kName);
+  // check() follows the imports without running them. It takes eval's parse
+  // from the shared parses; where that parse failed (it is not there), check()
+  // would only repeat its errors, and without an import it would add nothing.
+  if (source.find("import") != std::string::npos && sharedParses()->find(kName, source))
+    interpreter.check(source, kName);
   return 0;
 }

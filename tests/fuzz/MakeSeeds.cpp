@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/PlanFile.h"
 #include "meshflow/meshflow.h"
 #include "passes/ShardingProblemJson.h"
 #include "passes/StageProblemJson.h"
@@ -73,20 +74,34 @@ void stageSeeds(const fs::path& out) {
 
 // ---- saved plans: the planner's own, saved by p.save ----
 
-// A plan lists every op's alternatives, and each mutation parses and prints the
-// whole file: the planner's 50-90 KB plans fuzz at a few inputs a second. The
-// seeds keep a few ops per stage and two alternatives per op, every key intact.
-void trimPlan(const fs::path& file) {
-  nlohmann::json plan = nlohmann::json::parse(std::ifstream(file));
-  for (auto& stage : plan["stages"]) {
-    auto& strategies = stage["strategies"];
-    if (strategies.size() > 6) strategies.erase(strategies.begin() + 6, strategies.end());
+// A plan lists every op's alternatives and each of its alternatives is a whole
+// plan, and each mutation parses and prints the whole file: the planner's
+// 100-700 KB plan files fuzz at a few inputs a second. The seeds keep two
+// alternatives, a few ops per stage and two alternatives per op, every key intact.
+void trimStrategies(nlohmann::json& plan) {
+  for (auto& stage : plan.at("stages")) {
+    auto& strategies = stage.at("strategies");
+    if (strategies.size() > 4) strategies.erase(strategies.begin() + 4, strategies.end());
     for (auto& strategy : strategies) {
-      auto& alternatives = strategy["alternatives"];
+      auto& alternatives = strategy.at("alternatives");
       if (alternatives.size() > 2) alternatives.erase(alternatives.begin() + 2, alternatives.end());
     }
   }
-  writeFile(file, plan.dump(1));
+}
+
+// A trimmed file is still one load_plan reads (planFileFromJson throws if not):
+// seeds that the reader refuses at once would leave the fuzzer testing nothing
+// behind its first check.
+void trimPlanFile(const fs::path& path) {
+  nlohmann::json file = nlohmann::json::parse(std::ifstream(path));
+  nlohmann::json& plan = file.at("plan");
+  trimStrategies(plan);
+  auto& alternatives = plan.at("alternatives");
+  if (alternatives.size() > 2) alternatives.erase(alternatives.begin() + 2, alternatives.end());
+  for (auto& alternative : alternatives)
+    if (alternative.contains("plan")) trimStrategies(alternative.at("plan"));
+  ir::planFileFromJson(file);
+  writeFile(path, file.dump(1));
 }
 
 void planSeeds(const fs::path& out) {
@@ -116,7 +131,7 @@ plan(tiny, cpu(devices = 2), batch = 4, schedule = sharded).save("{0}/sharded.js
                                          out.string());
   Status status = interpreter.eval(script, "<plan seeds>");
   if (!status) throw std::runtime_error("planning the seed plans: " + renderAll(status.diagnostics));
-  for (const char* name : {"default.json", "interleaved.json", "sharded.json"}) trimPlan(out / name);
+  for (const char* name : {"default.json", "interleaved.json", "sharded.json"}) trimPlanFile(out / name);
 }
 
 // ---- checkpoints ----

@@ -59,3 +59,31 @@ TEST_CASE("interpreters sharing parsed modules share the parse, not the module's
   CHECK(run(parsed, folder, script) == "10 20\n");
   CHECK(parsed->find(path, text) == nullptr);
 }
+
+TEST_CASE("a source parsed by eval is shared with check and later interpreters, a failed one is not",
+          "[modules]") {
+  ModuleFolder folder;
+  folder.write("fn remember(x) = x\n");
+  auto parsed = std::make_shared<interp::ParsedModules>();
+  const std::string script = "import counter\nprint(remember(3))\n";
+  CHECK(run(parsed, folder, script) == "3\n");
+  const auto program = parsed->find("<test>", script);
+  REQUIRE(program != nullptr);
+  Config config;
+  config.importRoots = {folder.path.string()};
+  config.parsedModules = parsed;
+  Interpreter interpreter(config);
+  CHECK(interpreter.check(script, "<test>").ok);
+  CHECK(parsed->find("<test>", script) == program);
+  // Another name is another file: its own parse, its own diagnostics' file name.
+  CHECK(interpreter.check(script, "<other>").ok);
+  CHECK(parsed->find("<other>", script) != program);
+  // A parse that fails is not kept: the next eval reports its errors again.
+  const std::string broken = "let = 1\n";
+  auto first = interpreter.eval(broken, "<test>");
+  auto second = interpreter.eval(broken, "<test>");
+  CHECK(!first.ok);
+  CHECK(parsed->find("<test>", broken) == nullptr);
+  REQUIRE(second.diagnostics.size() == first.diagnostics.size());
+  CHECK(renderAll(second.diagnostics) == renderAll(first.diagnostics));
+}

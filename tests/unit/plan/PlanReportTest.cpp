@@ -236,6 +236,13 @@ TEST_CASE("a corrupt or wrong-version plan file names the field", "[plan][file]"
       "cluster.device.memory_bytes: expected a number");
   CHECK_THROWS_WITH(planFileFromJson(broken([](auto& j) { j["plan"]["stages"][1]["submesh"] = {0, 8}; })),
                     "plan.stages[1].submesh: expected positive [n, m]");
+  // Numbers past what the plan keeps are errors, not overflowed or cut to 32 bits.
+  CHECK_THROWS_WITH(planFileFromJson(broken([](auto& j) {
+                      j["plan"]["stages"][1]["submesh"] = {std::int64_t{1} << 62, 2};
+                    })),
+                    "plan.stages[1].submesh: expected at most 16777216 devices a side");
+  CHECK_THROWS_WITH(planFileFromJson(broken([](auto& j) { j["plan"]["microbatches"] = 4294967297; })),
+                    "plan.microbatches: 4294967297 does not fit in 32 bits");
   CHECK_THROWS_WITH(planFileFromJson(broken([](auto& j) { j["plan"]["stages"][1]["devices"][0] = 99; })),
                     "plan.stages[1].devices[0]: device 99 is not in the cluster's 16 devices");
   CHECK_THROWS_WITH(planFileFromJson(broken([](auto& j) { j["plan"]["model"]["precision"] = "fp8"; })),
