@@ -177,6 +177,12 @@ std::vector<OpCase> tableAndUpdateCases() {
   cases.push_back({"sum (every axis)", OpKind::Sum, {grads}, {}, {1e-9, 1e-7}});
   cases.push_back({"sum over axes 0, 2", OpKind::Sum, {grads}, axes({0, 2}), {1e-9, 1e-7}});
   cases.push_back({"mean over axis 1", OpKind::Mean, {grads}, axes({1}), {1e-9, 1e-7}});
+  // Long sums into few outputs run in chunks (cuda::sumOver): a last chunk
+  // shorter than the others, and a mean over the leading axis.
+  cases.push_back({"reduce_to_shape (bias of [7,300,96]: chunks)", OpKind::ReduceToShape,
+                   {randomTensor({7, 300, 96}), randomTensor({96})}, {}, {1e-9, 1e-7}});
+  cases.push_back({"mean over axis 0 of [3000,5] (chunks)", OpKind::Mean, {randomTensor({3000, 5})}, axes({0}),
+                   {1e-9, 1e-7}});
   cases.push_back({"broadcast_to (like's shape)", OpKind::BroadcastTo, {inner, grads}});
   cases.push_back({"broadcast_to (axes 0, 2 removed)", OpKind::BroadcastTo, {randomTensor({7}), grads}, axes({0, 2})});
   cases.push_back({"global_norm (3 tensors)", OpKind::GlobalNorm, {grads, bias, rows}, {}, {0, 1e-6}, 1});
