@@ -79,4 +79,19 @@ __device__ inline double blockSum(double v) {
   return result;
 }
 
+// A row's mean and 1/sqrt(variance + eps) (biased variance), in double, as
+// the cpu layer norm computes them; every thread of the block gets them.
+struct RowMoments {
+  double mean, rstd;
+};
+
+__device__ inline RowMoments rowMoments(const float* in, std::int64_t width, double eps) {
+  double sum = 0;
+  for (std::int64_t j = threadIdx.x; j < width; j += blockDim.x) sum += in[j];
+  const double mean = blockSum(sum) / static_cast<double>(width);
+  double squares = 0;
+  for (std::int64_t j = threadIdx.x; j < width; j += blockDim.x) squares += (in[j] - mean) * (in[j] - mean);
+  return {mean, 1.0 / sqrt(blockSum(squares) / static_cast<double>(width) + eps)};
+}
+
 }  // namespace meshflow::runtime::cuda

@@ -68,12 +68,7 @@ __global__ void layerNormKernel(const float* x, const float* gamma, const float*
   for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const float* in = x + r * width;
     float* out = y + r * width;
-    double sum = 0;
-    for (std::int64_t j = threadIdx.x; j < width; j += blockDim.x) sum += in[j];
-    const double mean = blockSum(sum) / static_cast<double>(width);
-    double squares = 0;
-    for (std::int64_t j = threadIdx.x; j < width; j += blockDim.x) squares += (in[j] - mean) * (in[j] - mean);
-    const double rstd = 1.0 / sqrt(blockSum(squares) / static_cast<double>(width) + eps);
+    const auto [mean, rstd] = rowMoments(in, width, eps);
     for (std::int64_t j = threadIdx.x; j < width; j += blockDim.x)
       out[j] = static_cast<float>((in[j] - mean) * rstd * gamma[j] + beta[j]);
   }

@@ -27,12 +27,7 @@ __global__ void layerNormGradRows(const float* x, const float* gamma, const floa
   for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const float* in = x + r * width;
     const float* d = dy + r * width;
-    double sum = 0;
-    for (std::int64_t j = threadIdx.x; j < width; j += blockDim.x) sum += in[j];
-    const double mean = blockSum(sum) / static_cast<double>(width);
-    double squares = 0;
-    for (std::int64_t j = threadIdx.x; j < width; j += blockDim.x) squares += (in[j] - mean) * (in[j] - mean);
-    const double rstd = 1.0 / sqrt(blockSum(squares) / static_cast<double>(width) + eps);
+    const auto [mean, rstd] = rowMoments(in, width, eps);
     double meanD = 0, meanDX = 0;
     for (std::int64_t j = threadIdx.x; j < width; j += blockDim.x) {
       const double dxhat = static_cast<double>(d[j]) * gamma[j];

@@ -14,16 +14,6 @@ using namespace meshflow::parallel_test;
 
 namespace {
 
-const char* kMlp = R"(
-model mlp3(width = 8) {
-  let x = input("x", f32[batch, 6])
-  let y = input("y", f32[batch, 3])
-  var h = relu(linear(x, width, name = "fc1"))
-  h = h + tanh(linear(h, width, name = "fc2"))
-  let out = linear(h, 3, name = "fc3")
-  return mean((out - y) * (out - y))
-}
-)";
 
 // The cpu kernels, counted.
 class CountingKernels final : public runtime::KernelBackend {
@@ -188,7 +178,7 @@ TEST_CASE("a KernelBatch waits for the thread's backend once, when the outermost
 }
 
 TEST_CASE("a pipelined, replicated step runs every kernel on its device's backend", "[parallel][backend]") {
-  ir::Graph forward = traceModel(kMlp, "mlp3()");
+  ir::Graph forward = traceModel(kMlp3, "mlp3()");
   auto training = passes::buildTrainingGraph(forward, passes::OptimizerConfig::adam());
   runtime::ParallelPlan plan = twoStagesTwoReplicas(forward);
   ScopedRun scoped = runScoped(training, plan, 4);
@@ -212,7 +202,7 @@ TEST_CASE("a pipelined, replicated step runs every kernel on its device's backen
 }
 
 TEST_CASE("tensor-parallel ops run on the device's backend too", "[parallel][backend]") {
-  ir::Graph forward = traceModel(kMlp, "mlp3()");
+  ir::Graph forward = traceModel(kMlp3, "mlp3()");
   auto training = passes::buildTrainingGraph(forward, passes::OptimizerConfig::adam());
   std::mt19937 rng(3);
   runtime::ParallelPlan plan;

@@ -24,6 +24,19 @@
 namespace meshflow::parallel_test {
 
 /// The forward graph of a model expression, e.g. "gpt(layers = 2, hidden = 16, …)".
+/// A three-layer MLP with a residual tanh branch and a mean-squared loss: the
+/// small model the hand-picked plans of the parallel tests run.
+inline const char* kMlp3 = R"(
+model mlp3(width = 8) {
+  let x = input("x", f32[batch, 6])
+  let y = input("y", f32[batch, 3])
+  var h = relu(linear(x, width, name = "fc1"))
+  h = h + tanh(linear(h, width, name = "fc2"))
+  let out = linear(h, 3, name = "fc3")
+  return mean((out - y) * (out - y))
+}
+)";
+
 inline ir::Graph traceModel(const std::string& prelude, const std::string& model) {
   Interpreter interpreter;
   auto status = interpreter.eval("import std.models\n" + prelude + "\ntrace(" + model + ")", "test.mesh");

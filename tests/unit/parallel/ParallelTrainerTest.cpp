@@ -6,16 +6,6 @@ using namespace meshflow::parallel_test;
 
 namespace {
 
-const char* kMlp = R"(
-model mlp3(width = 8) {
-  let x = input("x", f32[batch, 6])
-  let y = input("y", f32[batch, 3])
-  var h = relu(linear(x, width, name = "fc1"))
-  h = h + tanh(linear(h, width, name = "fc2"))
-  let out = linear(h, 3, name = "fc3")
-  return mean((out - y) * (out - y))
-}
-)";
 
 runtime::ParallelPlan pipeline(const ir::Graph& forward, int ranks, int replicas, const std::string& schedule,
                                int microbatches, int chunks = 1) {
@@ -33,7 +23,7 @@ runtime::ParallelPlan pipeline(const ir::Graph& forward, int ranks, int replicas
 }  // namespace
 
 TEST_CASE("one stage on one device equals the serial reference", "[parallel]") {
-  ir::Graph forward = traceModel(kMlp, "mlp3()");
+  ir::Graph forward = traceModel(kMlp3, "mlp3()");
   auto training = passes::buildTrainingGraph(forward, passes::OptimizerConfig::adam());
   auto serial = runSerial(training, 8, 3, 1);
   auto parallel = runParallel(training, pipeline(forward, 1, 1, "1f1b", 1), optionsFor(8), 3, 1);
@@ -41,7 +31,7 @@ TEST_CASE("one stage on one device equals the serial reference", "[parallel]") {
 }
 
 TEST_CASE("pipelines and replicas equal the serial reference", "[parallel]") {
-  ir::Graph forward = traceModel(kMlp, "mlp3()");
+  ir::Graph forward = traceModel(kMlp3, "mlp3()");
   auto training = passes::buildTrainingGraph(forward, passes::OptimizerConfig::adam());
   auto serial = runSerial(training, 8, 3, 2);
   for (const char* schedule : {"gpipe", "1f1b", "zb-h1"}) {
@@ -58,7 +48,7 @@ TEST_CASE("pipelines and replicas equal the serial reference", "[parallel]") {
 }
 
 TEST_CASE("a failing device stops every device with an error naming it", "[parallel]") {
-  ir::Graph forward = traceModel(kMlp, "mlp3()");
+  ir::Graph forward = traceModel(kMlp3, "mlp3()");
   auto training = passes::buildTrainingGraph(forward, passes::OptimizerConfig::adam());
   runtime::ParallelOptions options = optionsFor(8);
   options.fault = runtime::InjectedFault{1, 2, 3};
@@ -80,7 +70,7 @@ TEST_CASE("a failing device stops every device with an error naming it", "[paral
 }
 
 TEST_CASE("devices that share fewer host cores compute the same bits", "[parallel][cores]") {
-  ir::Graph forward = traceModel(kMlp, "mlp3()");
+  ir::Graph forward = traceModel(kMlp3, "mlp3()");
   auto training = passes::buildTrainingGraph(forward, passes::OptimizerConfig::adam());
   auto plan = pipeline(forward, 2, 2, "1f1b", 2);  // 4 devices
   auto own = runParallel(training, plan, optionsFor(8), 3, 4);
@@ -95,7 +85,7 @@ TEST_CASE("devices that share fewer host cores compute the same bits", "[paralle
 }
 
 TEST_CASE("a measured step has every device's timeline in program order", "[parallel]") {
-  ir::Graph forward = traceModel(kMlp, "mlp3()");
+  ir::Graph forward = traceModel(kMlp3, "mlp3()");
   auto training = passes::buildTrainingGraph(forward, passes::OptimizerConfig::adam());
   runtime::ParallelTrainer trainer(training, pipeline(forward, 2, 1, "1f1b", 4), optionsFor(8));
   runtime::TensorMap state;
