@@ -6,19 +6,12 @@
 #include <algorithm>
 
 #include "interp/PlanObject.h"
+#include "ir/Bytes.h"
 #include "ir/PlanAxes.h"
 #include "ir/PlanMemory.h"
 
 namespace meshflow::interp {
 namespace {
-
-// Seconds with three significant digits, as ir::planTable writes them.
-std::string seconds(double s) {
-  if (s >= 1) return fmt::format("{:.3g} s", s);
-  if (s >= 1e-3) return fmt::format("{:.3g} ms", s * 1e3);
-  if (s > 0) return fmt::format("{:.3g} us", s * 1e6);
-  return "0 s";
-}
 
 // Runs of equal texts: "2x (1, 4), (1, 8)".
 std::string runs(const std::vector<std::string>& texts) {
@@ -73,11 +66,11 @@ Column columnOf(const PlanObject& object) {
   add(perStage(p, [](const ir::PlanStage& s) {
     return std::string(s.costs.shardedOptimizerState && s.logicalMesh[0] > 1 ? "sharded" : "whole");
   }));
-  add(seconds(p.stepTime));
+  add(ir::formatSeconds(p.stepTime));
   auto simulated = object.trySimulatedStep();
   const bool ran = std::holds_alternative<double>(simulated);
   if (ran) c.simulated = std::get<double>(simulated);
-  add(ran ? seconds(c.simulated) : "cannot simulate");
+  add(ran ? ir::formatSeconds(c.simulated) : "cannot simulate");
   add(p.model.sequence > 0 ? ir::rateText(p.tokensPerSecond()) + " tokens/s"
                            : fmt::format("{:.4g} samples/s", p.samplesPerSecond));
   add(fmt::format("{:.1f}%", p.mfu * 100));
@@ -136,9 +129,9 @@ std::string alternativesText(const ir::Plan& plan) {
   for (std::size_t i = 0; i < plan.alternatives.size(); ++i) {
     const ir::PlanAlternative& a = plan.alternatives[i];
     std::string simulated = a.plan && a.plan->simulatedStepTime > 0
-                                ? fmt::format(" (simulated {})", seconds(a.plan->simulatedStepTime))
+                                ? fmt::format(" (simulated {})", ir::formatSeconds(a.plan->simulatedStepTime))
                                 : "";
-    out += fmt::format("  [{}] {:>9}{}  {}\n", i, seconds(a.stepTime), simulated, a.description);
+    out += fmt::format("  [{}] {:>9}{}  {}\n", i, ir::formatSeconds(a.stepTime), simulated, a.description);
   }
   return out;
 }

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "interp/Builtins.h"
+#include "ir/Bytes.h"
 #include "interp/Evaluator.h"
 #include "interp/FileAccess.h"
 #include "interp/PlanObject.h"
@@ -18,14 +19,6 @@
 
 namespace meshflow::interp {
 namespace {
-
-// Seconds with three significant digits, as ir::planTable writes them.
-std::string seconds(double s) {
-  if (s >= 1) return fmt::format("{:.3g} s", s);
-  if (s >= 1e-3) return fmt::format("{:.3g} ms", s * 1e3);
-  if (s > 0) return fmt::format("{:.3g} us", s * 1e6);
-  return "0 s";
-}
 
 // A scope names itself and everything under it (`block3` covers
 // `block3.mlp.fc1`); a pattern with `*` is a glob over whole scopes.
@@ -61,7 +54,7 @@ void explainOp(const ir::OpStrategy& op, std::size_t stage, const ir::PlanStage&
   for (const ir::OpAlternative& row : rows) width = std::max(width, row.strategy.size());
   for (std::size_t i = 0; i < rows.size(); ++i)
     out += fmt::format("  {} {:<{}}  {:>9}\n", i == chosenRow ? '*' : ' ', rows[i].strategy, width,
-                       seconds(rows[i].cost));
+                       ir::formatSeconds(rows[i].cost));
 }
 
 // The planner's note on a stage whose intra-op sharding is not proven optimal
@@ -274,9 +267,9 @@ std::string planTimeline(const ir::Plan& plan, const PlanSimulation& simulation,
   const auto& ranks = simulation.description.stages;
   std::string out = fmt::format(
       "one step, simulated: {} on {} pipeline rank{}, {}, {} microbatch{}; one column = {}\n",
-      seconds(result.makespan), ranks.size(), ranks.size() == 1 ? "" : "s",
+      ir::formatSeconds(result.makespan), ranks.size(), ranks.size() == 1 ? "" : "s",
       ir::scheduleKindName(plan.schedule), plan.microbatches, plan.microbatches == 1 ? "" : "es",
-      seconds(result.makespan / columns));
+      ir::formatSeconds(result.makespan / columns));
   std::vector<std::string> labels;
   std::size_t width = 0;
   for (std::size_t r = 0; r < ranks.size(); ++r) {

@@ -18,4 +18,11 @@ std::string formatBytes(double b) {
   return fmt::format("{:.3g} {}", b, units[u]);
 }
 
+std::string formatSeconds(double s) {
+  if (s >= 1) return fmt::format("{:.3g} s", s);
+  if (s >= 1e-3) return fmt::format("{:.3g} ms", s * 1e3);
+  if (s > 0) return fmt::format("{:.3g} us", s * 1e6);
+  return "0 s";
+}
+
 }  // namespace meshflow::ir

@@ -13,4 +13,8 @@ namespace meshflow::ir {
 /// significant digits ("512 B", "1.11 MiB", "1015 KiB", "80 GiB", "-2 KiB").
 std::string formatBytes(double bytes);
 
+/// Seconds as the plan table, the REPL and compare() print them: three
+/// significant digits in s, ms or us ("71.6 ms", "0 s").
+std::string formatSeconds(double seconds);
+
 }  // namespace meshflow::ir

@@ -202,13 +202,6 @@ PlanStage stageFromJson(const JsonReader& r) {
 
 // ---- the table ----
 
-std::string seconds(double s) {
-  if (s >= 1) return fmt::format("{:.3g} s", s);
-  if (s >= 1e-3) return fmt::format("{:.3g} ms", s * 1e3);
-  if (s > 0) return fmt::format("{:.3g} us", s * 1e6);
-  return "0 s";
-}
-
 std::string deviceRanges(const std::vector<int>& ids) { return ids.empty() ? "-" : idRanges(ids, ","); }
 
 }  // namespace
@@ -341,7 +334,7 @@ std::string durationText(double s) {
   if (s >= 2 * 86400) return fmt::format("{:.3g} days", s / 86400);
   if (s >= 2 * 3600) return fmt::format("{:.3g} h", s / 3600);
   if (s >= 2 * 60) return fmt::format("{:.3g} min", s / 60);
-  return seconds(s);
+  return formatSeconds(s);
 }
 
 std::string rateText(double n) {
@@ -354,8 +347,8 @@ std::string rateText(double n) {
 namespace {
 
 std::string throughputLine(const Plan& plan) {
-  std::string step = seconds(plan.stepTime);
-  if (plan.simulatedStepTime > 0) step += fmt::format(" (simulated {})", seconds(plan.simulatedStepTime));
+  std::string step = formatSeconds(plan.stepTime);
+  if (plan.simulatedStepTime > 0) step += fmt::format(" (simulated {})", formatSeconds(plan.simulatedStepTime));
   std::string tokens = plan.model.sequence > 0
                            ? fmt::format(", {} tokens/s", rateText(plan.tokensPerSecond()))
                            : std::string();
@@ -399,7 +392,7 @@ std::string planTable(const Plan& plan) {
                        fmt::format("[{}, {})", s.firstLayer, s.endLayer),
                        fmt::format("({}, {})", s.submesh[0], s.submesh[1]),
                        fmt::format("({}, {})", s.logicalMesh[0], s.logicalMesh[1]),
-                       deviceRanges(s.devices), seconds(s.latency), formatBytes(s.peakMemoryBytes),
+                       deviceRanges(s.devices), formatSeconds(s.latency), formatBytes(s.peakMemoryBytes),
                        axes[i], axesWidth, s.costs.recompute,
                        s.costs.shardedOptimizerState && s.logicalMesh[0] > 1 ? "sharded" : "whole");
   }
@@ -409,9 +402,9 @@ std::string planTable(const Plan& plan) {
     for (std::size_t i = 0; i < plan.alternatives.size(); ++i) {
       const PlanAlternative& a = plan.alternatives[i];
       std::string simulated = a.plan && a.plan->simulatedStepTime > 0
-                                  ? fmt::format(", simulated {}", seconds(a.plan->simulatedStepTime))
+                                  ? fmt::format(", simulated {}", formatSeconds(a.plan->simulatedStepTime))
                                   : "";
-      out += fmt::format("  [{}] {:<40} step {}{}\n", i, a.description, seconds(a.stepTime), simulated);
+      out += fmt::format("  [{}] {:<40} step {}{}\n", i, a.description, formatSeconds(a.stepTime), simulated);
     }
   }
   for (const std::string& note : plan.notes) out += fmt::format("note: {}\n", note);

@@ -1,4 +1,5 @@
 #include "repl/PlanExplorer.h"
+#include "ir/Bytes.h"
 
 #include <fmt/format.h>
 
@@ -91,14 +92,6 @@ std::string joined(const std::vector<std::string>& parts, std::size_t from, std:
   return out;
 }
 
-// Three significant digits, as the plan table prints them.
-std::string seconds(double s) {
-  if (s >= 1) return fmt::format("{:.3g} s", s);
-  if (s >= 1e-3) return fmt::format("{:.3g} ms", s * 1e3);
-  if (s > 0) return fmt::format("{:.3g} us", s * 1e6);
-  return "0 s";
-}
-
 std::string bytes(double b) { return ir::formatBytes(b); }
 
 std::string plural(std::size_t n, std::string_view word) {
@@ -146,9 +139,9 @@ std::string changes(const ir::Plan& before, const ir::Plan& after) {
   compare("microbatches", std::to_string(before.microbatches), std::to_string(after.microbatches));
   compare("chunks per rank", std::to_string(before.chunks), std::to_string(after.chunks));
   compare("peak memory", bytes(before.peakMemoryBytes()), bytes(after.peakMemoryBytes()));
-  if (seconds(before.stepTime) != seconds(after.stepTime))
-    lines.push_back(fmt::format("  step time: {} -> {} ({:.2f}x)", seconds(before.stepTime),
-                                seconds(after.stepTime),
+  if (ir::formatSeconds(before.stepTime) != ir::formatSeconds(after.stepTime))
+    lines.push_back(fmt::format("  step time: {} -> {} ({:.2f}x)", ir::formatSeconds(before.stepTime),
+                                ir::formatSeconds(after.stepTime),
                                 after.stepTime > 0 ? before.stepTime / after.stepTime : 0.0));
   if (lines.empty()) return "changed: nothing in the plan's summary\n";
   std::string out = "changed:\n";
@@ -433,16 +426,16 @@ ReplReply PlanExplorer::timeCommand(Interpreter& interpreter) {
     return error(":time reports the last plan made by :plan, :set or :alts; there is none");
   ReplReply reply;
   const LastPlan& plan = *last_;
-  reply.output = fmt::format("planning {} took {}:\n", plan.name, seconds(plan.planningSeconds));
+  reply.output = fmt::format("planning {} took {}:\n", plan.name, ir::formatSeconds(plan.planningSeconds));
   double planner = 0;
   for (const PassTime& pass : plan.passes) {
-    reply.output += fmt::format("  {:<28} {:>9}  {:>3.0f}%\n", pass.pass, seconds(pass.seconds),
+    reply.output += fmt::format("  {:<28} {:>9}  {:>3.0f}%\n", pass.pass, ir::formatSeconds(pass.seconds),
                                 100 * pass.seconds / plan.planningSeconds);
     planner += pass.seconds;
   }
   double rest = std::max(0.0, plan.planningSeconds - planner);
   reply.output += fmt::format("  {:<28} {:>9}  {:>3.0f}%\n", "tracing the model, the rest",
-                              seconds(rest), 100 * rest / plan.planningSeconds);
+                              ir::formatSeconds(rest), 100 * rest / plan.planningSeconds);
   return reply;
 }
 

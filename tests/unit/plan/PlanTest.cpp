@@ -47,8 +47,8 @@ Plan uniformPlan() {
   p.samplesPerSecond = 64 / 0.1375;
   p.tflopsPerDevice = 98.25;
   p.mfu = 0.315;
-  p.alternatives = {{"4 stages x (1, 4), mesh (2, 2)", 0.1375},
-                    {"2 stages x (2, 8), mesh (2, 8)", 0.21}};
+  p.alternatives = {{"4 stages x (1, 4), mesh (2, 2)", 0.1375, nullptr},
+                    {"2 stages x (2, 8), mesh (2, 8)", 0.21, nullptr}};
   p.notes = {"intra-op sharding of stage 3 is not proven optimal"};
   return p;
 }
