@@ -22,6 +22,18 @@ inline int rowBlocks(std::int64_t rows) {
   return static_cast<int>(std::max<std::int64_t>(1, std::min(kMaxBlocks, rows)));
 }
 
+// Chunks for a sum of perOutput elements into `outputs` (a long sum into few
+// outputs: bias, layer-norm and reduction gradients): enough threads to fill
+// the GPU (about 2^18), each summing at least 64 elements; 1 when one thread
+// per output fills it already. Chunks are added in order, so the result does
+// not depend on the launch.
+inline std::int64_t chunksFor(std::int64_t outputs, std::int64_t perOutput) {
+  constexpr std::int64_t kThreadsWanted = 1 << 18, kLeast = 64;
+  if (outputs == 0 || outputs >= kThreadsWanted / 4 || perOutput < 4 * kLeast) return 1;
+  const std::int64_t byThreads = kThreadsWanted / outputs, byLength = perOutput / kLeast;
+  return byThreads < byLength ? byThreads : byLength;
+}
+
 inline void checkLaunch() { MESHFLOW_CUDA_CHECK(cudaGetLastError()); }
 
 __device__ inline std::int64_t firstIndex() { return std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; }

@@ -9,6 +9,7 @@
 #include "runtime/cuda/CudaError.h"
 #include "runtime/cuda/Gemm.h"
 #include "runtime/cuda/LayoutKernels.h"
+#include "runtime/cuda/PositionGroups.h"
 #include "runtime/cuda/TrainingKernels.h"
 
 namespace meshflow::runtime::cuda {
@@ -225,7 +226,7 @@ void layerNormGradOp(const KernelArgs& a, const GpuContext& gpu, std::vector<Ten
   Tensor& dgamma = a.outF32(1, {rows.width});
   Tensor& dbeta = a.outF32(2, {rows.width});
   layerNormGrad(in(x), in(gamma), in(dy), out(dx), out(dgamma), out(dbeta), rows.count, rows.width, eps,
-                scratchDoubles(scratch, 2 * rows.count), gpu.stream);
+                scratchDoubles(scratch, layerNormGradScratch(rows.count, rows.width)), gpu.stream);
 }
 
 // Labels against logits, checked on the host as the cpu kernel checks them
@@ -280,7 +281,7 @@ void embeddingOp(const KernelArgs& a, const GpuContext& gpu) {
   embedding(in(table), ids(tokens), out(y), positions, table.dim(1), gpu.stream);
 }
 
-void embeddingGradOp(const KernelArgs& a, const GpuContext& gpu) {
+void embeddingGradOp(const KernelArgs& a, const GpuContext& gpu, std::vector<Tensor>& scratch) {
   a.expectArity(2, 1);
   const Tensor& tokens = a.i32(0);
   const Tensor& dy = a.f32(1);
@@ -291,7 +292,11 @@ void embeddingGradOp(const KernelArgs& a, const GpuContext& gpu) {
   for (std::int32_t id : tokens.i32())
     if (id < 0 || id >= vocab) a.fail(fmt::format("id {} is outside the vocabulary [0, {})", id, vocab));
   Tensor& dtable = a.outF32(0, {vocab, h});
-  embeddingGrad(ids(tokens), in(dy), out(dtable), tokens.elements(), vocab, h, gpu.stream);
+  // Written on the host into a fresh block: the stream is idle (readsOnHost).
+  const PositionGroups groups = groupPositions(tokens.i32());
+  std::vector<std::int32_t> packed = groups.packed();
+  scratch.push_back(Tensor::fromI32({static_cast<std::int64_t>(packed.size())}, std::move(packed)));
+  embeddingGrad(ids(scratch.back()), groups.groups(), in(dy), out(dtable), tokens.elements(), vocab, h, gpu.stream);
 }
 
 // Sum, Mean, ReduceToShape: cpu::sumPlan's sum (its checks, its output) in the
@@ -431,7 +436,7 @@ void launchOnGpu(const KernelArgs& a, const GpuContext& gpu, std::vector<Tensor>
     case K::CrossEntropy: return crossEntropyOp(a, gpu, scratch);
     case K::CrossEntropyGrad: return crossEntropyGradOp(a, gpu);
     case K::Embedding: return embeddingOp(a, gpu);
-    case K::EmbeddingGrad: return embeddingGradOp(a, gpu);
+    case K::EmbeddingGrad: return embeddingGradOp(a, gpu, scratch);
     case K::Sum: case K::Mean: case K::ReduceToShape: return sumOp(a, gpu, scratch);
     case K::BroadcastTo: return copyOp(a, gpu);
     case K::GlobalNorm: return globalNormOp(a, gpu, scratch);

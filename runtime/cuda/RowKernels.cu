@@ -47,15 +47,33 @@ __global__ void layerNormGradRows(const float* x, const float* gamma, const floa
   }
 }
 
-// dgamma[j] = Σ_r dy · xhat, dbeta[j] = Σ_r dy: a thread per column, rows in order.
-__global__ void layerNormGradColumns(const float* x, const float* dy, float* dgamma, float* dbeta, std::int64_t rows,
-                                     std::int64_t width, const double* moments) {
-  for (std::int64_t j = firstIndex(); j < width; j += gridStride()) {
+// Thread (c, j), c-major: chunk c of the rows' dy · xhat and dy for column j,
+// rows in order (double); `partial` holds 2 · chunks · width doubles.
+__global__ void layerNormGradColumns(const float* x, const float* dy, double* partial, std::int64_t rows,
+                                     std::int64_t width, std::int64_t chunks, const double* moments) {
+  const std::int64_t length = (rows + chunks - 1) / chunks;
+  for (std::int64_t t = firstIndex(); t < width * chunks; t += gridStride()) {
+    const std::int64_t c = t / width, j = t % width;
+    const std::int64_t first = c * length, last = first + length < rows ? first + length : rows;
     double dg = 0, db = 0;
-    for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t r = first; r < last; ++r) {
       const float d = dy[r * width + j];
       dg += d * ((x[r * width + j] - moments[2 * r]) * moments[2 * r + 1]);
       db += d;
+    }
+    partial[2 * t] = dg;
+    partial[2 * t + 1] = db;
+  }
+}
+
+// dgamma[j] = Σ_r dy · xhat, dbeta[j] = Σ_r dy: the chunks added in order.
+__global__ void layerNormGradAddChunks(const double* partial, float* dgamma, float* dbeta, std::int64_t width,
+                                       std::int64_t chunks) {
+  for (std::int64_t j = firstIndex(); j < width; j += gridStride()) {
+    double dg = 0, db = 0;
+    for (std::int64_t c = 0; c < chunks; ++c) {
+      dg += partial[2 * (c * width + j)];
+      db += partial[2 * (c * width + j) + 1];
     }
     dgamma[j] = static_cast<float>(dg);
     dbeta[j] = static_cast<float>(db);
@@ -119,17 +137,27 @@ void softmaxGrad(const float* y, const float* dy, float* dx, std::int64_t rows, 
   checkLaunch();
 }
 
+std::int64_t layerNormGradScratch(std::int64_t rows, std::int64_t width) {
+  return 2 * rows + 2 * chunksFor(width, rows) * width;
+}
+
 void layerNormGrad(const float* x, const float* gamma, const float* dy, float* dx, float* dgamma, float* dbeta,
-                   std::int64_t rows, std::int64_t width, double eps, double* moments, Stream stream) {
+                   std::int64_t rows, std::int64_t width, double eps, double* scratch, Stream stream) {
   detail::checkRows("layerNormGrad", rows, width, false);
-  detail::checkPointers("layerNormGrad", width, {gamma, dgamma, dbeta});
-  detail::checkPointers("layerNormGrad", rows * width, {x, dy, dx, moments});
+  detail::checkPointers("layerNormGrad", width, {gamma, dgamma, dbeta, scratch});
+  detail::checkPointers("layerNormGrad", rows * width, {x, dy, dx});
   if (width == 0) return;
+  double* moments = scratch;  // mean and rstd per row, then the column chunks' partial sums
   if (rows > 0) {
     layerNormGradRows<<<rowBlocks(rows), kThreads, 0, stream>>>(x, gamma, dy, dx, rows, width, eps, moments);
     checkLaunch();
   }
-  layerNormGradColumns<<<blocksFor(width), kThreads, 0, stream>>>(x, dy, dgamma, dbeta, rows, width, moments);
+  const std::int64_t chunks = chunksFor(width, rows);
+  double* partial = scratch + 2 * rows;
+  layerNormGradColumns<<<blocksFor(width * chunks), kThreads, 0, stream>>>(x, dy, partial, rows, width, chunks,
+                                                                          moments);
+  checkLaunch();
+  layerNormGradAddChunks<<<blocksFor(width), kThreads, 0, stream>>>(partial, dgamma, dbeta, width, chunks);
   checkLaunch();
 }
 

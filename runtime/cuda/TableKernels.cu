@@ -16,10 +16,15 @@ __global__ void embeddingKernel(const float* table, const std::int32_t* ids, flo
 
 // A thread per column of the table: positions in order, so a repeated id
 // sums as the cpu kernel's loop does (fp32), and no two threads touch one element.
-__global__ void embeddingGradKernel(const std::int32_t* ids, const float* dy, float* dtable, std::int64_t positions,
-                                    std::int64_t h) {
-  for (std::int64_t j = firstIndex(); j < h; j += gridStride())
-    for (std::int64_t p = 0; p < positions; ++p) dtable[std::int64_t(ids[p]) * h + j] += dy[p * h + j];
+// Thread (g, j): id group g's rows of dy summed in position order, column j.
+__global__ void embeddingGradKernel(const std::int32_t* order, const std::int32_t* starts, const std::int32_t* ids,
+                                    std::int64_t groups, const float* dy, float* dtable, std::int64_t h) {
+  for (std::int64_t t = firstIndex(); t < groups * h; t += gridStride()) {
+    const std::int64_t g = t / h, j = t % h;
+    float sum = 0.0f;
+    for (std::int32_t k = starts[g]; k < starts[g + 1]; ++k) sum += dy[std::int64_t(order[k]) * h + j];
+    dtable[std::int64_t(ids[g]) * h + j] = sum;
+  }
 }
 
 // The summed elements [first, last) of output o (row-major over the summed
@@ -87,15 +92,6 @@ std::int64_t countOf(const std::int64_t* extents, int rank) {
   return n;
 }
 
-// Chunks for a sum of perOutput elements into `outputs`: enough threads to
-// fill the GPU (about 2^18), each summing at least 64 elements.
-std::int64_t chunksFor(std::int64_t outputs, std::int64_t perOutput) {
-  constexpr std::int64_t kThreadsWanted = 1 << 18, kLeast = 64;
-  if (outputs == 0 || outputs >= kThreadsWanted / 4 || perOutput < 4 * kLeast) return 1;
-  const std::int64_t byThreads = kThreadsWanted / outputs, byLength = perOutput / kLeast;
-  return byThreads < byLength ? byThreads : byLength;
-}
-
 __global__ void addSquaresKernel(const float* x, std::int64_t n, double* sumSquares) {
   double sum = 0;
   for (std::int64_t i = threadIdx.x; i < n; i += blockDim.x) sum += static_cast<double>(x[i]) * x[i];
@@ -145,15 +141,19 @@ void embedding(const float* table, const std::int32_t* ids, float* y, std::int64
   checkLaunch();
 }
 
-void embeddingGrad(const std::int32_t* ids, const float* dy, float* dtable, std::int64_t positions,
-                   std::int64_t vocab, std::int64_t h, Stream stream) {
+void embeddingGrad(const std::int32_t* groups, std::int64_t count, const float* dy, float* dtable,
+                   std::int64_t positions, std::int64_t vocab, std::int64_t h, Stream stream) {
   detail::checkElementwise("embeddingGrad", vocab * h, 1);
+  detail::checkElementwise("embeddingGrad", count * h, 1);
+  if (count < 0 || count > positions) throw std::invalid_argument("cuda::embeddingGrad: more id groups than positions");
   detail::checkPointers("embeddingGrad", vocab * h, {dtable});
-  detail::checkPointers("embeddingGrad", positions * h, {ids, dy});
+  detail::checkPointers("embeddingGrad", positions * h, {groups, dy});
   if (vocab * h == 0) return;
   MESHFLOW_CUDA_CHECK(cudaMemsetAsync(dtable, 0, sizeof(float) * static_cast<std::size_t>(vocab * h), stream));
-  if (positions == 0) return;
-  embeddingGradKernel<<<blocksFor(h), kThreads, 0, stream>>>(ids, dy, dtable, positions, h);
+  if (count == 0 || h == 0) return;
+  const std::int32_t* starts = groups + positions;
+  embeddingGradKernel<<<blocksFor(count * h), kThreads, 0, stream>>>(groups, starts, starts + count + 1, count, dy,
+                                                                     dtable, h);
   checkLaunch();
 }
 

@@ -57,9 +57,11 @@ void causalMask(const float* x, float* y, std::int64_t matrices, std::int64_t s,
 /// dx = y · (dy − Σ y·dy) per row (the dot in double).
 void softmaxGrad(const float* y, const float* dy, float* dx, std::int64_t rows, std::int64_t width, Stream stream);
 /// LayerNorm's backward: dx per row, dgamma and dbeta summed over rows in row
-/// order (double). `moments`: 2 · rows doubles of scratch device memory.
+/// order (double), long columns in chunks added in order. `scratch`:
+/// layerNormGradScratch(rows, width) doubles of device memory.
+std::int64_t layerNormGradScratch(std::int64_t rows, std::int64_t width);
 void layerNormGrad(const float* x, const float* gamma, const float* dy, float* dx, float* dgamma, float* dbeta,
-                   std::int64_t rows, std::int64_t width, double eps, double* moments, Stream stream);
+                   std::int64_t rows, std::int64_t width, double eps, double* scratch, Stream stream);
 
 /// loss = mean over rows of logsumexp(row) − row[label]. `rowLoss`: `rows`
 /// doubles of scratch device memory. Labels must be in range (the caller checks).
@@ -72,9 +74,12 @@ void crossEntropyGrad(const float* logits, const std::int32_t* labels, const flo
 /// y[p, :] = table[ids[p], :]. Ids must be in range (the caller checks).
 void embedding(const float* table, const std::int32_t* ids, float* y, std::int64_t positions, std::int64_t h,
                Stream stream);
-/// dtable = 0, then dtable[ids[p], :] += dy[p, :] in position order (fp32, as the cpu kernel).
-void embeddingGrad(const std::int32_t* ids, const float* dy, float* dtable, std::int64_t positions,
-                   std::int64_t vocab, std::int64_t h, Stream stream);
+/// dtable = 0, then dtable[id, :] = Σ dy[p, :] over the positions p of each
+/// id in position order (fp32, as the cpu kernel), a thread per (id, column).
+/// `groups`: PositionGroups::packed() of the ids in device memory (`count`
+/// groups over `positions` positions; ids in range, the caller checks).
+void embeddingGrad(const std::int32_t* groups, std::int64_t count, const float* dy, float* dtable,
+                   std::int64_t positions, std::int64_t vocab, std::int64_t h, Stream stream);
 /// A sum over some dimensions of x: y has one element per index of the kept
 /// dimensions (row-major in x's order), each the sum of x over the summed
 /// dimensions (row-major), strides in elements of x.

@@ -153,6 +153,10 @@ std::vector<OpCase> rowCases() {
   // Moments and sums in double on both sides: the fp32 rounding of outputs
   // that subtract nearly equal terms (dx), over 33 rows (dgamma, dbeta).
   cases.push_back({"layer_norm_grad", OpKind::LayerNormGrad, {h, gamma, dh}, {{"eps", 1e-5}}, {1e-5, 1e-5}, 3});
+  // 4,096 rows: dgamma and dbeta summed in 64 chunks of rows, added in order.
+  Tensor tall = randomTensor({4096, 64}), tallGamma = randomTensor({64}), tallDy = randomTensor({4096, 64});
+  cases.push_back({"layer_norm_grad (4096 rows: chunked columns)", OpKind::LayerNormGrad, {tall, tallGamma, tallDy},
+                   {{"eps", 1e-5}}, {1e-5, 1e-5}, 3});
   Tensor logits = randomTensor({4, 7, 500}, -5.0f, 5.0f), labels = randomIds({4, 7}, 500);
   // log Σ exp in double from CUDA's expf against the cpu's exp: a few ulp.
   cases.push_back({"cross_entropy", OpKind::CrossEntropy, {logits, labels}, {}, {1e-6, 1e-6}});
@@ -167,6 +171,10 @@ std::vector<OpCase> tableAndUpdateCases() {
   cases.push_back({"embedding", OpKind::Embedding, {table, ids}});
   // fp32 sums of repeated ids in position order on both sides.
   cases.push_back({"embedding_grad", OpKind::EmbeddingGrad, {ids, dy}, {{"vocab", std::int64_t{50}}}});
+  // Many positions per id (2,048 over 40 of 50 ids: rows left zero too), the same order as the cpu kernel.
+  Tensor manyIds = randomIds({16, 128}, 40), manyDy = randomTensor({16, 128, 24});
+  cases.push_back({"embedding_grad (2048 positions)", OpKind::EmbeddingGrad, {manyIds, manyDy},
+                   {{"vocab", std::int64_t{50}}}});
   Tensor grads = randomTensor({6, 7, 33}), bias = randomTensor({33}), rows = randomTensor({7, 33});
   cases.push_back({"reduce_to_shape (bias)", OpKind::ReduceToShape, {grads, bias}, {}, {1e-9, 1e-7}});
   cases.push_back({"reduce_to_shape (rows)", OpKind::ReduceToShape, {grads, rows}, {}, {1e-9, 1e-7}});
