@@ -1,5 +1,6 @@
 #include "runtime/parallel/DeviceExecutor.h"
 
+#include "runtime/KernelBackend.h"
 #include "runtime/parallel/FlatShards.h"
 #include "runtime/parallel/Messages.h"
 #include "runtime/parallel/OptimizerStep.h"
@@ -50,11 +51,16 @@ std::vector<ir::ValueId> sortedUnion(const std::vector<ir::ValueId>& a, const st
   return out;
 }
 
+// sum += x, in place, on the thread's kernels (a GPU's memory stays there):
+// the same fp32 adds as an element loop.
 void addInto(Tensor& sum, const Tensor& x) {
-  auto s = sum.f32();
-  auto a = x.f32();
-  if (s.size() != a.size()) throw std::logic_error("gradients of different shapes");
-  for (std::size_t i = 0; i < s.size(); ++i) s[i] += a[i];
+  if (sum.shape() != x.shape() || sum.dtype() != ir::DType::F32 || x.dtype() != ir::DType::F32)
+    throw std::logic_error(fmt::format("gradients of different types: {} and {}", sum.typeText(), x.typeText()));
+  ir::Op add;
+  add.kind = ir::OpKind::Add;
+  std::vector<const Tensor*> in{&sum, &x};
+  std::vector<Tensor*> out{&sum};
+  runtime::runKernel(add, in, out, {});
 }
 
 class DeviceRun {
