@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <mutex>
 #include <numbers>
 #include <random>
 #include <stdexcept>
@@ -54,6 +55,25 @@ Shape boundShape(const ir::TensorType& type, std::int64_t batchSize) {
 
 constexpr std::align_val_t kHeapAlignment{64};
 
+// Which copy of a device-only block's elements is current: the block, the
+// host's, or both (neither written since they last agreed).
+struct Tensor::Storage::Mirror {
+  enum class Current : std::uint8_t { kBlock, kHost, kBoth };
+  std::mutex mutex;
+  void* host = nullptr;  // allocated on the first host access
+  Current current = Current::kBlock;
+  ~Mirror() {
+    if (host) ::operator delete(host, kHeapAlignment);
+  }
+};
+
+namespace {
+thread_local bool tDeviceViews = false;
+}  // namespace
+
+Tensor::DeviceViewScope::DeviceViewScope() : previous_(tDeviceViews) { tDeviceViews = true; }
+Tensor::DeviceViewScope::~DeviceViewScope() { tDeviceViews = previous_; }
+
 Tensor::Storage::Storage(std::size_t n)
     : bytes(n), memory(MemoryScope::current()), category(MemoryScope::currentCategory()) {
   if (bytes == 0) return;
@@ -61,15 +81,57 @@ Tensor::Storage::Storage(std::size_t n)
     DeviceMemory::Block block = memory->allocate(bytes, category);
     data = block.data;
     capacity = block.capacity;
+    if (!memory->hostVisible()) mirror = std::make_unique<Mirror>();
   } else {
     data = ::operator new(bytes, kHeapAlignment);
     capacity = bytes;
   }
 }
 
+void* Tensor::Storage::deviceData(bool write) const {
+  if (!mirror) return data;
+  std::lock_guard<std::mutex> lock(mirror->mutex);
+  if (mirror->current == Mirror::Current::kHost) {
+    memory->blocks().copyFromHost(data, mirror->host, bytes);
+    mirror->current = Mirror::Current::kBoth;
+  }
+  if (write) {
+    mirror->current = Mirror::Current::kBlock;
+    if (mirror->host && memory->blocks().poisonsStaleCopies()) std::memset(mirror->host, 0xFF, bytes);
+  }
+  return data;
+}
+
+void* Tensor::Storage::hostData(bool write) const {
+  if (!mirror || tDeviceViews) return deviceData(write);
+  std::lock_guard<std::mutex> lock(mirror->mutex);
+  if (!mirror->host) mirror->host = ::operator new(bytes, kHeapAlignment);
+  if (mirror->current == Mirror::Current::kBlock) {
+    memory->blocks().copyToHost(mirror->host, data, bytes);
+    mirror->current = Mirror::Current::kBoth;
+  }
+  if (write) {
+    mirror->current = Mirror::Current::kHost;
+    if (memory->blocks().poisonsStaleCopies()) std::memset(data, 0xFF, bytes);
+  }
+  return mirror->host;
+}
+
 std::shared_ptr<Tensor::Storage> Tensor::Storage::copy() const {
   auto own = std::make_shared<Storage>(bytes);
-  if (bytes) std::memcpy(own->data, data, bytes);
+  if (!bytes) return own;
+  if (!mirror && !own->mirror) {
+    std::memcpy(own->data, data, bytes);
+    return own;
+  }
+  // Block to block when both are device blocks and the block is current.
+  bool blockCurrent = false;
+  if (mirror && own->mirror) {
+    std::lock_guard<std::mutex> lock(mirror->mutex);
+    blockCurrent = mirror->current != Mirror::Current::kHost;
+  }
+  if (blockCurrent) own->memory->blocks().copyBlocks(own->deviceData(true), data, bytes);
+  else std::memcpy(own->hostData(true), hostData(false), bytes);
   return own;
 }
 
@@ -88,7 +150,7 @@ Tensor::Tensor(ir::DType dtype, Shape shape, Uninitialized) : dtype_(dtype), sha
 }
 
 Tensor::Tensor(ir::DType dtype, Shape shape) : Tensor(dtype, std::move(shape), Uninitialized{}) {
-  if (storage_->bytes) std::memset(storage_->data, 0, storage_->bytes);
+  if (storage_->bytes) std::memset(storage_->hostData(true), 0, storage_->bytes);
 }
 
 Tensor Tensor::uninitialized(ir::DType dtype, Shape shape) {
@@ -182,8 +244,9 @@ void Tensor::moveInto(const std::shared_ptr<DeviceMemory>& memory, MemoryCategor
   if (!storage_ || !memory) return;
   if (storage_->memory == memory) return chargeTo(category);
   // Shared elements stay where they are for the other holders; a heap block
-  // was not sized for a device's cache. Both are copied.
-  if (storage_.use_count() > 1 || !storage_->memory) {
+  // was not sized for a device's cache; a block of another place (another
+  // GPU's device memory) is not the receiver's to hand out. All are copied.
+  if (storage_.use_count() > 1 || !storage_->memory || !storage_->memory->canHandBlocksTo(*memory)) {
     MemoryScope scope(memory, category);
     storage_ = storage_->copy();
     return;
@@ -199,14 +262,14 @@ std::span<T> Tensor::view(ir::DType dtype) {
   requireView(dtype);
   unshare();
   if (!storage_) return {};
-  return {static_cast<T*>(storage_->data), count()};
+  return {static_cast<T*>(storage_->hostData(true)), count()};
 }
 
 template <class T>
 std::span<const T> Tensor::view(ir::DType dtype) const {
   requireView(dtype);
   if (!storage_) return {};
-  return {static_cast<const T*>(storage_->data), count()};
+  return {static_cast<const T*>(storage_->hostData(false)), count()};
 }
 
 std::span<float> Tensor::f32() { return view<float>(ir::DType::F32); }
@@ -222,13 +285,24 @@ std::span<std::byte> Tensor::raw() {
   if (!allocated_) throw std::logic_error("raw bytes of an unallocated tensor");
   unshare();
   if (!storage_) return {};
-  return {static_cast<std::byte*>(storage_->data), storage_->bytes};
+  return {static_cast<std::byte*>(storage_->hostData(true)), storage_->bytes};
 }
 
 std::span<const std::byte> Tensor::raw() const {
   if (!allocated_) throw std::logic_error("raw bytes of an unallocated tensor");
   if (!storage_) return {};
-  return {static_cast<const std::byte*>(storage_->data), storage_->bytes};
+  return {static_cast<const std::byte*>(storage_->hostData(false)), storage_->bytes};
+}
+
+const void* Tensor::deviceData() const {
+  if (!allocated_) throw std::logic_error("device data of an unallocated tensor");
+  return storage_ ? storage_->deviceData(false) : nullptr;
+}
+
+void* Tensor::deviceData() {
+  if (!allocated_) throw std::logic_error("device data of an unallocated tensor");
+  unshare();
+  return storage_ ? storage_->deviceData(true) : nullptr;
 }
 
 Tensor Tensor::castTo(ir::DType dtype) const {
@@ -265,7 +339,7 @@ bool Tensor::bitEqual(const Tensor& other) const {
   if (!allocated_) return true;
   // Compare bits, not values: NaN == NaN here, and -0 differs from +0.
   if (bytes() == 0) return true;
-  return std::memcmp(storage_->data, other.storage_->data, bytes()) == 0;
+  return std::memcmp(storage_->hostData(false), other.storage_->hostData(false), bytes()) == 0;
 }
 
 Tensor randomNormal(Shape shape, std::uint64_t seed, float stddev) {

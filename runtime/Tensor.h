@@ -34,6 +34,12 @@ Shape boundShape(const ir::TensorType& type, std::int64_t batchSize);
 ///
 /// Storage comes from the DeviceMemory of the allocating thread's MemoryScope
 /// (counted under its category, cached when freed), else from the plain heap.
+/// In a memory the host cannot address (DeviceMemory::hostVisible() false:
+/// the cuda backend's cudaMalloc blocks) the typed views and raw() read and
+/// write a host copy, and deviceData() the block: each is brought up to date
+/// from the other when it is asked for after the other was written (whole
+/// tensors; the device's queued work is waited for). Keep no view across an
+/// access from the other side.
 /// Elements are never zeroed unless asked (Tensor(dtype, shape)): kernels
 /// write every element of their outputs, and zeroing first was 5–6% of a GPT
 /// step.
@@ -104,6 +110,27 @@ class Tensor {
   std::span<std::byte> raw();
   std::span<const std::byte> raw() const;
 
+  /// The elements where the device's kernels read and write them: the block
+  /// of a memory the host cannot address (brought up to date from the host's
+  /// copy if the host wrote last), else what raw() gives. The mutable one
+  /// unshares first and makes the block the current copy (a kernel writes it).
+  const void* deviceData() const;
+  void* deviceData();
+
+  /// While alive, this thread's views of tensors in memory the host cannot
+  /// address are the blocks themselves (as deviceData()): for a backend whose
+  /// "device" kernels are the cpu kernels on host-addressable blocks (tests).
+  class DeviceViewScope {
+   public:
+    DeviceViewScope();
+    ~DeviceViewScope();
+    DeviceViewScope(const DeviceViewScope&) = delete;
+    DeviceViewScope& operator=(const DeviceViewScope&) = delete;
+
+   private:
+    bool previous_;
+  };
+
   /// The elements converted to `dtype`, a float type: widening is exact,
   /// narrowing rounds to nearest even (f16 overflows to infinity). The same
   /// dtype gives this tensor (sharing its elements). An i32 tensor or target
@@ -139,6 +166,15 @@ class Tensor {
     Storage& operator=(const Storage&) = delete;
     /// Another block with these bytes, from the current MemoryScope's memory.
     std::shared_ptr<Storage> copy() const;
+
+    // In a memory the host cannot address: the host's copy and which copy is
+    // current (null otherwise: the host uses `data`).
+    struct Mirror;
+    std::unique_ptr<Mirror> mirror;
+    /// The elements for the host / for the device, the other copy brought up
+    /// to date first; `write` makes this one the only current copy.
+    void* hostData(bool write) const;
+    void* deviceData(bool write) const;
   };
   std::shared_ptr<Storage> storage_;
   std::size_t count() const { return storage_ ? storage_->bytes / ir::dtypeBytes(dtype_) : 0; }

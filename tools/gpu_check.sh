@@ -12,7 +12,7 @@
 #      (tests/gpu/bench_gpt.mesh) against PyTorch eager
 #      (tests/gpu/bench_gpt_torch.py) in the same run;
 # and prints a short table last. Each stage has its own time limit, so the
-# whole check stays under 9 minutes.
+# whole check stays under 9 minutes (limit: what is left of 540 s).
 #
 # Prepare on a development machine:  tools/gpu_bundle.sh   (into build-gpu-deps/)
 # Run on the GPU machine, from the repository root, with build-gpu-deps/ sent:
@@ -25,6 +25,12 @@ BUILD=${BUILD:-build-gpu}
 JOBS=${JOBS:-16}
 [ -d /usr/local/cuda/bin ] && export PATH=$PATH:/usr/local/cuda/bin
 started=$SECONDS
+# A stage's time limit: `want` seconds, or what is left of the check's 540 (at least 1).
+limit() {
+  local left=$((540 - (SECONDS - started)))
+  if [ "$left" -lt 1 ]; then left=1; fi
+  if [ "$1" -lt "$left" ]; then echo "$1"; else echo "$left"; fi
+}
 log() { printf '\n== %s (%ds)\n' "$*" $((SECONDS - started)); }
 declare -a table
 row() { table+=("$(printf '%-30s %s' "$1" "$2")"); }
@@ -108,40 +114,52 @@ printf '#!/bin/sh\nexec "%s/ld-linux-x86-64.so.2" --library-path "%s" "%s/bin/me
   "$(cd "$libs" && pwd)" "$library_path" "$(cd "$bundle" && pwd)" > "$BUILD/meshflow"
 chmod +x "$BUILD/meshflow"
 
-log "parity: tests/gpu/parity.mesh (tiny GPT, cuda vs cpu)"
-MESHFLOW_CUDA_OPS=1 timeout 100 "$BUILD/meshflow" run --stdlib stdlib tests/gpu/parity.mesh 2>&1 | tee "$BUILD/parity.txt"
-parity=${PIPESTATUS[0]}
-ok=$(grep -c "^parity ok" "$BUILD/parity.txt")
-if [ "$parity" -eq 0 ]; then row "parity (tiny GPT, f32 + bf16)" "passed ($ok plans)"
-else row "parity (tiny GPT, f32 + bf16)" "FAILED (exit $parity): $ok plans ok; $(grep -m1 -E 'error|FAIL' "$BUILD/parity.txt" | cut -c1-100)"; status=1; fi
+# Tensors in managed memory (the default) and in device memory (MESHFLOW_CUDA_MEMORY=device).
+for memory in managed device; do
+  log "parity: tests/gpu/parity.mesh (tiny GPT, cuda vs cpu), $memory memory"
+  MESHFLOW_CUDA_MEMORY=$memory MESHFLOW_CUDA_OPS=1 timeout "$(limit 100)" "$BUILD/meshflow" run --stdlib stdlib \
+    tests/gpu/parity.mesh 2>&1 | tee "$BUILD/parity-$memory.txt"
+  parity=${PIPESTATUS[0]}
+  ok=$(grep -c "^parity ok" "$BUILD/parity-$memory.txt")
+  if [ "$parity" -eq 0 ]; then row "parity (tiny GPT), $memory" "passed ($ok plans)"
+  else row "parity (tiny GPT), $memory" "FAILED (exit $parity): $ok plans ok; $(grep -m1 -E 'error|FAIL' "$BUILD/parity-$memory.txt" | cut -c1-100)"; status=1; fi
+done
 
 log "benchmark: gpt_350m bf16, PyTorch eager"
-timeout 75 python3 tests/gpu/bench_gpt_torch.py 2>&1 | tee "$BUILD/torch.txt"
+timeout "$(limit 75)" python3 tests/gpu/bench_gpt_torch.py 2>&1 | tee "$BUILD/torch.txt"
 torch_step=$(awk '$1 == "torch_bench" { print $3 }' "$BUILD/torch.txt")
 flops=$(awk '$1 == "torch_bench" { print $7 }' "$BUILD/torch.txt")
 torch_peak=$(awk '$1 == "torch_bench" { print $9 }' "$BUILD/torch.txt")
 
-log "benchmark: gpt_350m bf16, meshflow"
-# The interpreter's default cap on the values it holds (4 GiB) is a laptop's; the
-# model's tensors are on the GPU here.
-MESHFLOW_CUDA_OPS=1 timeout 240 "$BUILD/meshflow" run --stdlib stdlib --max-memory 100GiB tests/gpu/bench_gpt.mesh 2>&1 | tee "$BUILD/meshflow-bench.txt"
-bench=${PIPESTATUS[0]}
-# The median of the step lines' times after the first ("step  2/4  loss ...  812.3 ms (simulated ...)":
-# the first time on the line, in ms or s).
-ours_ms=$(awk '$1 == "step" { for (i = 2; i < NF; ++i) if ($(i + 1) == "ms" || $(i + 1) == "s") {
-            print $i * ($(i + 1) == "s" ? 1000 : 1); break } }' "$BUILD/meshflow-bench.txt" |
-          tail -n +2 | sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)] }')
-peaks=$(grep "^meshflow_bench" "$BUILD/meshflow-bench.txt" | sed 's/.*peak_memory/peak/')
-if [ "$bench" -eq 0 ] && [ -n "$ours_ms" ] && [ -n "$torch_step" ]; then
-  summary=$(awk -v ours="$ours_ms" -v torch="$torch_step" -v flops="$flops" -v gemm="${gemm_bf16:-0}" 'BEGIN {
-    s = ours / 1000; printf "meshflow %.3f s/step, PyTorch eager %.3f s/step: %.2fx", s, torch, s / torch
-    if (gemm > 0) printf "; model FLOP/s %.1f%% (torch %.1f%%) of the bf16 GEMM rate", 100 * flops / s / (gemm * 1e12), 100 * flops / torch / (gemm * 1e12) }')
-  row "benchmark gpt_350m bf16 b8" "$summary"
-  row "  memory" "meshflow $peaks; torch peak ${torch_peak:-?} bytes"
-else
-  row "benchmark gpt_350m bf16 b8" "FAILED (meshflow exit $bench, torch step ${torch_step:-none}): $(grep -m1 -E 'error' "$BUILD/meshflow-bench.txt" | cut -c1-100)"
-  status=1
-fi
+# meshflow's step: the median of the step lines' times after the first ("step
+# 2/4  loss ...  812.3 ms (simulated ...)": the first time on the line, in ms or s).
+bench_meshflow() {
+  local memory=$1 out="$BUILD/meshflow-bench-$1.txt"
+  log "benchmark: gpt_350m bf16, meshflow, $memory memory"
+  # The interpreter's default cap on the values it holds (4 GiB) is a laptop's;
+  # the model's tensors are on the GPU here.
+  MESHFLOW_CUDA_MEMORY=$memory MESHFLOW_CUDA_OPS=1 timeout "$(limit 200)" "$BUILD/meshflow" run --stdlib stdlib \
+    --max-memory 100GiB tests/gpu/bench_gpt.mesh 2>&1 | tee "$out"
+  local bench=${PIPESTATUS[0]}
+  local ours_ms
+  ours_ms=$(awk '$1 == "step" { for (i = 2; i < NF; ++i) if ($(i + 1) == "ms" || $(i + 1) == "s") {
+              print $i * ($(i + 1) == "s" ? 1000 : 1); break } }' "$out" |
+            tail -n +2 | sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)] }')
+  local peaks
+  peaks=$(grep "^meshflow_bench" "$out" | sed 's/.*peak_memory/peak/')
+  if [ "$bench" -eq 0 ] && [ -n "$ours_ms" ] && [ -n "$torch_step" ]; then
+    summary=$(awk -v ours="$ours_ms" -v torch="$torch_step" -v flops="$flops" -v gemm="${gemm_bf16:-0}" 'BEGIN {
+      s = ours / 1000; printf "meshflow %.3f s/step, PyTorch eager %.3f s/step: %.2fx", s, torch, s / torch
+      if (gemm > 0) printf "; model FLOP/s %.1f%% (torch %.1f%%) of the bf16 GEMM rate", 100 * flops / s / (gemm * 1e12), 100 * flops / torch / (gemm * 1e12) }')
+    row "benchmark gpt_350m bf16 b8, $memory" "$summary"
+    row "  memory" "meshflow $peaks; torch peak ${torch_peak:-?} bytes"
+  else
+    row "benchmark gpt_350m bf16 b8, $memory" "FAILED (meshflow exit $bench, torch step ${torch_step:-none}): $(grep -m1 -E 'error' "$out" | cut -c1-100)"
+    status=1
+  fi
+}
+bench_meshflow managed
+bench_meshflow device
 
 # Where a step's time goes: the same model for 2 steps with every op waited for
 # and timed by kind (MESHFLOW_CUDA_PROFILE), and the measured timeline of the
@@ -149,7 +167,7 @@ fi
 log "profile: gpt_350m bf16, 2 steps, each op timed"
 sed 's/^let steps = .*/let steps = 2/; s|log_every = 1,|log_every = 1, trace = "'"$BUILD"'/step.trace.json",|' \
   tests/gpu/bench_gpt.mesh > "$BUILD/profile.mesh"
-MESHFLOW_CUDA_PROFILE=1 timeout 120 "$BUILD/meshflow" run --stdlib stdlib --max-memory 100GiB --allow-write "$BUILD" \
+MESHFLOW_CUDA_PROFILE=1 timeout "$(limit 120)" "$BUILD/meshflow" run --stdlib stdlib --max-memory 100GiB --allow-write "$BUILD" \
   "$BUILD/profile.mesh" 2>&1 | tee "$BUILD/profile.txt"
 top=$(grep -o "time by op kind.*" "$BUILD/profile.txt" | head -n 1 | cut -d: -f2- | cut -d, -f1-6)
 row "profile (op kinds, 2 steps)" "${top:-not measured}"

@@ -71,10 +71,18 @@ std::string timeSummary(int device, const CudaKernels& kernels) {
 
 }  // namespace
 
-CudaHost::CudaHost(const GpuHostRequest& request) {
+bool managedMemoryRequested(const char* setting) {
+  const std::string value = setting ? setting : "";
+  if (value.empty() || value == "managed") return true;
+  if (value == "device") return false;
+  throw CudaError(fmt::format("MESHFLOW_CUDA_MEMORY is '{}': it must be 'managed' (the default) or 'device'", value));
+}
+
+CudaHost::CudaHost(const GpuHostRequest& request) : managed_(managedMemoryRequested(std::getenv("MESHFLOW_CUDA_MEMORY"))) {
   requireDevice(0);
   gpu_ = gpuOfDevices(request.devices, deviceCount());
-  for (int gpu : gpu_) requireConcurrentManagedAccess(gpu);
+  if (managed_)
+    for (int gpu : gpu_) requireConcurrentManagedAccess(gpu);
   for (int gpu : gpu_) kernels_.push_back(std::make_unique<CudaKernels>(gpu));
   cluster_ = std::make_unique<cpu::LocalCluster>(cpu::LocalClusterOptions{request.devices, request.timeout, 0});
 }
@@ -98,7 +106,7 @@ void CudaHost::run(const std::function<void(int device)>& body) {
 }
 
 std::shared_ptr<DeviceMemory> CudaHost::makeMemory(int device, std::int64_t limit) {
-  return makeDeviceMemory(device, gpu_.at(static_cast<std::size_t>(device)), limit, true);
+  return makeDeviceMemory(device, gpu_.at(static_cast<std::size_t>(device)), limit, managed_);
 }
 
 void installCudaBackend() {

@@ -20,7 +20,7 @@ namespace {
 // pinned memory. Host tensors from the heap (a step's batch, made by the
 // controller) are copied first.
 bool gpuReadable(const Tensor& t) {
-  const void* data = t.raw().data();
+  const void* data = t.deviceData();
   if (!data) return true;
   cudaPointerAttributes attributes{};
   if (cudaPointerGetAttributes(&attributes, data) != cudaSuccess) {

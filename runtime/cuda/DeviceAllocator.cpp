@@ -10,7 +10,7 @@ namespace meshflow::runtime::cuda {
 
 CudaBlocks::CudaBlocks(int index, bool managed) : index_(index), managed_(managed) {
   DeviceInfo info = deviceInfo(index);
-  name_ = fmt::format("CUDA device {} ({}{})", index, info.name, managed ? ", managed memory" : "");
+  name_ = fmt::format("CUDA device {} ({}, {} memory)", index, info.name, managed ? "managed" : "device");
 }
 
 void* CudaBlocks::allocate(std::size_t bytes) {
@@ -33,6 +33,35 @@ void CudaBlocks::free(void* data, std::size_t) noexcept {
 }
 
 std::string CudaBlocks::name() const { return name_; }
+
+namespace {
+
+// Runs a copy on GPU `index` with every stream of it finished before and
+// after, and the calling thread's current GPU as it was.
+template <class Copy>
+void settledCopy(int index, Copy copy) {
+  int current = 0;
+  MESHFLOW_CUDA_CHECK(cudaGetDevice(&current));
+  MESHFLOW_CUDA_CHECK(cudaSetDevice(index));
+  MESHFLOW_CUDA_CHECK(cudaDeviceSynchronize());
+  MESHFLOW_CUDA_CHECK(copy());
+  MESHFLOW_CUDA_CHECK(cudaDeviceSynchronize());
+  MESHFLOW_CUDA_CHECK(cudaSetDevice(current));
+}
+
+}  // namespace
+
+void CudaBlocks::copyToHost(void* host, const void* block, std::size_t bytes) {
+  settledCopy(index_, [&] { return cudaMemcpy(host, block, bytes, cudaMemcpyDefault); });
+}
+
+void CudaBlocks::copyFromHost(void* block, const void* host, std::size_t bytes) {
+  settledCopy(index_, [&] { return cudaMemcpy(block, host, bytes, cudaMemcpyDefault); });
+}
+
+void CudaBlocks::copyBlocks(void* to, const void* from, std::size_t bytes) {
+  settledCopy(index_, [&] { return cudaMemcpy(to, from, bytes, cudaMemcpyDefault); });
+}
 
 std::shared_ptr<DeviceMemory> makeDeviceMemory(int device, int index, std::int64_t limit, bool managed) {
   auto blocks = std::make_unique<CudaBlocks>(index, managed);

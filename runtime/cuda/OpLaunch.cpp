@@ -18,15 +18,30 @@ namespace {
 using cpu::KernelArgs;
 using K = ir::OpKind;
 
-const float* in(const Tensor& t) { return t.f32().data(); }
-float* out(Tensor& t) { return t.f32().data(); }
-const std::int32_t* ids(const Tensor& t) { return t.i32().data(); }
+// The elements where kernels read and write them (Tensor::deviceData: the
+// block, not the host's copy, of a tensor in device-only memory).
+void requireType(const Tensor& t, ir::DType dtype) {
+  if (t.dtype() != dtype)
+    throw std::logic_error(fmt::format("{} kernel operand of a {} tensor", ir::dtypeName(dtype), t.typeText()));
+}
+const float* in(const Tensor& t) {
+  requireType(t, ir::DType::F32);
+  return static_cast<const float*>(t.deviceData());
+}
+float* out(Tensor& t) {
+  requireType(t, ir::DType::F32);
+  return static_cast<float*>(t.deviceData());
+}
+const std::int32_t* ids(const Tensor& t) {
+  requireType(t, ir::DType::I32);
+  return static_cast<const std::int32_t*>(t.deviceData());
+}
 
 // Device scratch of `count` doubles, alive until the op is enqueued (later ops
 // on the stream may reuse its block; host code only after a wait).
 double* scratchDoubles(std::vector<Tensor>& scratch, std::int64_t count) {
   scratch.push_back(Tensor::uninitialized(ir::DType::F32, {2 * std::max<std::int64_t>(count, 1)}));
-  return reinterpret_cast<double*>(scratch.back().f32().data());
+  return static_cast<double*>(scratch.back().deviceData());
 }
 
 void expectSameShape(const KernelArgs& a, const Tensor& x, const Tensor& y) {
@@ -92,7 +107,7 @@ void matMul(const KernelArgs& a, const GpuContext& gpu) {
   Tensor& y = a.out(0, wide ? ir::DType::F32 : x.dtype(), yShape);
   s.batch = shapeElements(batch);
   if (s.batch == 0) return;
-  gpu.gemm->run(s, gemmType(x.dtype()), gemmType(y.dtype()), x.raw().data(), w.raw().data(), y.raw().data());
+  gpu.gemm->run(s, gemmType(x.dtype()), gemmType(y.dtype()), x.deviceData(), w.deviceData(), y.deviceData());
 }
 
 void binary(const KernelArgs& a, const GpuContext& gpu) {
@@ -387,7 +402,7 @@ FloatFormat formatOf(ir::DType dtype) {
 Tensor converted(const Tensor& t, ir::DType dtype, const GpuContext& gpu) {
   if (t.dtype() == dtype) return t;
   Tensor y = Tensor::uninitialized(dtype, t.shape());
-  convertFloats(t.raw().data(), formatOf(t.dtype()), y.raw().data(), formatOf(dtype), t.elements(), gpu.stream);
+  convertFloats(t.deviceData(), formatOf(t.dtype()), y.deviceData(), formatOf(dtype), t.elements(), gpu.stream);
   return y;
 }
 
@@ -409,7 +424,7 @@ void copyOnGpu(const KernelArgs& a, const cpu::StridedCopy& c, const GpuContext&
   }
   index.srcBase = c.srcBase;
   index.dstBase = c.dstBase;
-  stridedCopy(c.src->raw().data(), c.dst->raw().data(), static_cast<int>(ir::dtypeBytes(c.src->dtype())), index,
+  stridedCopy(c.src->deviceData(), c.dst->deviceData(), static_cast<int>(ir::dtypeBytes(c.src->dtype())), index,
               gpu.stream);
 }
 

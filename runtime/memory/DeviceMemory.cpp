@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <bit>
+#include <cstring>
 #include <new>
 
 #include "ir/Bytes.h"
@@ -47,6 +48,15 @@ const char* memoryCategoryName(MemoryCategory category) {
       return "communication";
   }
   return "?";
+}
+
+void BlockSource::copyToHost(void* host, const void* block, std::size_t bytes) { std::memcpy(host, block, bytes); }
+void BlockSource::copyFromHost(void* block, const void* host, std::size_t bytes) { std::memcpy(block, host, bytes); }
+void BlockSource::copyBlocks(void* to, const void* from, std::size_t bytes) { std::memcpy(to, from, bytes); }
+
+bool DeviceMemory::canHandBlocksTo(const DeviceMemory& other) const {
+  if (hostVisible() && other.hostVisible()) return true;
+  return hostVisible() == other.hostVisible() && source_->place() == other.source_->place();
 }
 
 // One convention for bytes in every table and message (ir::formatBytes).

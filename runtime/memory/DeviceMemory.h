@@ -72,6 +72,25 @@ class BlockSource {
   virtual void free(void* data, std::size_t bytes) = 0;
   /// The memory in an error message: "host", "CUDA device 0 (NVIDIA H100)".
   virtual std::string name() const = 0;
+
+  /// Whether the host reads and writes the blocks directly (the heap, CUDA
+  /// managed memory). Tensors in memory it cannot (cudaMalloc's) keep a host
+  /// copy that their views read and write, copied on demand (Tensor.h).
+  virtual bool hostVisible() const { return true; }
+  /// Where the blocks are (-1: the host; a GPU's index): a block may change
+  /// owner (DeviceMemory::adopt) only between memories of one place, unless
+  /// both are host-visible.
+  virtual int place() const { return -1; }
+  /// Copies to the host, from the host, and between blocks (of this source
+  /// or another one's, `to` being this source's), in order with the work the
+  /// device has queued on them, and returns once done.
+  virtual void copyToHost(void* host, const void* block, std::size_t bytes);
+  virtual void copyFromHost(void* block, const void* host, std::size_t bytes);
+  virtual void copyBlocks(void* to, const void* from, std::size_t bytes);
+  /// Tests: fill a copy with 0xFF bytes (NaN as f32) once the other one is
+  /// written, so that a stale copy read by mistake shows in the results.
+  /// Only for blocks the host can address.
+  virtual bool poisonsStaleCopies() const { return false; }
 };
 
 class DeviceMemory {
@@ -102,6 +121,11 @@ class DeviceMemory {
 
   int device() const { return device_; }
   std::int64_t limit() const { return limit_; }
+  /// Where the blocks come from (copies, and whether the host sees them).
+  BlockSource& blocks() const { return *source_; }
+  bool hostVisible() const { return source_->hostVisible(); }
+  /// Whether a block of this memory may become `other`'s without a copy.
+  bool canHandBlocksTo(const DeviceMemory& other) const;
   MemoryStats stats() const;
   /// Starts a new peak (and allocation counts) from what is held now.
   void resetPeak();

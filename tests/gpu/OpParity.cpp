@@ -85,7 +85,7 @@ void check(cuda::CudaKernels& kernels, const std::shared_ptr<meshflow::runtime::
   const auto hostBefore = kernels.hostOps().count(opName) ? kernels.hostOps().at(opName) : 0;
   MemoryScope scope(memory, MemoryCategory::kActivations);
   std::vector<Tensor> deviceInputs;
-  for (const Tensor& t : c.inputs) deviceInputs.push_back(t.clone());  // into managed memory
+  for (const Tensor& t : c.inputs) deviceInputs.push_back(t.clone());  // into the GPU's memory
   std::vector<Tensor> actual;
   try {
     actual = run(c, std::move(deviceInputs), [&](const auto& op, const auto& in, auto& out) {
@@ -360,13 +360,18 @@ int main() {
   if (!startChecks("test_cuda_ops")) return kSkipped;
   try {
     cuda::CudaKernels kernels(0);
-    auto memory = cuda::makeDeviceMemory(0, 0, 0, true);
-    for (auto cases : {elementwiseCases(), rowCases(), tableAndUpdateCases(), matmulCases(), layoutCases(),
-                        castCases(), halfCases(), hostCases()})
-      for (const OpCase& c : cases) check(kernels, memory, c);
-    checkBatchedChain(kernels, memory);
-    std::printf("ops on the GPU: %zu kinds; device memory peak %lld bytes\n", kernels.gpuOps().size(),
-                static_cast<long long>(memory->stats().peak));
+    // Both memories the backend runs on: managed (the host reads in place)
+    // and device memory (the host reads a copy, Tensor::deviceData).
+    for (const bool managed : {true, false}) {
+      std::printf("== tensors in %s memory\n", managed ? "managed" : "device");
+      auto memory = cuda::makeDeviceMemory(0, 0, 0, managed);
+      for (auto cases : {elementwiseCases(), rowCases(), tableAndUpdateCases(), matmulCases(), layoutCases(),
+                          castCases(), halfCases(), hostCases()})
+        for (const OpCase& c : cases) check(kernels, memory, c);
+      checkBatchedChain(kernels, memory);
+      std::printf("ops on the GPU: %zu kinds; %s memory peak %lld bytes\n", kernels.gpuOps().size(),
+                  managed ? "managed" : "device", static_cast<long long>(memory->stats().peak));
+    }
   } catch (const std::exception& e) {
     std::printf("FAIL: %s\n", e.what());
     return 1;

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "runtime/cuda/CudaError.h"
+#include "runtime/cuda/CudaHost.h"
 #include "runtime/cuda/DeviceAllocator.h"
 #include "runtime/cuda/DeviceProbe.h"
 #include "runtime/cuda/Gemm.h"
@@ -69,4 +70,13 @@ TEST_CASE("the kernels check their arguments on the host", "[cuda]") {
   CHECK_THROWS_WITH(cuda::softmax(p, q, 10, 4, 1.0f, true, nullptr),
                     Contains("a causal mask needs [..., s, s] scores, got 10 rows of width 4"));
   CHECK_THROWS_WITH(cuda::layerNorm(p, p, nullptr, q, 2, 4, 1e-5, nullptr), Contains("null device pointer"));
+}
+
+TEST_CASE("MESHFLOW_CUDA_MEMORY picks managed or device memory, and names itself when wrong", "[cuda]") {
+  CHECK(cuda::managedMemoryRequested(nullptr));
+  CHECK(cuda::managedMemoryRequested(""));
+  CHECK(cuda::managedMemoryRequested("managed"));
+  CHECK_FALSE(cuda::managedMemoryRequested("device"));
+  CHECK_THROWS_WITH(cuda::managedMemoryRequested("pinned"),
+                    Contains("MESHFLOW_CUDA_MEMORY is 'pinned'") && Contains("'managed' (the default) or 'device'"));
 }
