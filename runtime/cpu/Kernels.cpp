@@ -121,8 +121,12 @@ void runKernel(const ir::Op& op, const std::vector<const Tensor*>& inputs,
   Kernel kernel = kernelFor(op.kind);
   if (!kernel)
     throw KernelError(fmt::format("{} has no kernel: the executor binds it", ir::opName(op.kind)));
-  // Cast converts by itself; every other kernel computes in f32.
-  if (op.kind != ir::OpKind::Cast && hasHalfOperand(inputs, outputs))
+  // Cast converts by itself, Reshape and the layout ops move elements of any
+  // type (widening and rounding back would give the same bits, slower: on a
+  // GPU's managed memory a widened reshape paged the tensor to the host and
+  // back); every other kernel computes in f32.
+  const bool anyType = op.kind == ir::OpKind::Cast || op.kind == ir::OpKind::Reshape || isLayoutOp(op.kind);
+  if (!anyType && hasHalfOperand(inputs, outputs))
     return runWidened(kernel, op, inputs, outputs, ctx);
   kernel(KernelArgs(op, inputs, outputs, ctx));
 }

@@ -34,10 +34,16 @@ void copyTyped(const Shape& shape, const T* src, const std::vector<std::int64_t>
   walk(rows, srcRows, dstRows, [&](std::int64_t, std::int64_t s, std::int64_t d) { std::copy_n(src + s, row, dst + d); });
 }
 
+// A half tensor's elements as 16-bit words: layout copies move bits.
+const std::uint16_t* halfBits(const Tensor& t) { return reinterpret_cast<const std::uint16_t*>(t.raw().data()); }
+std::uint16_t* halfBits(Tensor& t) { return reinterpret_cast<std::uint16_t*>(t.raw().data()); }
+
 void copyStrided(const Shape& shape, const Tensor& src, const std::vector<std::int64_t>& srcStrides,
                  std::int64_t srcBase, Tensor& dst, const std::vector<std::int64_t>& dstStrides,
                  std::int64_t dstBase) {
-  if (src.dtype() == ir::DType::I32)
+  if (ir::dtypeBytes(src.dtype()) == 2)  // f16, bf16: their bits
+    copyTyped(shape, halfBits(src) + srcBase, srcStrides, halfBits(dst) + dstBase, dstStrides);
+  else if (src.dtype() == ir::DType::I32)
     copyTyped(shape, src.i32().data() + srcBase, srcStrides, dst.i32().data() + dstBase,
               dstStrides);
   else
@@ -140,7 +146,9 @@ void runLayoutCopies(const KernelArgs& args) {
       const Tensor& x = *c.src;
       std::int64_t rows = x.dim(-2), cols = x.dim(-1);
       std::int64_t batch = rows * cols == 0 ? 0 : x.elements() / (rows * cols);
-      if (x.dtype() == ir::DType::I32)
+      if (ir::dtypeBytes(x.dtype()) == 2)
+        transposeMatrices(halfBits(x), halfBits(*c.dst), batch, rows, cols);
+      else if (x.dtype() == ir::DType::I32)
         transposeMatrices(x.i32().data(), c.dst->i32().data(), batch, rows, cols);
       else
         transposeMatrices(x.f32().data(), c.dst->f32().data(), batch, rows, cols);

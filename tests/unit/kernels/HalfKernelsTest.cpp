@@ -145,3 +145,31 @@ TEST_CASE("the dynamic loss scale halves on overflow and doubles after a window"
   CHECK(values(grown[1]) == std::vector<float>{0, 3});
   CHECK(step(1, {0, 0}, std::numeric_limits<float>::quiet_NaN())[0].item() == 1);  // never below 1
 }
+
+TEST_CASE("layout ops and reshapes move half elements as they are, without widening", "[half][kernels]") {
+  // Each op on the half tensor equals the op on its f32 widening, rounded
+  // back: the same bits, since every half value is exact in f32.
+  const auto same = [](OpKind kind, std::vector<Tensor> inputs, Attributes attrs = {}, std::size_t outputs = 1) {
+    for (DType dtype : {DType::BF16, DType::F16}) {
+      std::vector<Tensor> half, wide;
+      for (const Tensor& t : inputs) {
+        half.push_back(t.castTo(dtype));
+        wide.push_back(half.back().toF32());
+      }
+      auto actual = runOp(kind, half, attrs, outputs);
+      auto expected = runOp(kind, wide, attrs, outputs);
+      for (std::size_t j = 0; j < outputs; ++j) {
+        INFO(meshflow::ir::opName(kind) << " in " << meshflow::ir::dtypeName(dtype) << ", output " << j);
+        CHECK(actual[j].dtype() == dtype);
+        CHECK(actual[j].bitEqual(expected[j].castTo(dtype)));
+      }
+    }
+  };
+  same(OpKind::Transpose, {randomNormal({3, 5, 7}, 1)}, {{"perm", std::vector<std::int64_t>{0, 2, 1}}});  // tiled
+  same(OpKind::Transpose, {randomNormal({3, 5, 7}, 2)}, {{"perm", std::vector<std::int64_t>{2, 0, 1}}});
+  same(OpKind::Concat, {randomNormal({2, 3}, 3), randomNormal({2, 4}, 4)}, {{"axis", std::int64_t{1}}});
+  same(OpKind::Split, {randomNormal({4, 6}, 5)}, {{"axis", std::int64_t{1}}}, 2);
+  same(OpKind::SplitHeads, {randomNormal({2, 3, 8}, 6)}, {{"heads", std::int64_t{2}}});
+  same(OpKind::MergeHeads, {randomNormal({2, 2, 3, 4}, 7)});
+  same(OpKind::Reshape, {randomNormal({2, 6}, 8)}, {{"shape", std::vector<std::int64_t>{3, 4}}});
+}
