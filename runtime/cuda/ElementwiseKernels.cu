@@ -10,8 +10,8 @@
 namespace meshflow::runtime::cuda {
 namespace {
 
-template <class Index>
-__global__ void broadcastKernel(BinaryKind kind, const float* a, const float* b, float* y, BroadcastIndex ix, Index n) {
+template <class Index, FloatFormat F>
+__global__ void broadcastKernel(BinaryKind kind, const void* a, const void* b, void* y, BroadcastIndex ix, Index n) {
   for (Index i = Index(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += Index(gridDim.x) * blockDim.x) {
     Index rest = i, offA = 0, offB = 0;
     for (int d = ix.rank - 1; d >= 0; --d) {
@@ -21,13 +21,15 @@ __global__ void broadcastKernel(BinaryKind kind, const float* a, const float* b,
       offA += coordinate * Index(ix.stridesA[d]);
       offB += coordinate * Index(ix.stridesB[d]);
     }
-    const float u = a[offA], v = b[offB];
+    const float u = loadAs<F>(a, offA), v = loadAs<F>(b, offB);
+    float r = 0;
     switch (kind) {
-      case BinaryKind::kAdd: y[i] = u + v; break;
-      case BinaryKind::kSub: y[i] = u - v; break;
-      case BinaryKind::kMul: y[i] = u * v; break;
-      case BinaryKind::kDiv: y[i] = u / v; break;
+      case BinaryKind::kAdd: r = u + v; break;
+      case BinaryKind::kSub: r = u - v; break;
+      case BinaryKind::kMul: r = u * v; break;
+      case BinaryKind::kDiv: r = u / v; break;
     }
+    storeAs<F>(y, i, r);
   }
 }
 
@@ -38,24 +40,28 @@ __device__ float sigmoidOf(float x) {
   return e / (1.0f + e);
 }
 
-__global__ void unaryKernel(UnaryKind kind, const float* x, float* y, std::int64_t n, float factor) {
+template <FloatFormat F>
+__global__ void unaryKernel(UnaryKind kind, const void* x, void* y, std::int64_t n, float factor) {
   for (std::int64_t i = firstIndex(); i < n; i += gridStride()) {
-    const float v = x[i];
+    const float v = loadAs<F>(x, i);
+    float r = 0;
     switch (kind) {
-      case UnaryKind::kNeg: y[i] = -v; break;
-      case UnaryKind::kRelu: y[i] = v > 0 ? v : 0.0f; break;
-      case UnaryKind::kGelu: y[i] = geluOf(v); break;
-      case UnaryKind::kTanh: y[i] = tanhf(v); break;
-      case UnaryKind::kSigmoid: y[i] = sigmoidOf(v); break;
-      case UnaryKind::kExp: y[i] = expf(v); break;
-      case UnaryKind::kScale: y[i] = v * factor; break;
+      case UnaryKind::kNeg: r = -v; break;
+      case UnaryKind::kRelu: r = v > 0 ? v : 0.0f; break;
+      case UnaryKind::kGelu: r = geluOf(v); break;
+      case UnaryKind::kTanh: r = tanhf(v); break;
+      case UnaryKind::kSigmoid: r = sigmoidOf(v); break;
+      case UnaryKind::kExp: r = expf(v); break;
+      case UnaryKind::kScale: r = v * factor; break;
     }
+    storeAs<F>(y, i, r);
   }
 }
 
-__global__ void unaryGradKernel(UnaryGradKind kind, const float* v, const float* dy, float* dx, std::int64_t n) {
+template <FloatFormat F>
+__global__ void unaryGradKernel(UnaryGradKind kind, const void* v, const void* dy, void* dx, std::int64_t n) {
   for (std::int64_t i = firstIndex(); i < n; i += gridStride()) {
-    const float x = v[i];
+    const float x = loadAs<F>(v, i);
     float f = 0;
     switch (kind) {
       case UnaryGradKind::kRelu: f = x > 0 ? 1.0f : 0.0f; break;
@@ -63,7 +69,7 @@ __global__ void unaryGradKernel(UnaryGradKind kind, const float* v, const float*
       case UnaryGradKind::kTanh: f = 1.0f - x * x; break;
       case UnaryGradKind::kSigmoid: f = x * (1.0f - x); break;
     }
-    dx[i] = dy[i] * f;
+    storeAs<F>(dx, i, loadAs<F>(dy, i) * f);
   }
 }
 
@@ -102,8 +108,8 @@ BroadcastIndex simplified(const BroadcastIndex& index) {
   return mergedDimensions(index, &BroadcastIndex::shape, &BroadcastIndex::stridesA, &BroadcastIndex::stridesB);
 }
 
-void broadcastBinary(BinaryKind kind, const float* a, const float* b, float* y, const BroadcastIndex& index,
-                     Stream stream) {
+void broadcastBinary(BinaryKind kind, FloatFormat format, const void* a, const void* b, void* y,
+                     const BroadcastIndex& index, Stream stream) {
   if (index.rank < 0 || index.rank > kMaxRank)
     throw std::invalid_argument("cuda::broadcastBinary: rank outside [0, 8]");
   std::int64_t n = 1;
@@ -117,27 +123,44 @@ void broadcastBinary(BinaryKind kind, const float* a, const float* b, float* y, 
     reachA += (ix.shape[d] - 1) * ix.stridesA[d];
     reachB += (ix.shape[d] - 1) * ix.stridesB[d];
   }
-  if (n < k32 && reachA < k32 && reachB < k32)
-    broadcastKernel<std::uint32_t><<<blocksFor(n), kThreads, 0, stream>>>(kind, a, b, y, ix, std::uint32_t(n));
-  else
-    broadcastKernel<std::int64_t><<<blocksFor(n), kThreads, 0, stream>>>(kind, a, b, y, ix, n);
+  const bool narrow = n < k32 && reachA < k32 && reachB < k32;
+  withFormat(format, [&](auto f) {
+    if (narrow)
+      broadcastKernel<std::uint32_t, f()><<<blocksFor(n), kThreads, 0, stream>>>(kind, a, b, y, ix, std::uint32_t(n));
+    else
+      broadcastKernel<std::int64_t, f()><<<blocksFor(n), kThreads, 0, stream>>>(kind, a, b, y, ix, n);
+  });
+  checkLaunch();
+}
+
+void broadcastBinary(BinaryKind kind, const float* a, const float* b, float* y, const BroadcastIndex& index,
+                     Stream stream) {
+  broadcastBinary(kind, FloatFormat::kF32, a, b, y, index, stream);
+}
+
+void unary(UnaryKind kind, FloatFormat format, const void* x, void* y, std::int64_t n, float factor, Stream stream) {
+  detail::checkElementwise("unary", n, 1);
+  detail::checkPointers("unary", n, {x, y});
+  if (n == 0) return;
+  withFormat(format, [&](auto f) { unaryKernel<f()><<<blocksFor(n), kThreads, 0, stream>>>(kind, x, y, n, factor); });
   checkLaunch();
 }
 
 void unary(UnaryKind kind, const float* x, float* y, std::int64_t n, float factor, Stream stream) {
-  detail::checkElementwise("unary", n, 1);
-  detail::checkPointers("unary", n, {x, y});
+  unary(kind, FloatFormat::kF32, x, y, n, factor, stream);
+}
+
+void unaryGrad(UnaryGradKind kind, FloatFormat format, const void* v, const void* dy, void* dx, std::int64_t n,
+               Stream stream) {
+  detail::checkElementwise("unaryGrad", n, 1);
+  detail::checkPointers("unaryGrad", n, {v, dy, dx});
   if (n == 0) return;
-  unaryKernel<<<blocksFor(n), kThreads, 0, stream>>>(kind, x, y, n, factor);
+  withFormat(format, [&](auto f) { unaryGradKernel<f()><<<blocksFor(n), kThreads, 0, stream>>>(kind, v, dy, dx, n); });
   checkLaunch();
 }
 
 void unaryGrad(UnaryGradKind kind, const float* v, const float* dy, float* dx, std::int64_t n, Stream stream) {
-  detail::checkElementwise("unaryGrad", n, 1);
-  detail::checkPointers("unaryGrad", n, {v, dy, dx});
-  if (n == 0) return;
-  unaryGradKernel<<<blocksFor(n), kThreads, 0, stream>>>(kind, v, dy, dx, n);
-  checkLaunch();
+  unaryGrad(kind, FloatFormat::kF32, v, dy, dx, n, stream);
 }
 
 void dropout(const float* x, float* y, std::int64_t n, std::uint64_t seed, std::uint64_t opIndex, std::int64_t step,

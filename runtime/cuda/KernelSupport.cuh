@@ -6,8 +6,11 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
+#include "runtime/HalfBits.h"
 #include "runtime/cuda/CudaError.h"
+#include "runtime/cuda/TrainingKernels.h"
 
 namespace meshflow::runtime::cuda {
 
@@ -38,6 +41,33 @@ inline void checkLaunch() { MESHFLOW_CUDA_CHECK(cudaGetLastError()); }
 
 __device__ inline std::int64_t firstIndex() { return std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; }
 __device__ inline std::int64_t gridStride() { return std::int64_t(gridDim.x) * blockDim.x; }
+
+// Element i of an array stored as F, as f32; and f32 v stored as F there
+// (rounded to nearest even, as the host rounds: runtime/HalfBits.h).
+template <FloatFormat F>
+__device__ inline float loadAs(const void* p, std::int64_t i) {
+  if constexpr (F == FloatFormat::kF16) return half_bits::f32FromHalf(static_cast<const std::uint16_t*>(p)[i]);
+  else if constexpr (F == FloatFormat::kBF16) return half_bits::f32FromBFloat16(static_cast<const std::uint16_t*>(p)[i]);
+  else return static_cast<const float*>(p)[i];
+}
+
+template <FloatFormat F>
+__device__ inline void storeAs(void* p, std::int64_t i, float v) {
+  if constexpr (F == FloatFormat::kF16) static_cast<std::uint16_t*>(p)[i] = half_bits::halfFromF32(half_bits::bitsOf(v));
+  else if constexpr (F == FloatFormat::kBF16)
+    static_cast<std::uint16_t*>(p)[i] = half_bits::bfloat16FromF32(half_bits::bitsOf(v));
+  else static_cast<float*>(p)[i] = v;
+}
+
+// launch(std::integral_constant<FloatFormat, F>{}) for the F of `format`.
+template <class Launch>
+void withFormat(FloatFormat format, Launch launch) {
+  switch (format) {
+    case FloatFormat::kF16: return launch(std::integral_constant<FloatFormat, FloatFormat::kF16>{});
+    case FloatFormat::kBF16: return launch(std::integral_constant<FloatFormat, FloatFormat::kBF16>{});
+    default: return launch(std::integral_constant<FloatFormat, FloatFormat::kF32>{});
+  }
+}
 
 constexpr float kGeluC = 0.7978845608028654f;  // sqrt(2 / pi), as the cpu kernel's
 constexpr float kGeluA = 0.044715f;

@@ -3,7 +3,6 @@
 #include <stdexcept>
 #include <string>
 
-#include "runtime/HalfBits.h"
 #include "runtime/cuda/IndexMerge.h"
 #include "runtime/cuda/KernelSupport.cuh"
 #include "runtime/cuda/LayoutKernels.h"
@@ -45,26 +44,9 @@ void launchCopy(const void* src, void* dst, const CopyIndex& ix, std::int64_t n,
   checkLaunch();
 }
 
-__device__ float loadFloat(const void* p, FloatFormat format, std::int64_t i) {
-  switch (format) {
-    case FloatFormat::kF16: return half_bits::f32FromHalf(static_cast<const std::uint16_t*>(p)[i]);
-    case FloatFormat::kBF16: return half_bits::f32FromBFloat16(static_cast<const std::uint16_t*>(p)[i]);
-    default: return static_cast<const float*>(p)[i];
-  }
-}
-
-__device__ void storeFloat(void* p, FloatFormat format, std::int64_t i, float v) {
-  switch (format) {
-    case FloatFormat::kF16: static_cast<std::uint16_t*>(p)[i] = half_bits::halfFromF32(half_bits::bitsOf(v)); break;
-    case FloatFormat::kBF16:
-      static_cast<std::uint16_t*>(p)[i] = half_bits::bfloat16FromF32(half_bits::bitsOf(v));
-      break;
-    default: static_cast<float*>(p)[i] = v;
-  }
-}
-
-__global__ void convertKernel(const void* src, FloatFormat from, void* dst, FloatFormat to, std::int64_t n) {
-  for (std::int64_t i = firstIndex(); i < n; i += gridStride()) storeFloat(dst, to, i, loadFloat(src, from, i));
+template <FloatFormat From, FloatFormat To>
+__global__ void convertKernel(const void* src, void* dst, std::int64_t n) {
+  for (std::int64_t i = firstIndex(); i < n; i += gridStride()) storeAs<To>(dst, i, loadAs<From>(src, i));
 }
 
 }  // namespace
@@ -95,7 +77,9 @@ void convertFloats(const void* src, FloatFormat from, void* dst, FloatFormat to,
   if (n < 0) throw std::invalid_argument("cuda::convertFloats: a negative count");
   if (n == 0) return;
   if (!src || !dst) throw std::invalid_argument("cuda::convertFloats: a null pointer");
-  convertKernel<<<blocksFor(n), kThreads, 0, stream>>>(src, from, dst, to, n);
+  withFormat(from, [&](auto f) {
+    withFormat(to, [&](auto t) { convertKernel<f(), t()><<<blocksFor(n), kThreads, 0, stream>>>(src, dst, n); });
+  });
   checkLaunch();
 }
 

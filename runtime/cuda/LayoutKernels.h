@@ -29,8 +29,6 @@ CopyIndex simplified(const CopyIndex& index);
 /// The copy, for elements of 2, 4 or 8 bytes.
 void stridedCopy(const void* src, void* dst, int elementBytes, const CopyIndex& index, Stream stream);
 
-enum class FloatFormat { kF32, kF16, kBF16 };
-
 /// dst[i] = src[i] converted, for i < n: exact when widening, rounded to
 /// nearest even when narrowing (f16 overflows to infinity, NaN stays NaN).
 void convertFloats(const void* src, FloatFormat from, void* dst, FloatFormat to, std::int64_t n, Stream stream);

@@ -110,13 +110,33 @@ void matMul(const KernelArgs& a, const GpuContext& gpu) {
   gpu.gemm->run(s, gemmType(x.dtype()), gemmType(y.dtype()), x.deviceData(), w.deviceData(), y.deviceData());
 }
 
+FloatFormat formatOf(ir::DType dtype) {
+  switch (dtype) {
+    case ir::DType::F16: return FloatFormat::kF16;
+    case ir::DType::BF16: return FloatFormat::kBF16;
+    default: return FloatFormat::kF32;
+  }
+}
+
+// Input i of an element-wise op, of the op's element type: f32, or the one
+// half type of all its operands (launchOp sends those here unwidened).
+const Tensor& elements(const KernelArgs& a, std::size_t i) {
+  const Tensor& t = a.in(i);
+  const ir::DType dtype = a.in(0).dtype();
+  if (dtype != ir::DType::F32 && dtype != ir::DType::F16 && dtype != ir::DType::BF16)
+    a.fail(fmt::format("input {} must be f32, got {}", i, t.typeText()));
+  if (t.dtype() != dtype)
+    a.fail(fmt::format("input {} must be {} as input 0 is, got {}", i, ir::dtypeName(dtype), t.typeText()));
+  return t;
+}
+
 void binary(const KernelArgs& a, const GpuContext& gpu) {
   a.expectArity(2, 1);
-  const Tensor& x = a.f32(0);
-  const Tensor& z = a.f32(1);
+  const Tensor& x = elements(a, 0);
+  const Tensor& z = elements(a, 1);
   auto shape = cpu::broadcastShapes(x.shape(), z.shape());
   if (!shape) a.fail(fmt::format("cannot broadcast {} with {}", x.typeText(), z.typeText()));
-  Tensor& y = a.outF32(0, *shape);
+  Tensor& y = a.out(0, x.dtype(), *shape);
   BroadcastIndex index;
   index.rank = static_cast<int>(shape->size());
   auto sa = cpu::broadcastStrides(x.shape(), *shape);
@@ -130,7 +150,7 @@ void binary(const KernelArgs& a, const GpuContext& gpu) {
                           : a.op.kind == K::Sub ? BinaryKind::kSub
                           : a.op.kind == K::Mul ? BinaryKind::kMul
                                                 : BinaryKind::kDiv;
-  broadcastBinary(kind, in(x), in(z), out(y), index, gpu.stream);
+  broadcastBinary(kind, formatOf(x.dtype()), x.deviceData(), z.deviceData(), y.deviceData(), index, gpu.stream);
 }
 
 UnaryKind unaryKind(K kind) {
@@ -147,23 +167,23 @@ UnaryKind unaryKind(K kind) {
 
 void unaryOp(const KernelArgs& a, const GpuContext& gpu) {
   a.expectArity(1, 1);
-  const Tensor& x = a.f32(0);
+  const Tensor& x = elements(a, 0);
   const float factor = a.op.kind == K::Scale ? static_cast<float>(a.doubleAttr("factor")) : 1.0f;
-  Tensor& y = a.outF32(0, x.shape());
-  unary(unaryKind(a.op.kind), in(x), out(y), x.elements(), factor, gpu.stream);
+  Tensor& y = a.out(0, x.dtype(), x.shape());
+  unary(unaryKind(a.op.kind), formatOf(x.dtype()), x.deviceData(), y.deviceData(), x.elements(), factor, gpu.stream);
 }
 
 void unaryGradOp(const KernelArgs& a, const GpuContext& gpu) {
   a.expectArity(2, 1);
-  const Tensor& v = a.f32(0);
-  const Tensor& dy = a.f32(1);
+  const Tensor& v = elements(a, 0);
+  const Tensor& dy = elements(a, 1);
   expectSameShape(a, v, dy);
-  Tensor& dx = a.outF32(0, v.shape());
+  Tensor& dx = a.out(0, v.dtype(), v.shape());
   const UnaryGradKind kind = a.op.kind == K::ReluGrad   ? UnaryGradKind::kRelu
                              : a.op.kind == K::GeluGrad ? UnaryGradKind::kGelu
                              : a.op.kind == K::TanhGrad ? UnaryGradKind::kTanh
                                                         : UnaryGradKind::kSigmoid;
-  unaryGrad(kind, in(v), in(dy), out(dx), v.elements(), gpu.stream);
+  unaryGrad(kind, formatOf(v.dtype()), v.deviceData(), dy.deviceData(), dx.deviceData(), v.elements(), gpu.stream);
 }
 
 // The forward op whose mask a Dropout or DropoutGrad draws, as the cpu kernel finds it.
@@ -390,14 +410,6 @@ void adamOp(const KernelArgs& a, const GpuContext& gpu) {
              gpu.stream);
 }
 
-FloatFormat formatOf(ir::DType dtype) {
-  switch (dtype) {
-    case ir::DType::F16: return FloatFormat::kF16;
-    case ir::DType::BF16: return FloatFormat::kBF16;
-    default: return FloatFormat::kF32;
-  }
-}
-
 // `t` in `dtype`, converted on the GPU into a new tensor of the thread's memory.
 Tensor converted(const Tensor& t, ir::DType dtype, const GpuContext& gpu) {
   if (t.dtype() == dtype) return t;
@@ -463,6 +475,27 @@ void launchOnGpu(const KernelArgs& a, const GpuContext& gpu, std::vector<Tensor>
   }
 }
 
+// An element-wise op all of whose operands and typed results are of one half
+// type: its kernel reads and writes that type itself (TrainingKernels.h).
+bool halfElementwise(const ir::Op& op, const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs) {
+  switch (op.kind) {
+    case K::Add: case K::Sub: case K::Mul: case K::Div:
+    case K::Neg: case K::Relu: case K::Gelu: case K::Tanh: case K::Sigmoid: case K::Exp: case K::Scale:
+    case K::ReluGrad: case K::GeluGrad: case K::TanhGrad: case K::SigmoidGrad:
+      break;
+    default:
+      return false;
+  }
+  if (inputs.empty() || !inputs[0] || !inputs[0]->allocated()) return false;
+  const ir::DType dtype = inputs[0]->dtype();
+  if (dtype != ir::DType::F16 && dtype != ir::DType::BF16) return false;
+  for (const Tensor* t : inputs)
+    if (!t || !t->allocated() || t->dtype() != dtype) return false;
+  for (const Tensor* t : outputs)
+    if (t && (t->allocated() || t->isPlaceholder()) && t->dtype() != dtype) return false;
+  return true;
+}
+
 }  // namespace
 
 bool readsOnHost(ir::OpKind kind) {
@@ -473,7 +506,7 @@ bool readsOnHost(ir::OpKind kind) {
 void launchOp(const ir::Op& op, const std::vector<const Tensor*>& inputs, std::vector<Tensor*>& outputs,
               const cpu::KernelContext& ctx, const GpuContext& gpu, std::vector<Tensor>& scratch) {
   const bool movesElements = op.kind == K::MatMul || op.kind == K::Cast || cpu::isLayoutOp(op.kind);
-  if (movesElements || !cpu::hasHalfOperand(inputs, outputs))
+  if (movesElements || halfElementwise(op, inputs, outputs) || !cpu::hasHalfOperand(inputs, outputs))
     return launchOnGpu(KernelArgs(op, inputs, outputs, ctx), gpu, scratch);
   // The f32 kernel on widened copies, its results rounded: all on the stream,
   // so the copies may go back to the allocator's cache at once (the next

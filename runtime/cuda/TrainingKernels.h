@@ -39,12 +39,24 @@ enum class UnaryKind { kNeg, kRelu, kGelu, kTanh, kSigmoid, kExp, kScale };
 /// The gradients dx = dy · f(v), v the forward input (relu, gelu) or output (tanh, sigmoid).
 enum class UnaryGradKind { kRelu, kGelu, kTanh, kSigmoid };
 
+/// How elements are stored: f32, or f16/bf16 bits (runtime/HalfBits.h).
+enum class FloatFormat { kF32, kF16, kBF16 };
+
 /// y = a ∘ b over `index` (general NumPy broadcasting).
 void broadcastBinary(BinaryKind kind, const float* a, const float* b, float* y, const BroadcastIndex& index,
                      Stream stream);
 /// y = f(x); `factor` for kScale.
 void unary(UnaryKind kind, const float* x, float* y, std::int64_t n, float factor, Stream stream);
 void unaryGrad(UnaryGradKind kind, const float* v, const float* dy, float* dx, std::int64_t n, Stream stream);
+/// The same on operands and results stored as `format`: f16/bf16 elements
+/// are read as f32, computed on in f32 and each result rounded once — the
+/// bits that widening the operands, the f32 kernel and rounding back give
+/// (cpu::runWidened), in one pass over memory instead of three.
+void broadcastBinary(BinaryKind kind, FloatFormat format, const void* a, const void* b, void* y,
+                     const BroadcastIndex& index, Stream stream);
+void unary(UnaryKind kind, FloatFormat format, const void* x, void* y, std::int64_t n, float factor, Stream stream);
+void unaryGrad(UnaryGradKind kind, FloatFormat format, const void* v, const void* dy, void* dx, std::int64_t n,
+               Stream stream);
 
 /// Dropout with the cpu backend's counter-based mask (cpu::dropoutKeep's
 /// splitmix64 hash of seed, op, step and element offset + i): y = x / (1 - p)

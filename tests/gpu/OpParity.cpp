@@ -267,8 +267,9 @@ std::vector<OpCase> castCases() {
   return cases;
 }
 
-// Half-precision operands of the f32 kernels: widened on the GPU, computed in
-// f32, rounded once, as the cpu kernels do on the host. The f32 results agree
+// Half-precision operands: computed in f32 and rounded once, as the cpu
+// kernels do on the host (element-wise ops of one half type in their own
+// kernels, the rest on widened copies). The f32 results agree
 // to a few ulp, so a rounded result may differ by one unit of the half's last
 // place: 2^-7 relative for bf16, 2^-10 for f16 (and an absolute floor for
 // results that cancel towards zero).
@@ -281,6 +282,12 @@ std::vector<OpCase> halfCases() {
   cases.push_back({"gelu_grad f16", OpKind::GeluGrad, {half(x, DType::F16), half(dy, DType::F16)}, {}, f16});
   cases.push_back({"add bf16 (broadcast [96])", OpKind::Add, {half(x, DType::BF16), half(randomTensor({96}), DType::BF16)},
                    {}, bf16});
+  // Element-wise ops on one half type read and write it in their kernel
+  // (one pass); the rest widen to f32 copies around the f32 kernel.
+  cases.push_back({"mul f16 (same shape)", OpKind::Mul, {half(x, DType::F16), half(dy, DType::F16)}, {}, f16});
+  cases.push_back({"scale bf16", OpKind::Scale, {half(x, DType::BF16)}, {{"factor", 0.37}}, bf16});
+  cases.push_back({"tanh_grad bf16", OpKind::TanhGrad, {half(x, DType::BF16), half(dy, DType::BF16)}, {}, bf16});
+  cases.push_back({"add bf16 + f32 (widened)", OpKind::Add, {half(x, DType::BF16), dy}, {}, bf16});
   cases.push_back({"softmax bf16", OpKind::Softmax, {half(x, DType::BF16)}, {}, bf16});
   Tensor gamma = half(randomTensor({96}), DType::BF16), beta = half(randomTensor({96}), DType::BF16);
   cases.push_back({"layer_norm bf16", OpKind::LayerNorm, {half(x, DType::BF16), gamma, beta}, {{"eps", 1e-5}}, bf16});
