@@ -1,6 +1,7 @@
 #include "runtime/cpu/LocalCluster.h"
 
 #include "runtime/CallSignature.h"
+#include "runtime/cpu/KernelCollectives.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -292,7 +293,7 @@ class LocalAllReduce final : public PendingAllReduce {
     meeting_->wait();
     for (std::size_t i = 0; i < tensors_.size(); ++i) {
       auto inputs = meeting_->operands(i);
-      *tensors_[i] = orderedSum(inputs, 0, inputs[0]->shape());
+      *tensors_[i] = collectivesOnKernels(inputs) ? kernelSum(inputs) : orderedSum(inputs, 0, inputs[0]->shape());
     }
     meeting_.reset();
   }
@@ -343,6 +344,10 @@ class Endpoint final : public Communicator {
     Meeting meeting(world_, device_, withSlicedInput("allGather", group, input, 1));
     meeting.wait();
     auto inputs = meeting.operands(0);
+    if (collectivesOnKernels(inputs)) {
+      output = kernelConcat(inputs);
+      return;
+    }
     Shape shape = inputs[0]->shape();
     shape[0] *= static_cast<std::int64_t>(inputs.size());
     Tensor gathered(inputs[0]->dtype(), std::move(shape));
@@ -356,6 +361,10 @@ class Endpoint final : public Communicator {
     Meeting meeting(world_, device_, withSlicedInput("reduceScatter", group, input, group.size()));
     meeting.wait();
     auto inputs = meeting.operands(0);
+    if (collectivesOnKernels(inputs)) {
+      output = kernelSliceSum(inputs, meeting.position(), inputs.size());
+      return;
+    }
     Shape slice = sliceShape(inputs[0]->shape(), inputs.size());
     auto count = static_cast<std::size_t>(shapeElements(slice));
     output = orderedSum(inputs, meeting.position() * count, std::move(slice));
@@ -365,6 +374,10 @@ class Endpoint final : public Communicator {
     Meeting meeting(world_, device_, withSlicedInput("allToAll", group, input, group.size()));
     meeting.wait();
     auto inputs = meeting.operands(0);
+    if (collectivesOnKernels(inputs)) {
+      output = kernelExchange(inputs, meeting.position(), inputs.size());
+      return;
+    }
     Tensor exchanged(inputs[0]->dtype(), inputs[0]->shape());
     auto count = static_cast<std::size_t>(exchanged.elements()) / inputs.size();
     std::size_t from = meeting.position() * count;
