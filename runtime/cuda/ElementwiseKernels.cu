@@ -81,20 +81,21 @@ __host__ __device__ std::uint64_t mix(std::uint64_t z) {
   return z ^ (z >> 31);
 }
 
-__global__ void dropoutKernel(const float* x, float* y, std::int64_t n, std::uint64_t prefix,
+template <FloatFormat F>
+__global__ void dropoutKernel(const void* x, void* y, std::int64_t n, std::uint64_t prefix,
                               std::uint64_t elementOffset, double p, float scale) {
   for (std::int64_t i = firstIndex(); i < n; i += gridStride()) {
     const std::uint64_t h = mix(prefix ^ (elementOffset + static_cast<std::uint64_t>(i)));
     const double u = static_cast<double>(h >> 11) * 0x1.0p-53;
-    y[i] = u >= p ? x[i] * scale : 0.0f;
+    storeAs<F>(y, i, u >= p ? loadAs<F>(x, i) * scale : 0.0f);
   }
 }
 
-template <class Index>
-__global__ void causalMaskKernel(const float* x, float* y, Index n, Index s, float fill) {
+template <class Index, FloatFormat F>
+__global__ void causalMaskKernel(const void* x, void* y, Index n, Index s, float fill) {
   for (Index i = Index(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += Index(gridDim.x) * blockDim.x) {
     const Index column = i % s, row = (i / s) % s;
-    y[i] = column <= row ? x[i] : fill;
+    storeAs<F>(y, i, column <= row ? loadAs<F>(x, i) : fill);
   }
 }
 
@@ -163,8 +164,8 @@ void unaryGrad(UnaryGradKind kind, const float* v, const float* dy, float* dx, s
   unaryGrad(kind, FloatFormat::kF32, v, dy, dx, n, stream);
 }
 
-void dropout(const float* x, float* y, std::int64_t n, std::uint64_t seed, std::uint64_t opIndex, std::int64_t step,
-             std::uint64_t elementOffset, double p, Stream stream) {
+void dropout(FloatFormat format, const void* x, void* y, std::int64_t n, std::uint64_t seed, std::uint64_t opIndex,
+             std::int64_t step, std::uint64_t elementOffset, double p, Stream stream) {
   detail::checkElementwise("dropout", n, 1);
   detail::checkPointers("dropout", n, {x, y});
   if (!(p >= 0 && p <= 1)) throw std::invalid_argument("cuda::dropout: p is not a probability");
@@ -173,20 +174,35 @@ void dropout(const float* x, float* y, std::int64_t n, std::uint64_t seed, std::
   // cpu::dropoutKeep does them per element.
   std::uint64_t prefix = mix(mix(mix(seed) ^ opIndex) ^ static_cast<std::uint64_t>(step));
   const float scale = p < 1 ? static_cast<float>(1.0 / (1.0 - p)) : 0.0f;
-  dropoutKernel<<<blocksFor(n), kThreads, 0, stream>>>(x, y, n, prefix, elementOffset, p, scale);
+  withFormat(format, [&](auto f) {
+    dropoutKernel<f()><<<blocksFor(n), kThreads, 0, stream>>>(x, y, n, prefix, elementOffset, p, scale);
+  });
   checkLaunch();
 }
 
-void causalMask(const float* x, float* y, std::int64_t matrices, std::int64_t s, float fill, Stream stream) {
+void dropout(const float* x, float* y, std::int64_t n, std::uint64_t seed, std::uint64_t opIndex, std::int64_t step,
+             std::uint64_t elementOffset, double p, Stream stream) {
+  dropout(FloatFormat::kF32, x, y, n, seed, opIndex, step, elementOffset, p, stream);
+}
+
+void causalMask(FloatFormat format, const void* x, void* y, std::int64_t matrices, std::int64_t s, float fill,
+                Stream stream) {
   const std::int64_t n = matrices * s * s;
   detail::checkElementwise("causalMask", n, 1);
   detail::checkPointers("causalMask", n, {x, y});
   if (n == 0) return;
-  if (n < k32)
-    causalMaskKernel<std::uint32_t><<<blocksFor(n), kThreads, 0, stream>>>(x, y, std::uint32_t(n), std::uint32_t(s), fill);
-  else
-    causalMaskKernel<std::int64_t><<<blocksFor(n), kThreads, 0, stream>>>(x, y, n, s, fill);
+  withFormat(format, [&](auto f) {
+    if (n < k32)
+      causalMaskKernel<std::uint32_t, f()>
+          <<<blocksFor(n), kThreads, 0, stream>>>(x, y, std::uint32_t(n), std::uint32_t(s), fill);
+    else
+      causalMaskKernel<std::int64_t, f()><<<blocksFor(n), kThreads, 0, stream>>>(x, y, n, s, fill);
+  });
   checkLaunch();
+}
+
+void causalMask(const float* x, float* y, std::int64_t matrices, std::int64_t s, float fill, Stream stream) {
+  causalMask(FloatFormat::kF32, x, y, matrices, s, fill, stream);
 }
 
 }  // namespace meshflow::runtime::cuda

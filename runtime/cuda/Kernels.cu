@@ -42,24 +42,25 @@ __global__ void geluGradKernel(const float* x, const float* dy, float* dx, std::
 
 // As the cpu chain: the scaled score x·scale in fp32, entries above the
 // diagonal weigh 0 (the cpu mask's -1e9 gives exp(-1e9 - max) = 0), exp of
-// the score minus the row's maximum, the sum in double, one fp32 reciprocal.
-__global__ void softmaxKernel(const float* x, float* y, std::int64_t rows, std::int64_t width, float scale,
+// the score minus the row's maximum, the sum in double, one fp32 reciprocal;
+// each exp is computed again for the output (the same value), so a half
+// output is rounded once, from the f32 product.
+template <FloatFormat F>
+__global__ void softmaxKernel(const void* x, void* y, std::int64_t rows, std::int64_t width, float scale,
                               bool causal) {
   for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const float* in = x + r * width;
-    float* out = y + r * width;
+    const std::int64_t base = r * width;
     const std::int64_t kept = causal ? r % width + 1 : width;
     float max = -INFINITY;
-    for (std::int64_t j = threadIdx.x; j < kept; j += blockDim.x) max = fmaxf(max, in[j] * scale);
+    for (std::int64_t j = threadIdx.x; j < kept; j += blockDim.x) max = fmaxf(max, loadAs<F>(x, base + j) * scale);
     max = blockMax(max);
     double sum = 0;
-    for (std::int64_t j = threadIdx.x; j < width; j += blockDim.x) {
-      float e = j < kept ? expf(in[j] * scale - max) : 0.0f;
-      out[j] = e;
-      sum += e;
-    }
+    for (std::int64_t j = threadIdx.x; j < kept; j += blockDim.x) sum += expf(loadAs<F>(x, base + j) * scale - max);
     const auto inverse = static_cast<float>(1.0 / blockSum(sum));
-    for (std::int64_t j = threadIdx.x; j < width; j += blockDim.x) out[j] *= inverse;
+    for (std::int64_t j = threadIdx.x; j < width; j += blockDim.x) {
+      const float e = j < kept ? expf(loadAs<F>(x, base + j) * scale - max) : 0.0f;
+      storeAs<F>(y, base + j, e * inverse);
+    }
   }
 }
 
@@ -124,13 +125,20 @@ void geluGrad(const float* x, const float* dy, float* dx, std::int64_t n, Stream
   checkLaunch();
 }
 
-void softmax(const float* x, float* y, std::int64_t rows, std::int64_t width, float scale, bool causal,
-             Stream stream) {
+void softmax(FloatFormat format, const void* x, void* y, std::int64_t rows, std::int64_t width, float scale,
+             bool causal, Stream stream) {
   detail::checkRows("softmax", rows, width, causal);
   detail::checkPointers("softmax", rows * width, {x, y});
   if (rows * width == 0) return;
-  softmaxKernel<<<rowBlocks(rows), kThreads, 0, stream>>>(x, y, rows, width, scale, causal);
+  withFormat(format, [&](auto f) {
+    softmaxKernel<f()><<<rowBlocks(rows), kThreads, 0, stream>>>(x, y, rows, width, scale, causal);
+  });
   checkLaunch();
+}
+
+void softmax(const float* x, float* y, std::int64_t rows, std::int64_t width, float scale, bool causal,
+             Stream stream) {
+  softmax(FloatFormat::kF32, x, y, rows, width, scale, causal, stream);
 }
 
 void layerNorm(const float* x, const float* gamma, const float* beta, float* y, std::int64_t rows,

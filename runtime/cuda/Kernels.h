@@ -20,6 +20,9 @@ namespace meshflow::runtime::cuda {
 
 using Stream = CUstream_st*;
 
+/// How elements are stored: f32, or f16/bf16 bits (runtime/HalfBits.h).
+enum class FloatFormat { kF32, kF16, kBF16 };
+
 /// y[i] = a[i] + b[i % nb], i < n: b is a's shape or a suffix of it (a bias
 /// over rows), repeating; nb must divide n. Add and Mul of the cpu kernels
 /// where b's shape is a trailing part of a's (their general broadcast is still
@@ -41,6 +44,10 @@ void geluGrad(const float* x, const float* dy, float* dx, std::int64_t n, Stream
 /// entries j <= i, the others weigh 0.
 void softmax(const float* x, float* y, std::int64_t rows, std::int64_t width, float scale, bool causal,
              Stream stream);
+/// The same on x and y stored as `format` (TrainingKernels.h: computed in
+/// f32, each result rounded once).
+void softmax(FloatFormat format, const void* x, void* y, std::int64_t rows, std::int64_t width, float scale,
+             bool causal, Stream stream);
 
 /// y = (x - mean) / sqrt(var + eps) · gamma + beta per row of `width`
 /// (LayerNorm's forward; the biased variance, as the cpu kernel's).

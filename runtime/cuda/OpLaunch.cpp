@@ -200,41 +200,43 @@ std::uint64_t maskOp(const KernelArgs& a) {
 
 void dropoutOp(const KernelArgs& a, const GpuContext& gpu) {
   a.expectArity(1, 1);
-  const Tensor& x = a.f32(0);
+  const Tensor& x = elements(a, 0);
   const double p = a.doubleAttr("p");
   if (p < 0 || p > 1) a.fail(fmt::format("p = {} is not a probability", p));
   const auto seed = static_cast<std::uint64_t>(a.intAttr("seed", 0));
   const std::uint64_t op = maskOp(a);
-  Tensor& y = a.outF32(0, x.shape());
-  dropout(in(x), out(y), x.elements(), seed, op, a.ctx.step, a.ctx.elementOffset, p, gpu.stream);
+  Tensor& y = a.out(0, x.dtype(), x.shape());
+  dropout(formatOf(x.dtype()), x.deviceData(), y.deviceData(), x.elements(), seed, op, a.ctx.step,
+          a.ctx.elementOffset, p, gpu.stream);
 }
 
 void causalMaskOp(const KernelArgs& a, const GpuContext& gpu) {
   a.expectArity(1, 1);
-  const Tensor& x = a.f32(0);
+  const Tensor& x = elements(a, 0);
   if (x.rank() < 2 || x.dim(-1) != x.dim(-2)) a.fail("needs scores[..., s, s], got " + x.typeText());
   const std::int64_t s = x.dim(-1);
-  Tensor& y = a.outF32(0, x.shape());
-  causalMask(in(x), out(y), s == 0 ? 0 : x.elements() / (s * s), s, a.op.kind == K::CausalMaskGrad ? 0.0f : -1e9f,
-             gpu.stream);
+  Tensor& y = a.out(0, x.dtype(), x.shape());
+  causalMask(formatOf(x.dtype()), x.deviceData(), y.deviceData(), s == 0 ? 0 : x.elements() / (s * s), s,
+             a.op.kind == K::CausalMaskGrad ? 0.0f : -1e9f, gpu.stream);
 }
 
 void softmaxOp(const KernelArgs& a, const GpuContext& gpu) {
   a.expectArity(1, 1);
-  const Tensor& x = a.f32(0);
+  const Tensor& x = elements(a, 0);
   const Rows rows = rowsOf(a, x);
-  Tensor& y = a.outF32(0, x.shape());
-  softmax(in(x), out(y), rows.count, rows.width, 1.0f, false, gpu.stream);
+  Tensor& y = a.out(0, x.dtype(), x.shape());
+  softmax(formatOf(x.dtype()), x.deviceData(), y.deviceData(), rows.count, rows.width, 1.0f, false, gpu.stream);
 }
 
 void softmaxGradOp(const KernelArgs& a, const GpuContext& gpu) {
   a.expectArity(2, 1);
-  const Tensor& y = a.f32(0);
-  const Tensor& dy = a.f32(1);
+  const Tensor& y = elements(a, 0);
+  const Tensor& dy = elements(a, 1);
   expectSameShape(a, y, dy);
   const Rows rows = rowsOf(a, y);
-  Tensor& dx = a.outF32(0, y.shape());
-  softmaxGrad(in(y), in(dy), out(dx), rows.count, rows.width, gpu.stream);
+  Tensor& dx = a.out(0, y.dtype(), y.shape());
+  softmaxGrad(formatOf(y.dtype()), y.deviceData(), dy.deviceData(), dx.deviceData(), rows.count, rows.width,
+              gpu.stream);
 }
 
 void layerNormOp(const KernelArgs& a, const GpuContext& gpu) {
@@ -475,13 +477,16 @@ void launchOnGpu(const KernelArgs& a, const GpuContext& gpu, std::vector<Tensor>
   }
 }
 
-// An element-wise op all of whose operands and typed results are of one half
-// type: its kernel reads and writes that type itself (TrainingKernels.h).
-bool halfElementwise(const ir::Op& op, const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs) {
+// An element-wise op (or softmax, its gradient, dropout, the causal mask) all
+// of whose operands and typed results are of one half type: its kernel reads
+// and writes that type itself (TrainingKernels.h).
+bool halfNative(const ir::Op& op, const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs) {
   switch (op.kind) {
     case K::Add: case K::Sub: case K::Mul: case K::Div:
     case K::Neg: case K::Relu: case K::Gelu: case K::Tanh: case K::Sigmoid: case K::Exp: case K::Scale:
     case K::ReluGrad: case K::GeluGrad: case K::TanhGrad: case K::SigmoidGrad:
+    case K::Softmax: case K::SoftmaxGrad: case K::Dropout: case K::DropoutGrad: case K::CausalMask:
+    case K::CausalMaskGrad:
       break;
     default:
       return false;
@@ -506,7 +511,7 @@ bool readsOnHost(ir::OpKind kind) {
 void launchOp(const ir::Op& op, const std::vector<const Tensor*>& inputs, std::vector<Tensor*>& outputs,
               const cpu::KernelContext& ctx, const GpuContext& gpu, std::vector<Tensor>& scratch) {
   const bool movesElements = op.kind == K::MatMul || op.kind == K::Cast || cpu::isLayoutOp(op.kind);
-  if (movesElements || halfElementwise(op, inputs, outputs) || !cpu::hasHalfOperand(inputs, outputs))
+  if (movesElements || halfNative(op, inputs, outputs) || !cpu::hasHalfOperand(inputs, outputs))
     return launchOnGpu(KernelArgs(op, inputs, outputs, ctx), gpu, scratch);
   // The f32 kernel on widened copies, its results rounded: all on the stream,
   // so the copies may go back to the allocator's cache at once (the next

@@ -9,15 +9,16 @@
 namespace meshflow::runtime::cuda {
 namespace {
 
-__global__ void softmaxGradKernel(const float* y, const float* dy, float* dx, std::int64_t rows, std::int64_t width) {
+template <FloatFormat F>
+__global__ void softmaxGradKernel(const void* y, const void* dy, void* dx, std::int64_t rows, std::int64_t width) {
   for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const float* ys = y + r * width;
-    const float* ds = dy + r * width;
+    const std::int64_t base = r * width;
     double dot = 0;
-    for (std::int64_t j = threadIdx.x; j < width; j += blockDim.x) dot += static_cast<double>(ys[j]) * ds[j];
+    for (std::int64_t j = threadIdx.x; j < width; j += blockDim.x)
+      dot += static_cast<double>(loadAs<F>(y, base + j)) * loadAs<F>(dy, base + j);
     dot = blockSum(dot);
     for (std::int64_t j = threadIdx.x; j < width; j += blockDim.x)
-      dx[r * width + j] = static_cast<float>(ys[j] * (ds[j] - dot));
+      storeAs<F>(dx, base + j, static_cast<float>(loadAs<F>(y, base + j) * (loadAs<F>(dy, base + j) - dot)));
   }
 }
 
@@ -129,12 +130,19 @@ __global__ void crossEntropyGradKernel(const float* logits, const std::int32_t* 
 
 }  // namespace
 
-void softmaxGrad(const float* y, const float* dy, float* dx, std::int64_t rows, std::int64_t width, Stream stream) {
+void softmaxGrad(FloatFormat format, const void* y, const void* dy, void* dx, std::int64_t rows, std::int64_t width,
+                 Stream stream) {
   detail::checkRows("softmaxGrad", rows, width, false);
   detail::checkPointers("softmaxGrad", rows * width, {y, dy, dx});
   if (rows * width == 0) return;
-  softmaxGradKernel<<<rowBlocks(rows), kThreads, 0, stream>>>(y, dy, dx, rows, width);
+  withFormat(format, [&](auto f) {
+    softmaxGradKernel<f()><<<rowBlocks(rows), kThreads, 0, stream>>>(y, dy, dx, rows, width);
+  });
   checkLaunch();
+}
+
+void softmaxGrad(const float* y, const float* dy, float* dx, std::int64_t rows, std::int64_t width, Stream stream) {
+  softmaxGrad(FloatFormat::kF32, y, dy, dx, rows, width, stream);
 }
 
 std::int64_t layerNormGradScratch(std::int64_t rows, std::int64_t width) {

@@ -39,9 +39,6 @@ enum class UnaryKind { kNeg, kRelu, kGelu, kTanh, kSigmoid, kExp, kScale };
 /// The gradients dx = dy · f(v), v the forward input (relu, gelu) or output (tanh, sigmoid).
 enum class UnaryGradKind { kRelu, kGelu, kTanh, kSigmoid };
 
-/// How elements are stored: f32, or f16/bf16 bits (runtime/HalfBits.h).
-enum class FloatFormat { kF32, kF16, kBF16 };
-
 /// y = a ∘ b over `index` (general NumPy broadcasting).
 void broadcastBinary(BinaryKind kind, const float* a, const float* b, float* y, const BroadcastIndex& index,
                      Stream stream);
@@ -63,11 +60,18 @@ void unaryGrad(UnaryGradKind kind, FloatFormat format, const void* v, const void
 /// where kept, else 0 (p = 1 drops all).
 void dropout(const float* x, float* y, std::int64_t n, std::uint64_t seed, std::uint64_t opIndex, std::int64_t step,
              std::uint64_t elementOffset, double p, Stream stream);
+/// dropout, causalMask: the same on x and y stored as `format`.
+void dropout(FloatFormat format, const void* x, void* y, std::int64_t n, std::uint64_t seed, std::uint64_t opIndex,
+             std::int64_t step, std::uint64_t elementOffset, double p, Stream stream);
+void causalMask(FloatFormat format, const void* x, void* y, std::int64_t matrices, std::int64_t s, float fill,
+                Stream stream);
 /// scores[..., s, s]: entries above the diagonal set to `fill` (-1e9 forward, 0 backward).
 void causalMask(const float* x, float* y, std::int64_t matrices, std::int64_t s, float fill, Stream stream);
 
 /// dx = y · (dy − Σ y·dy) per row (the dot in double).
 void softmaxGrad(const float* y, const float* dy, float* dx, std::int64_t rows, std::int64_t width, Stream stream);
+void softmaxGrad(FloatFormat format, const void* y, const void* dy, void* dx, std::int64_t rows, std::int64_t width,
+                 Stream stream);
 /// LayerNorm's backward: dx per row, dgamma and dbeta summed over rows in row
 /// order (double), long columns in chunks added in order. `scratch`:
 /// layerNormGradScratch(rows, width) doubles of device memory.

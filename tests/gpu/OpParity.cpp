@@ -288,6 +288,13 @@ std::vector<OpCase> halfCases() {
   cases.push_back({"scale bf16", OpKind::Scale, {half(x, DType::BF16)}, {{"factor", 0.37}}, bf16});
   cases.push_back({"tanh_grad bf16", OpKind::TanhGrad, {half(x, DType::BF16), half(dy, DType::BF16)}, {}, bf16});
   cases.push_back({"add bf16 + f32 (widened)", OpKind::Add, {half(x, DType::BF16), dy}, {}, bf16});
+  Tensor probs = randomTensor({64, 96}, 0.0f, 0.02f);
+  cases.push_back({"softmax_grad bf16", OpKind::SoftmaxGrad, {half(probs, DType::BF16), half(dy, DType::BF16)}, {},
+                   bf16});
+  cases.push_back({"dropout f16 (p 0.1)", OpKind::Dropout, {half(x, DType::F16)}, {{"p", 0.1}, {"seed", std::int64_t{3}}},
+                   f16, 1, cpu::KernelContext{2, 9, 64}});
+  Tensor scores = randomTensor({2, 4, 24, 24}, -3.0f, 3.0f);
+  cases.push_back({"causal_mask bf16", OpKind::CausalMask, {half(scores, DType::BF16)}, {}, bf16});
   cases.push_back({"softmax bf16", OpKind::Softmax, {half(x, DType::BF16)}, {}, bf16});
   Tensor gamma = half(randomTensor({96}), DType::BF16), beta = half(randomTensor({96}), DType::BF16);
   cases.push_back({"layer_norm bf16", OpKind::LayerNorm, {half(x, DType::BF16), gamma, beta}, {{"eps", 1e-5}}, bf16});
