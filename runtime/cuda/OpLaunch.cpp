@@ -288,22 +288,24 @@ std::int64_t lossPositions(const KernelArgs& a, const Tensor& logits, const Tens
 
 void crossEntropyOp(const KernelArgs& a, const GpuContext& gpu, std::vector<Tensor>& scratch) {
   a.expectArity(2, 1);
-  const Tensor& logits = a.f32(0);
+  const Tensor& logits = elements(a, 0);
   const Tensor& labels = a.i32(1);
   const std::int64_t rows = lossPositions(a, logits, labels);
   Tensor& loss = a.outF32(0, {});
-  crossEntropy(in(logits), ids(labels), out(loss), rows, logits.dim(-1), scratchDoubles(scratch, rows), gpu.stream);
+  crossEntropy(formatOf(logits.dtype()), logits.deviceData(), ids(labels), out(loss), rows, logits.dim(-1),
+               scratchDoubles(scratch, rows), gpu.stream);
 }
 
 void crossEntropyGradOp(const KernelArgs& a, const GpuContext& gpu) {
   a.expectArity(3, 1);
-  const Tensor& logits = a.f32(0);
+  const Tensor& logits = elements(a, 0);
   const Tensor& labels = a.i32(1);
   const Tensor& dloss = a.f32(2);
   if (dloss.elements() != 1) a.fail("dloss must be a scalar, got " + dloss.typeText());
   const std::int64_t rows = lossPositions(a, logits, labels);
-  Tensor& dlogits = a.outF32(0, logits.shape());
-  crossEntropyGrad(in(logits), ids(labels), in(dloss), out(dlogits), rows, logits.dim(-1), gpu.stream);
+  Tensor& dlogits = a.out(0, logits.dtype(), logits.shape());
+  crossEntropyGrad(formatOf(logits.dtype()), logits.deviceData(), ids(labels), in(dloss), dlogits.deviceData(), rows,
+                   logits.dim(-1), gpu.stream);
 }
 
 void embeddingOp(const KernelArgs& a, const GpuContext& gpu) {
@@ -477,6 +479,13 @@ void launchOnGpu(const KernelArgs& a, const GpuContext& gpu, std::vector<Tensor>
   }
 }
 
+// Every output that says its dtype says `dtype`.
+bool outputsOf(const std::vector<Tensor*>& outputs, ir::DType dtype) {
+  for (const Tensor* t : outputs)
+    if (t && (t->allocated() || t->isPlaceholder()) && t->dtype() != dtype) return false;
+  return true;
+}
+
 // An element-wise op (or softmax, its gradient, dropout, the causal mask) all
 // of whose operands and typed results are of one half type: its kernel reads
 // and writes that type itself (TrainingKernels.h).
@@ -496,9 +505,22 @@ bool halfNative(const ir::Op& op, const std::vector<const Tensor*>& inputs, cons
   if (dtype != ir::DType::F16 && dtype != ir::DType::BF16) return false;
   for (const Tensor* t : inputs)
     if (!t || !t->allocated() || t->dtype() != dtype) return false;
-  for (const Tensor* t : outputs)
-    if (t && (t->allocated() || t->isPlaceholder()) && t->dtype() != dtype) return false;
-  return true;
+  return outputsOf(outputs, dtype);
+}
+
+// Cross-entropy (and its gradient) of half logits: i32 labels and an f32
+// loss and dloss as the f32 kernels take them, half logits and dlogits read
+// and written by the kernels.
+bool halfLogits(const ir::Op& op, const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs) {
+  const bool grad = op.kind == K::CrossEntropyGrad;
+  if ((op.kind != K::CrossEntropy && !grad) || inputs.size() != (grad ? 3u : 2u)) return false;
+  for (const Tensor* t : inputs)
+    if (!t || !t->allocated()) return false;
+  const ir::DType dtype = inputs[0]->dtype();
+  if ((dtype != ir::DType::F16 && dtype != ir::DType::BF16) || inputs[1]->dtype() != ir::DType::I32 ||
+      (grad && inputs[2]->dtype() != ir::DType::F32))
+    return false;
+  return outputsOf(outputs, grad ? dtype : ir::DType::F32);
 }
 
 }  // namespace
@@ -511,7 +533,8 @@ bool readsOnHost(ir::OpKind kind) {
 void launchOp(const ir::Op& op, const std::vector<const Tensor*>& inputs, std::vector<Tensor*>& outputs,
               const cpu::KernelContext& ctx, const GpuContext& gpu, std::vector<Tensor>& scratch) {
   const bool movesElements = op.kind == K::MatMul || op.kind == K::Cast || cpu::isLayoutOp(op.kind);
-  if (movesElements || halfNative(op, inputs, outputs) || !cpu::hasHalfOperand(inputs, outputs))
+  const bool readsHalf = halfNative(op, inputs, outputs) || halfLogits(op, inputs, outputs);
+  if (movesElements || readsHalf || !cpu::hasHalfOperand(inputs, outputs))
     return launchOnGpu(KernelArgs(op, inputs, outputs, ctx), gpu, scratch);
   // The f32 kernel on widened copies, its results rounded: all on the stream,
   // so the copies may go back to the allocator's cache at once (the next

@@ -87,21 +87,22 @@ struct ShiftedSum {
 };
 
 // The row's maximum and Σ exp(x − max) in double, for every thread of the block.
-__device__ ShiftedSum shiftedSum(const float* row, std::int64_t vocab) {
+template <FloatFormat F>
+__device__ ShiftedSum shiftedSum(const void* logits, std::int64_t base, std::int64_t vocab) {
   float max = -INFINITY;
-  for (std::int64_t j = threadIdx.x; j < vocab; j += blockDim.x) max = fmaxf(max, row[j]);
+  for (std::int64_t j = threadIdx.x; j < vocab; j += blockDim.x) max = fmaxf(max, loadAs<F>(logits, base + j));
   max = blockMax(max);
   double sum = 0;
-  for (std::int64_t j = threadIdx.x; j < vocab; j += blockDim.x) sum += expf(row[j] - max);
+  for (std::int64_t j = threadIdx.x; j < vocab; j += blockDim.x) sum += expf(loadAs<F>(logits, base + j) - max);
   return {max, blockSum(sum)};
 }
 
-__global__ void crossEntropyRows(const float* logits, const std::int32_t* labels, std::int64_t rows,
+template <FloatFormat F>
+__global__ void crossEntropyRows(const void* logits, const std::int32_t* labels, std::int64_t rows,
                                  std::int64_t vocab, double* rowLoss) {
   for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const float* row = logits + r * vocab;
-    const ShiftedSum s = shiftedSum(row, vocab);
-    if (threadIdx.x == 0) rowLoss[r] = s.max + log(s.sum) - row[labels[r]];
+    const ShiftedSum s = shiftedSum<F>(logits, r * vocab, vocab);
+    if (threadIdx.x == 0) rowLoss[r] = s.max + log(s.sum) - loadAs<F>(logits, r * vocab + labels[r]);
   }
 }
 
@@ -112,18 +113,18 @@ __global__ void meanOfRows(const double* rowLoss, std::int64_t rows, float* loss
   *loss = static_cast<float>(total / static_cast<double>(rows));
 }
 
-__global__ void crossEntropyGradKernel(const float* logits, const std::int32_t* labels, const float* dloss,
-                                       float* dlogits, std::int64_t rows, std::int64_t vocab) {
+template <FloatFormat F>
+__global__ void crossEntropyGradKernel(const void* logits, const std::int32_t* labels, const float* dloss,
+                                       void* dlogits, std::int64_t rows, std::int64_t vocab) {
   const double factor = static_cast<double>(*dloss) / static_cast<double>(rows);
   for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const float* row = logits + r * vocab;
-    float* out = dlogits + r * vocab;
-    const ShiftedSum s = shiftedSum(row, vocab);
+    const std::int64_t base = r * vocab;
+    const ShiftedSum s = shiftedSum<F>(logits, base, vocab);
     const auto scale = static_cast<float>(factor / s.sum);
     const std::int32_t label = labels[r];
     for (std::int64_t j = threadIdx.x; j < vocab; j += blockDim.x) {
-      const float e = expf(row[j] - s.max);
-      out[j] = j == label ? static_cast<float>((e / s.sum - 1.0) * factor) : e * scale;
+      const float e = expf(loadAs<F>(logits, base + j) - s.max);
+      storeAs<F>(dlogits, base + j, j == label ? static_cast<float>((e / s.sum - 1.0) * factor) : e * scale);
     }
   }
 }
@@ -169,24 +170,38 @@ void layerNormGrad(const float* x, const float* gamma, const float* dy, float* d
   checkLaunch();
 }
 
-void crossEntropy(const float* logits, const std::int32_t* labels, float* loss, std::int64_t rows,
+void crossEntropy(FloatFormat format, const void* logits, const std::int32_t* labels, float* loss, std::int64_t rows,
                   std::int64_t vocab, double* rowLoss, Stream stream) {
   if (rows < 1 || vocab < 1)
     throw std::invalid_argument("cuda::crossEntropy: needs at least one row and one class");
   detail::checkPointers("crossEntropy", rows, {logits, labels, loss, rowLoss});
-  crossEntropyRows<<<rowBlocks(rows), kThreads, 0, stream>>>(logits, labels, rows, vocab, rowLoss);
+  withFormat(format, [&](auto f) {
+    crossEntropyRows<f()><<<rowBlocks(rows), kThreads, 0, stream>>>(logits, labels, rows, vocab, rowLoss);
+  });
   checkLaunch();
   meanOfRows<<<1, 1, 0, stream>>>(rowLoss, rows, loss);
   checkLaunch();
 }
 
-void crossEntropyGrad(const float* logits, const std::int32_t* labels, const float* dloss, float* dlogits,
-                      std::int64_t rows, std::int64_t vocab, Stream stream) {
+void crossEntropy(const float* logits, const std::int32_t* labels, float* loss, std::int64_t rows,
+                  std::int64_t vocab, double* rowLoss, Stream stream) {
+  crossEntropy(FloatFormat::kF32, logits, labels, loss, rows, vocab, rowLoss, stream);
+}
+
+void crossEntropyGrad(FloatFormat format, const void* logits, const std::int32_t* labels, const float* dloss,
+                      void* dlogits, std::int64_t rows, std::int64_t vocab, Stream stream) {
   if (rows < 1 || vocab < 1)
     throw std::invalid_argument("cuda::crossEntropyGrad: needs at least one row and one class");
   detail::checkPointers("crossEntropyGrad", rows, {logits, labels, dloss, dlogits});
-  crossEntropyGradKernel<<<rowBlocks(rows), kThreads, 0, stream>>>(logits, labels, dloss, dlogits, rows, vocab);
+  withFormat(format, [&](auto f) {
+    crossEntropyGradKernel<f()><<<rowBlocks(rows), kThreads, 0, stream>>>(logits, labels, dloss, dlogits, rows, vocab);
+  });
   checkLaunch();
+}
+
+void crossEntropyGrad(const float* logits, const std::int32_t* labels, const float* dloss, float* dlogits,
+                      std::int64_t rows, std::int64_t vocab, Stream stream) {
+  crossEntropyGrad(FloatFormat::kF32, logits, labels, dloss, dlogits, rows, vocab, stream);
 }
 
 }  // namespace meshflow::runtime::cuda

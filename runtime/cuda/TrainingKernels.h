@@ -86,6 +86,12 @@ void crossEntropy(const float* logits, const std::int32_t* labels, float* loss, 
 /// dlogits = (softmax − onehot) · dloss / rows; `dloss` a device scalar.
 void crossEntropyGrad(const float* logits, const std::int32_t* labels, const float* dloss, float* dlogits,
                       std::int64_t rows, std::int64_t vocab, Stream stream);
+/// crossEntropy, crossEntropyGrad: the same on logits (and dlogits) stored as
+/// `format`; the loss and dloss stay f32.
+void crossEntropy(FloatFormat format, const void* logits, const std::int32_t* labels, float* loss, std::int64_t rows,
+                  std::int64_t vocab, double* rowLoss, Stream stream);
+void crossEntropyGrad(FloatFormat format, const void* logits, const std::int32_t* labels, const float* dloss,
+                      void* dlogits, std::int64_t rows, std::int64_t vocab, Stream stream);
 
 /// y[p, :] = table[ids[p], :]. Ids must be in range (the caller checks).
 void embedding(const float* table, const std::int32_t* ids, float* y, std::int64_t positions, std::int64_t h,

@@ -301,8 +301,10 @@ std::vector<OpCase> halfCases() {
   cases.push_back({"layer_norm_grad bf16", OpKind::LayerNormGrad, {half(x, DType::BF16), gamma, half(dy, DType::BF16)},
                    {{"eps", 1e-5}}, {1e-4, 1.0 / 128}, 3});
   Tensor logits = half(randomTensor({4, 7, 500}), DType::BF16), labels = randomIds({4, 7}, 500);
-  // The loss stays f32: from the same widened logits, as cross_entropy f32.
+  // The loss stays f32: from the same logits read as f32, as cross_entropy f32.
   cases.push_back({"cross_entropy bf16 logits", OpKind::CrossEntropy, {logits, labels}, {}, {1e-6, 1e-6}});
+  cases.push_back({"cross_entropy_grad bf16 logits", OpKind::CrossEntropyGrad, {logits, labels, Tensor::scalar(1.3f)},
+                   {}, bf16});
   cases.push_back({"embedding bf16 table", OpKind::Embedding, {half(randomTensor({50, 24}), DType::BF16),
                                                               randomIds({6, 9}, 50)}});
   return cases;
