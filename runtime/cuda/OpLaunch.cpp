@@ -310,32 +310,40 @@ void crossEntropyGradOp(const KernelArgs& a, const GpuContext& gpu) {
 
 void embeddingOp(const KernelArgs& a, const GpuContext& gpu) {
   a.expectArity(2, 1);
-  const Tensor& table = a.f32(0);
+  const Tensor& table = elements(a, 0);
   const Tensor& tokens = a.i32(1);
   if (table.rank() != 2) a.fail("table must be [V, h], got " + table.typeText());
   const std::int64_t positions = checkedPositions(a, table, tokens, "id");
   Shape yShape = tokens.shape();
   yShape.push_back(table.dim(1));
-  Tensor& y = a.outF32(0, yShape);
-  embedding(in(table), ids(tokens), out(y), positions, table.dim(1), gpu.stream);
+  Tensor& y = a.out(0, table.dtype(), yShape);
+  embedding(formatOf(table.dtype()), table.deviceData(), ids(tokens), y.deviceData(), positions, table.dim(1),
+            gpu.stream);
 }
 
 void embeddingGradOp(const KernelArgs& a, const GpuContext& gpu, std::vector<Tensor>& scratch) {
   a.expectArity(2, 1);
   const Tensor& tokens = a.i32(0);
-  const Tensor& dy = a.f32(1);
+  const Tensor& dy = a.in(1);
+  if (dy.dtype() != ir::DType::F32 && dy.dtype() != ir::DType::F16 && dy.dtype() != ir::DType::BF16)
+    a.fail("input 1 must be f32, got " + dy.typeText());
   if (dy.rank() != tokens.rank() + 1 || !std::equal(tokens.shape().begin(), tokens.shape().end(), dy.shape().begin()))
     a.fail(fmt::format("dy {} does not match ids {}", dy.typeText(), tokens.typeText()));
   const std::int64_t h = dy.dim(-1);
   const std::int64_t vocab = a.rawOut(0).allocated() && !a.hasAttr("vocab") ? a.rawOut(0).dim(0) : a.intAttr("vocab");
   for (std::int32_t id : tokens.i32())
     if (id < 0 || id >= vocab) a.fail(fmt::format("id {} is outside the vocabulary [0, {})", id, vocab));
-  Tensor& dtable = a.outF32(0, {vocab, h});
+  // The table's gradient in the type its caller asks (a half model's f32
+  // weight gradient), else in dy's.
+  const Tensor& given = a.rawOut(0);
+  const ir::DType tableType = given.allocated() || given.isPlaceholder() ? given.dtype() : dy.dtype();
+  Tensor& dtable = a.out(0, tableType, {vocab, h});
   // Written on the host into a fresh block: the stream is idle (readsOnHost).
   const PositionGroups groups = groupPositions(tokens.i32());
   std::vector<std::int32_t> packed = groups.packed();
   scratch.push_back(Tensor::fromI32({static_cast<std::int64_t>(packed.size())}, std::move(packed)));
-  embeddingGrad(ids(scratch.back()), groups.groups(), in(dy), out(dtable), tokens.elements(), vocab, h, gpu.stream);
+  embeddingGrad(ids(scratch.back()), groups.groups(), formatOf(dy.dtype()), dy.deviceData(), formatOf(tableType),
+                dtable.deviceData(), tokens.elements(), vocab, h, gpu.stream);
 }
 
 // Sum, Mean, ReduceToShape: cpu::sumPlan's sum (its checks, its output) in the
@@ -479,6 +487,8 @@ void launchOnGpu(const KernelArgs& a, const GpuContext& gpu, std::vector<Tensor>
   }
 }
 
+bool isFloat(ir::DType dtype) { return dtype == ir::DType::F32 || dtype == ir::DType::F16 || dtype == ir::DType::BF16; }
+
 // Every output that says its dtype says `dtype`.
 bool outputsOf(const std::vector<Tensor*>& outputs, ir::DType dtype) {
   for (const Tensor* t : outputs)
@@ -523,6 +533,21 @@ bool halfLogits(const ir::Op& op, const std::vector<const Tensor*>& inputs, cons
   return outputsOf(outputs, grad ? dtype : ir::DType::F32);
 }
 
+// An embedding of a half table (its rows copied as they are), or the
+// gradient of one from dy of any float type into a table gradient of any
+// float type (sums in f32, rounded once).
+bool halfTable(const ir::Op& op, const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs) {
+  if (inputs.size() != 2 || !inputs[0] || !inputs[1] || !inputs[0]->allocated() || !inputs[1]->allocated() ||
+      outputs.size() != 1)
+    return false;
+  if (op.kind == K::Embedding)
+    return (inputs[0]->dtype() == ir::DType::F16 || inputs[0]->dtype() == ir::DType::BF16) &&
+           inputs[1]->dtype() == ir::DType::I32 && outputsOf(outputs, inputs[0]->dtype());
+  if (op.kind != K::EmbeddingGrad || inputs[0]->dtype() != ir::DType::I32 || !isFloat(inputs[1]->dtype())) return false;
+  const Tensor* out = outputs[0];
+  return !out || !(out->allocated() || out->isPlaceholder()) || isFloat(out->dtype());
+}
+
 }  // namespace
 
 bool readsOnHost(ir::OpKind kind) {
@@ -533,7 +558,8 @@ bool readsOnHost(ir::OpKind kind) {
 void launchOp(const ir::Op& op, const std::vector<const Tensor*>& inputs, std::vector<Tensor*>& outputs,
               const cpu::KernelContext& ctx, const GpuContext& gpu, std::vector<Tensor>& scratch) {
   const bool movesElements = op.kind == K::MatMul || op.kind == K::Cast || cpu::isLayoutOp(op.kind);
-  const bool readsHalf = halfNative(op, inputs, outputs) || halfLogits(op, inputs, outputs);
+  const bool readsHalf =
+      halfNative(op, inputs, outputs) || halfLogits(op, inputs, outputs) || halfTable(op, inputs, outputs);
   if (movesElements || readsHalf || !cpu::hasHalfOperand(inputs, outputs))
     return launchOnGpu(KernelArgs(op, inputs, outputs, ctx), gpu, scratch);
   // The f32 kernel on widened copies, its results rounded: all on the stream,

@@ -9,21 +9,23 @@
 namespace meshflow::runtime::cuda {
 namespace {
 
-__global__ void embeddingKernel(const float* table, const std::int32_t* ids, float* y, std::int64_t n,
-                                std::int64_t h) {
-  for (std::int64_t i = firstIndex(); i < n; i += gridStride()) y[i] = table[std::int64_t(ids[i / h]) * h + i % h];
+// Rows of the table copied (a half table's elements as they are).
+template <FloatFormat F>
+__global__ void embeddingKernel(const void* table, const std::int32_t* ids, void* y, std::int64_t n, std::int64_t h) {
+  for (std::int64_t i = firstIndex(); i < n; i += gridStride())
+    storeAs<F>(y, i, loadAs<F>(table, std::int64_t(ids[i / h]) * h + i % h));
 }
 
-// A thread per column of the table: positions in order, so a repeated id
-// sums as the cpu kernel's loop does (fp32), and no two threads touch one element.
-// Thread (g, j): id group g's rows of dy summed in position order, column j.
+// Thread (g, j): id group g's rows of dy summed in position order (fp32, as
+// the cpu kernel's loop), column j; no two threads touch one element.
+template <FloatFormat FD, FloatFormat FT>
 __global__ void embeddingGradKernel(const std::int32_t* order, const std::int32_t* starts, const std::int32_t* ids,
-                                    std::int64_t groups, const float* dy, float* dtable, std::int64_t h) {
+                                    std::int64_t groups, const void* dy, void* dtable, std::int64_t h) {
   for (std::int64_t t = firstIndex(); t < groups * h; t += gridStride()) {
     const std::int64_t g = t / h, j = t % h;
     float sum = 0.0f;
-    for (std::int32_t k = starts[g]; k < starts[g + 1]; ++k) sum += dy[std::int64_t(order[k]) * h + j];
-    dtable[std::int64_t(ids[g]) * h + j] = sum;
+    for (std::int32_t k = starts[g]; k < starts[g + 1]; ++k) sum += loadAs<FD>(dy, std::int64_t(order[k]) * h + j);
+    storeAs<FT>(dtable, std::int64_t(ids[g]) * h + j, sum);
   }
 }
 
@@ -131,29 +133,40 @@ __global__ void adamKernel(const float* w, const float* g, const float* scale, c
 
 }  // namespace
 
-void embedding(const float* table, const std::int32_t* ids, float* y, std::int64_t positions, std::int64_t h,
-               Stream stream) {
+void embedding(FloatFormat format, const void* table, const std::int32_t* ids, void* y, std::int64_t positions,
+               std::int64_t h, Stream stream) {
   const std::int64_t n = positions * h;
   detail::checkElementwise("embedding", n, 1);
   detail::checkPointers("embedding", n, {table, ids, y});
   if (n == 0) return;
-  embeddingKernel<<<blocksFor(n), kThreads, 0, stream>>>(table, ids, y, n, h);
+  withFormat(format, [&](auto f) { embeddingKernel<f()><<<blocksFor(n), kThreads, 0, stream>>>(table, ids, y, n, h); });
   checkLaunch();
 }
 
-void embeddingGrad(const std::int32_t* groups, std::int64_t count, const float* dy, float* dtable,
-                   std::int64_t positions, std::int64_t vocab, std::int64_t h, Stream stream) {
+void embedding(const float* table, const std::int32_t* ids, float* y, std::int64_t positions, std::int64_t h,
+               Stream stream) {
+  embedding(FloatFormat::kF32, table, ids, y, positions, h, stream);
+}
+
+void embeddingGrad(const std::int32_t* groups, std::int64_t count, FloatFormat dyFormat, const void* dy,
+                   FloatFormat tableFormat, void* dtable, std::int64_t positions, std::int64_t vocab, std::int64_t h,
+                   Stream stream) {
   detail::checkElementwise("embeddingGrad", vocab * h, 1);
   detail::checkElementwise("embeddingGrad", count * h, 1);
   if (count < 0 || count > positions) throw std::invalid_argument("cuda::embeddingGrad: more id groups than positions");
   detail::checkPointers("embeddingGrad", vocab * h, {dtable});
   detail::checkPointers("embeddingGrad", positions * h, {groups, dy});
   if (vocab * h == 0) return;
-  MESHFLOW_CUDA_CHECK(cudaMemsetAsync(dtable, 0, sizeof(float) * static_cast<std::size_t>(vocab * h), stream));
+  const std::size_t element = tableFormat == FloatFormat::kF32 ? sizeof(float) : sizeof(std::uint16_t);
+  MESHFLOW_CUDA_CHECK(cudaMemsetAsync(dtable, 0, element * static_cast<std::size_t>(vocab * h), stream));
   if (count == 0 || h == 0) return;
   const std::int32_t* starts = groups + positions;
-  embeddingGradKernel<<<blocksFor(count * h), kThreads, 0, stream>>>(groups, starts, starts + count + 1, count, dy,
-                                                                     dtable, h);
+  withFormat(dyFormat, [&](auto fd) {
+    withFormat(tableFormat, [&](auto ft) {
+      embeddingGradKernel<fd(), ft()><<<blocksFor(count * h), kThreads, 0, stream>>>(groups, starts, starts + count + 1,
+                                                                                     count, dy, dtable, h);
+    });
+  });
   checkLaunch();
 }
 

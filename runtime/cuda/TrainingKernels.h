@@ -96,12 +96,17 @@ void crossEntropyGrad(FloatFormat format, const void* logits, const std::int32_t
 /// y[p, :] = table[ids[p], :]. Ids must be in range (the caller checks).
 void embedding(const float* table, const std::int32_t* ids, float* y, std::int64_t positions, std::int64_t h,
                Stream stream);
+/// The same with table and y stored as `format` (their elements copied as they are).
+void embedding(FloatFormat format, const void* table, const std::int32_t* ids, void* y, std::int64_t positions,
+               std::int64_t h, Stream stream);
 /// dtable = 0, then dtable[id, :] = Σ dy[p, :] over the positions p of each
-/// id in position order (fp32, as the cpu kernel), a thread per (id, column).
-/// `groups`: PositionGroups::packed() of the ids in device memory (`count`
-/// groups over `positions` positions; ids in range, the caller checks).
-void embeddingGrad(const std::int32_t* groups, std::int64_t count, const float* dy, float* dtable,
-                   std::int64_t positions, std::int64_t vocab, std::int64_t h, Stream stream);
+/// id in position order (fp32, as the cpu kernel), a thread per (id, column),
+/// each sum rounded once to the table's format. `groups`:
+/// PositionGroups::packed() of the ids in device memory (`count` groups over
+/// `positions` positions; ids in range, the caller checks).
+void embeddingGrad(const std::int32_t* groups, std::int64_t count, FloatFormat dyFormat, const void* dy,
+                   FloatFormat tableFormat, void* dtable, std::int64_t positions, std::int64_t vocab, std::int64_t h,
+                   Stream stream);
 /// A sum over some dimensions of x: y has one element per index of the kept
 /// dimensions (row-major in x's order), each the sum of x over the summed
 /// dimensions (row-major), strides in elements of x.

@@ -307,6 +307,14 @@ std::vector<OpCase> halfCases() {
                    {}, bf16});
   cases.push_back({"embedding bf16 table", OpKind::Embedding, {half(randomTensor({50, 24}), DType::BF16),
                                                               randomIds({6, 9}, 50)}});
+  // Its gradient from bf16 dy: in bf16 (dy's type), and in f32 where the caller asks (a half model's weight gradient).
+  Tensor ids = randomIds({6, 9}, 50), dys = half(randomTensor({6, 9, 24}), DType::BF16);
+  cases.push_back({"embedding_grad bf16", OpKind::EmbeddingGrad, {ids, dys}, {{"vocab", std::int64_t{50}}}, bf16});
+  OpCase wide{"embedding_grad bf16 dy, f32 table", OpKind::EmbeddingGrad, {ids, dys}, {{"vocab", std::int64_t{50}}},
+              {1e-6, 1e-6}};
+  wide.outputType = DType::F32;
+  wide.outputShape = {50, 24};
+  cases.push_back(wide);
   return cases;
 }
 
