@@ -1,0 +1,207 @@
+#include "passes/planner/StepReplay.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "passes/PipelineDescription.h"
+#include "passes/schedules/ScheduleError.h"
+#include "passes/schedules/Schedules.h"
+
+namespace meshflow::passes {
+
+double PlacedRing::seconds(double bytes, double passes) const {
+  if (members < 2 || bytes <= 0) return 0;
+  return passes * (members - 1) / members * bytes / bandwidth + passes * (members - 1) * latency;
+}
+
+namespace {
+
+constexpr double kUnknown = -1;
+
+// The replay: each rank runs its actions in order while their inputs are
+// known; a rank whose next action waits for another rank's output stops until
+// a later sweep finds it.
+class Replay {
+ public:
+  Replay(const Candidate& c, const PlacedCosts& placed, ir::PipelineSchedule schedule)
+      : c_(c), placed_(placed), schedule_(std::move(schedule)) {
+    const std::size_t slots = std::size_t(schedule_.virtualStages()) * std::size_t(c.microbatches);
+    forwardDone_.assign(slots, kUnknown);
+    backwardDone_.assign(slots, kUnknown);
+    activationAt_.assign(slots, kUnknown);
+    gradientAt_.assign(slots, kUnknown);
+    ranks_.resize(std::size_t(schedule_.stages));
+    for (int r = 0; r < schedule_.stages; ++r) {
+      const auto& actions = schedule_.ranks[std::size_t(r)];
+      std::vector<std::size_t>& last = ranks_[std::size_t(r)].lastBackward;
+      last.assign(std::size_t(schedule_.chunks), actions.size());
+      for (std::size_t i = 0; i < actions.size(); ++i)
+        if (actions[i].kind == ir::ActionKind::kBackward ||
+            actions[i].kind == ir::ActionKind::kWeightGrad)
+          last[std::size_t(actions[i].chunk)] = i;
+    }
+  }
+
+  std::optional<double> run() {
+    const int p = schedule_.stages;
+    for (bool progress = true; progress;) {
+      progress = false;
+      for (int r = 0; r < p; ++r) progress = advance(r) || progress;
+      for (int r = p - 1; r >= 0; --r) progress = advance(r) || progress;
+    }
+    double step = 0;
+    for (int r = 0; r < p; ++r) {
+      RankState& s = ranks_[std::size_t(r)];
+      if (s.cursor < schedule_.ranks[std::size_t(r)].size()) return std::nullopt;
+      update(r);
+      step = std::max({step, s.compute, s.comm, s.grad});
+    }
+    return step;
+  }
+
+ private:
+  struct RankState {
+    std::size_t cursor = 0;
+    double compute = 0, comm = 0, grad = 0;  // when each stream is next free
+    double lastBucket = 0;                   // when the latest gradient bucket is final
+    bool buckets = false;
+    std::vector<std::size_t> lastBackward;   // per chunk: its last B or W
+  };
+
+  std::size_t slot(int vs, int mb) const {
+    return std::size_t(vs) * std::size_t(c_.microbatches) + std::size_t(mb);
+  }
+  int rankOf(int vs) const { return schedule_.locate(vs).rank; }
+  double chunks() const { return double(schedule_.chunks); }
+  const StageEstimate& costs(int r) const { return c_.ranks[std::size_t(r)]; }
+  double forward(int r) const { return (costs(r).forward - costs(r).transferSeconds) / chunks(); }
+  double backward(int r) const { return (costs(r).backward - costs(r).transferSeconds) / chunks(); }
+
+  // When the input of a step arrives on rank r: handed over on the rank, or
+  // received (and its tiles gathered on the comm stream). kUnknown: not yet.
+  double input(int r, int from, int to, const std::vector<double>& handedOver,
+               const std::vector<double>& arrivals, const PlacedTransfer& transfer, int mb) {
+    if (rankOf(from) == r) return handedOver[slot(from, mb)];
+    const double at = arrivals[slot(to, mb)];
+    if (at == kUnknown || transfer.gather <= 0) return at;
+    RankState& s = ranks_[std::size_t(r)];
+    s.comm = std::max(s.comm, at) + transfer.gather;
+    return s.comm;
+  }
+
+  void send(int r, int from, int to, double ready, const PlacedTransfer& transfer,
+            std::vector<double>& arrivals, int mb) {
+    if (rankOf(to) == r) return;
+    RankState& s = ranks_[std::size_t(r)];
+    s.comm = std::max(s.comm, ready) + transfer.send;
+    arrivals[slot(to, mb)] = s.comm;
+  }
+
+  // A chunk's last backward (B or W) runs in one piece per bucket; each
+  // bucket is all-reduced over the replicas on the grad stream as it ends.
+  void runInPieces(int r, double seconds) {
+    RankState& s = ranks_[std::size_t(r)];
+    const PlacedSync& sync = placed_.sync[std::size_t(r)];
+    const double chunkGradient = sync.gradientBytes / chunks();
+    const bool replicas = sync.replicas.members > 1;
+    double parts = 1;
+    if (chunkGradient > 0 && replicas) {
+      const double bucket = double(PipelineDescription{}.bucketBytes);
+      parts = std::min(std::ceil(chunkGradient / bucket), double(PipelineDescription::kMaxBuckets));
+    }
+    for (int part = 0; part < int(parts); ++part) {
+      s.compute += seconds / parts;
+      if (chunkGradient <= 0) continue;
+      s.buckets = true;
+      s.lastBucket = s.compute;
+      if (!replicas) continue;
+      s.grad = std::max(s.grad, s.compute) +
+               sync.replicas.seconds(chunkGradient / parts, sync.sharded ? 1 : 2);
+      s.lastBucket = s.grad;
+    }
+  }
+
+  // Runs rank r's actions while their inputs are known; whether any ran.
+  bool advance(int r) {
+    RankState& s = ranks_[std::size_t(r)];
+    const auto& actions = schedule_.ranks[std::size_t(r)];
+    const std::size_t start = s.cursor;
+    const int last = schedule_.virtualStages() - 1;
+    for (; s.cursor < actions.size(); ++s.cursor) {
+      const ir::Action& a = actions[s.cursor];
+      const int vs = schedule_.virtualStage(r, a.chunk), mb = a.microbatch;
+      const bool lastOfChunk = ranks_[std::size_t(r)].lastBackward[std::size_t(a.chunk)] == s.cursor;
+      if (a.kind == ir::ActionKind::kForward) {
+        double ready = 0;
+        if (vs > 0) {
+          ready = input(r, vs - 1, vs, forwardDone_, activationAt_,
+                        placed_.activation[std::size_t(vs)], mb);
+          if (ready == kUnknown) break;
+        }
+        s.compute = std::max(s.compute, ready) + forward(r);
+        forwardDone_[slot(vs, mb)] = s.compute;
+        if (vs < last)
+          send(r, vs, vs + 1, s.compute, placed_.activation[std::size_t(vs + 1)], activationAt_, mb);
+      } else if (a.kind == ir::ActionKind::kWeightGrad) {
+        const double seconds = costs(r).weightGrad / chunks();
+        if (lastOfChunk) runInPieces(r, seconds);
+        else s.compute += seconds;
+      } else {
+        double ready = 0;
+        if (vs < last) {
+          ready = input(r, vs + 1, vs, backwardDone_, gradientAt_,
+                        placed_.gradient[std::size_t(vs + 1)], mb);
+          if (ready == kUnknown) break;
+        }
+        s.compute = std::max(s.compute, ready);
+        const bool whole = a.kind == ir::ActionKind::kBackward;
+        const double seconds = whole ? backward(r) : backward(r) - costs(r).weightGrad / chunks();
+        if (whole && lastOfChunk) runInPieces(r, seconds);
+        else s.compute += seconds;
+        backwardDone_[slot(vs, mb)] = s.compute;
+        if (vs > 0)
+          send(r, vs, vs - 1, s.compute, placed_.gradient[std::size_t(vs)], gradientAt_, mb);
+      }
+    }
+    return s.cursor != start;
+  }
+
+  // After the rank's last backward: the sums inside the mesh, the update and,
+  // with sharded optimizer state, the parameters' all-gather.
+  void update(int r) {
+    RankState& s = ranks_[std::size_t(r)];
+    const PlacedSync& sync = placed_.sync[std::size_t(r)];
+    double ready = 0;
+    if (s.buckets) {
+      s.grad = std::max(s.grad, s.lastBucket) + sync.insideMesh;
+      ready = std::max(s.grad, s.lastBucket);
+    }
+    s.compute = std::max(s.compute, ready) + costs(r).update;
+    if (sync.sharded && sync.replicas.members > 1)
+      s.grad = std::max(s.grad, s.compute) + sync.replicas.seconds(sync.gradientBytes, 1);
+  }
+
+  const Candidate& c_;
+  const PlacedCosts& placed_;
+  ir::PipelineSchedule schedule_;
+  std::vector<RankState> ranks_;
+  // Per (virtual stage, microbatch): when its forward and backward (B or I)
+  // ended, and when the activation and gradient flowing into it arrived.
+  std::vector<double> forwardDone_, backwardDone_, activationAt_, gradientAt_;
+};
+
+}  // namespace
+
+std::optional<double> replayStep(const Candidate& c, const PlacedCosts& placed) {
+  ir::PipelineSchedule schedule;
+  try {
+    schedule = buildSchedule({std::string(ir::scheduleKindName(c.schedule)),
+                              static_cast<int>(c.ranks.size()), c.microbatches, c.chunks, 0});
+  } catch (const ScheduleError&) {
+    return std::nullopt;
+  }
+  return Replay(c, placed, std::move(schedule)).run();
+}
+
+}  // namespace meshflow::passes
