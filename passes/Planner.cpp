@@ -26,7 +26,11 @@ namespace meshflow::passes {
 namespace {
 
 constexpr int kDefaultLayers = 16;
-constexpr std::size_t kCandidatesKept = 9;  // the plan and 8 alternatives
+// The search keeps this many candidates by its closed forms; placed, each is
+// re-priced by replaying its schedule (planner/StepReplay.h), and the best
+// kPlansBuilt of those become the plan and its alternatives.
+constexpr std::size_t kCandidatesKept = 24;
+constexpr std::size_t kPlansBuilt = 9;  // the plan and 8 alternatives
 // A candidate whose closed-form peak passes 90% of the budget is checked
 // against the peak its plan would report (the schedule replayed).
 constexpr double kReplayShare = 0.9;
@@ -464,41 +468,44 @@ class Search {
     return placed.devices;
   }
 
-  // A candidate placed, its transfers priced on the links its devices use,
-  // and built into a plan.
+  // A candidate placed, its transfers priced on the links its devices use
+  // and its step replayed, then built into a plan.
   struct Finalist {
     Candidate candidate;
+    std::vector<std::vector<int>> devices;
     ir::Plan plan;
     double simulated = 0;
   };
 
-  Finalist finalist(Candidate c) {
+  Finalist placed(Candidate c) {
     std::vector<std::vector<int>> devices = place(c);
     priceTransfersOnDevices(c, devices, configs_, physical_);
-    PlanInputs in{&forward_, &cluster_, &layers_, &*table_, &configs_, request_.globalBatch,
-                  budget_};
-    ir::Plan plan = buildPlan(in, c, devices);
-    return {std::move(c), std::move(plan), 0};
+    return {std::move(c), std::move(devices), {}, 0};
   }
 
-  // The search ranks candidates by its estimate. The ones it kept are placed
-  // and re-priced on the links their devices use (the best must place; one
-  // the pins cannot place is no alternative); the best few of those by the
-  // re-priced estimate are simulated when a simulator is given (while their
-  // programs stay small enough to simulate in about a second each), and the
-  // fastest is the plan. Without one, the best re-priced estimate is.
+  // The search ranks candidates by its closed forms. The ones it kept are
+  // placed and re-priced on the links their devices use (the best must place;
+  // one the pins cannot place is no alternative), and the best kPlansBuilt by
+  // the re-priced step are built into plans; the best few of those are
+  // simulated when a simulator is given (while their programs stay small
+  // enough to simulate in about a second each), and the fastest is the plan.
+  // Without one, the best re-priced step is.
   ir::Plan finish(const Candidate& best) {
     std::vector<Finalist> finalists;
-    finalists.push_back(finalist(best));
+    finalists.push_back(placed(best));
     for (std::size_t k = 1; k < candidates_.size(); ++k) {
       try {
-        finalists.push_back(finalist(candidates_[k]));
+        finalists.push_back(placed(candidates_[k]));
       } catch (const PlanningError&) {
       }
     }
     std::stable_sort(finalists.begin(), finalists.end(), [](const Finalist& a, const Finalist& b) {
       return a.candidate.stepTime < b.candidate.stepTime;
     });
+    if (finalists.size() > kPlansBuilt) finalists.resize(kPlansBuilt);
+    PlanInputs in{&forward_, &cluster_, &layers_, &*table_, &configs_, request_.globalBatch,
+                  budget_};
+    for (Finalist& f : finalists) f.plan = buildPlan(in, f.candidate, f.devices);
     std::size_t simulated = 0;
     double work = 0;
     for (Finalist& f : finalists) {

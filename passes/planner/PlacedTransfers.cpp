@@ -79,16 +79,6 @@ PlacedSync syncOf(const Links& links, const StageEstimate& e, const MeshConfig& 
   return sync;
 }
 
-// The closed forms' figure of a rank's synchronisation: every bucket's ring
-// and the sums inside the mesh, in turn.
-double syncSeconds(const PlacedSync& sync) {
-  if (sync.replicas.members < 2 || sync.gradientBytes <= 0) return sync.insideMesh;
-  constexpr double kBucketBytes = double(std::int64_t{25} << 20);
-  const double buckets = std::clamp(std::ceil(sync.gradientBytes / kBucketBytes), 1.0, 1024.0);
-  return sync.replicas.seconds(sync.gradientBytes, 2) +
-         2 * (buckets - 1) * (sync.replicas.members - 1) * sync.replicas.latency + sync.insideMesh;
-}
-
 // Replica `r`'s mesh of a rank: devices[r·size, (r + 1)·size).
 std::vector<int> meshOf(const std::vector<int>& devices, std::size_t size, std::size_t r) {
   return {devices.begin() + std::ptrdiff_t(r * size),
@@ -179,7 +169,7 @@ void priceTransfersOnDevices(Candidate& c, const std::vector<std::vector<int>>& 
     StageChoice& s = c.stages[k];
     const PlacedSync sync = syncOf(links, s.estimate, configs[s.config], s.variant.zero, sameRows,
                                    devices[std::size_t(c.rankOf(k))]);
-    s.estimate.parameterSync = syncSeconds(sync);
+    s.estimate.parameterSync = sync.seconds();
   }
   sumRanks(c, ranks);
   // The rank's synchronisation as the replay runs it: its chunks' gradients

@@ -15,6 +15,41 @@ double PlacedRing::seconds(double bytes, double passes) const {
   return passes * (members - 1) / members * bytes / bandwidth + passes * (members - 1) * latency;
 }
 
+double PlacedSync::seconds() const {
+  if (replicas.members < 2 || gradientBytes <= 0) return insideMesh;
+  const double bucket = double(PipelineDescription{}.bucketBytes);
+  const double buckets =
+      std::clamp(std::ceil(gradientBytes / bucket), 1.0, double(PipelineDescription::kMaxBuckets));
+  return replicas.seconds(gradientBytes, 2) +
+         2 * (buckets - 1) * (replicas.members - 1) * replicas.latency + insideMesh;
+}
+
+PlacedSync PlacedSync::onMesh(const std::array<std::int64_t, 2>& view, const ir::Cluster& cluster,
+                              double gradients, const std::array<double, 4>& syncBytes, bool zero) {
+  // A group of devices node-major from 0: it spans nodes once its last
+  // device is past the first node.
+  auto ring = [&](double members, double last) {
+    PlacedRing r;
+    r.members = members;
+    const bool spans = last >= double(std::max<std::int64_t>(1, cluster.devicesPerNode));
+    r.bandwidth = spans ? cluster.interNode.bandwidth /
+                              double(std::max<std::int64_t>(1, cluster.devicesPerNode))
+                        : cluster.intraNode.bandwidth;
+    r.latency = spans ? cluster.interNode.latency : cluster.intraNode.latency;
+    return r;
+  };
+  const double rows = double(view[0]), columns = double(view[1]);
+  PlacedSync sync;
+  sync.gradientBytes = gradients;
+  if (rows > 1) {
+    sync.replicas = ring(rows, rows * columns - 1);  // the group of the last column
+    sync.sharded = zero;
+    if (zero) sync.gradientBytes *= rows;
+  }
+  sync.insideMesh = ring(columns, columns - 1).seconds(syncBytes[2] + syncBytes[3], 2);
+  return sync;
+}
+
 namespace {
 
 constexpr double kUnknown = -1;
@@ -154,9 +189,13 @@ class Replay {
                         placed_.gradient[std::size_t(vs + 1)], mb);
           if (ready == kUnknown) break;
         }
-        s.compute = std::max(s.compute, ready);
+        // Recomputation runs first, on the stash alone: it need not wait for
+        // the gradient (lowering's RUN R before the backward).
+        const double recompute = costs(r).recomputedForward / chunks();
+        s.compute = std::max(s.compute + recompute, ready);
         const bool whole = a.kind == ir::ActionKind::kBackward;
-        const double seconds = whole ? backward(r) : backward(r) - costs(r).weightGrad / chunks();
+        const double seconds =
+            (whole ? backward(r) : backward(r) - costs(r).weightGrad / chunks()) - recompute;
         if (whole && lastOfChunk) runInPieces(r, seconds);
         else s.compute += seconds;
         backwardDone_[slot(vs, mb)] = s.compute;

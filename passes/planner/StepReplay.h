@@ -12,9 +12,12 @@
 // replay gives the plan's memory where the search used StageEstimate::memory.
 #pragma once
 
+#include <array>
+#include <cstdint>
 #include <optional>
 #include <vector>
 
+#include "ir/Cluster.h"
 #include "passes/planner/Candidate.h"
 
 namespace meshflow::passes {
@@ -48,6 +51,16 @@ struct PlacedSync {
   double gradientBytes = 0;   ///< The rank's gradients as the backward makes them, whole.
   bool sharded = false;
   double insideMesh = 0;      ///< Seconds of the all-reduces inside the mesh.
+
+  /// All of it in turn, for the closed forms (StepTime.h exposedSync hides
+  /// all but the last bucket's share behind the last backward).
+  double seconds() const;
+  /// As it runs on a submesh viewed as `view`, placed at a node's start
+  /// (where placement puts any stage of whole nodes), for `gradients` and
+  /// `syncBytes` as a StageEstimate has them: the search's figure, before the
+  /// stages have devices. Every rank is taken to have as many rows.
+  static PlacedSync onMesh(const std::array<std::int64_t, 2>& view, const ir::Cluster& cluster,
+                           double gradients, const std::array<double, 4>& syncBytes, bool zero);
 };
 
 struct PlacedCosts {
