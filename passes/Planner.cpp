@@ -217,11 +217,18 @@ std::vector<ScheduleChoice> scheduleCandidates(const PlanRequest& r) {
     if (*r.schedule == ir::ScheduleKind::kZeroBubbleV) chunks = 2;  // one V: two chunks per rank
     return {{*r.schedule, chunks}};
   }
-  int v = r.virtualStages.value_or(2);
-  return {{ir::ScheduleKind::kOneFOneB, 1},
-          {ir::ScheduleKind::kZeroBubbleH1, 1},
-          {ir::ScheduleKind::kInterleaved, std::max(v, 2)},
-          {ir::ScheduleKind::kGPipe, 1}};
+  std::vector<ScheduleChoice> out = {{ir::ScheduleKind::kOneFOneB, 1},
+                                     {ir::ScheduleKind::kZeroBubbleH1, 1}};
+  // Interleaved with the chunks asked for, else 2 and 4 (Llama 3's 405B plan
+  // needs 4: with as many microbatches as ranks, the bubble is the pipeline).
+  if (r.virtualStages) {
+    out.push_back({ir::ScheduleKind::kInterleaved, std::max(*r.virtualStages, 2)});
+  } else {
+    out.push_back({ir::ScheduleKind::kInterleaved, 2});
+    out.push_back({ir::ScheduleKind::kInterleaved, 4});
+  }
+  out.push_back({ir::ScheduleKind::kGPipe, 1});
+  return out;
 }
 
 // The pipeline ranks of `stages` under a schedule with `chunks` chunks per rank:
