@@ -23,8 +23,8 @@ struct Links {
   }
   double seconds(int from, int to, double bytes) const {
     if (node(from) == node(to))
-      return cluster.intraNode.latency + bytes / cluster.intraNode.bandwidth;
-    return cluster.interNode.latency + bytes / perDeviceNetwork();
+      return cluster.intraNode.latency + bytes * secondsPerByte(cluster.intraNode.bandwidth);
+    return cluster.interNode.latency + bytes * secondsPerByte(perDeviceNetwork());
   }
   // The ring of `members` over the link lowering's group takes: the
   // network as soon as it spans nodes (as the simulator takes it).

@@ -20,9 +20,9 @@ double transferSeconds(double bytes, const MeshConfig& config, const ir::Cluster
   const double perDevice = bytes / double(config.view[0]);
   if (cluster.nodes > 1)
     return cluster.interNode.latency +
-           perDevice / (cluster.interNode.bandwidth /
-                        double(std::max<std::int64_t>(1, cluster.devicesPerNode)));
-  return cluster.intraNode.latency + perDevice / cluster.intraNode.bandwidth;
+           perDevice * secondsPerByte(cluster.interNode.bandwidth /
+                                      double(std::max<std::int64_t>(1, cluster.devicesPerNode)));
+  return cluster.intraNode.latency + perDevice * secondsPerByte(cluster.intraNode.bandwidth);
 }
 
 void addLayer(StageEstimate& e, const LayerCost& c, Recompute recompute, bool zero) {

@@ -12,7 +12,8 @@ namespace meshflow::passes {
 
 double PlacedRing::seconds(double bytes, double passes) const {
   if (members < 2 || bytes <= 0) return 0;
-  return passes * (members - 1) / members * bytes / bandwidth + passes * (members - 1) * latency;
+  return passes * (members - 1) / members * bytes * secondsPerByte(bandwidth) +
+         passes * (members - 1) * latency;
 }
 
 double PlacedSync::seconds() const {

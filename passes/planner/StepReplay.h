@@ -22,6 +22,10 @@
 
 namespace meshflow::passes {
 
+/// Seconds a byte takes at `bandwidth` bytes per second; a link of bandwidth
+/// 0 is free, as ir::Cluster and the simulator take it.
+inline double secondsPerByte(double bandwidth) { return bandwidth > 0 ? 1 / bandwidth : 0; }
+
 /// One direction of a transfer between two pipeline ranks, as placed: the
 /// slowest sending device's SENDs in turn on its comm stream, then the
 /// receiving mesh's all-gather of the tiles (0 when the meshes match).
