@@ -394,6 +394,8 @@ class Search {
   // not bind) ties with the plain candidate found before it: only the plain one
   // is kept.
   void keep(Candidate c) {
+    // No slower than the last of a full list: it would land past the end.
+    if (candidates_.size() >= kCandidatesKept && c.stepTime >= candidates_.back().stepTime) return;
     std::string text = c.describe(configs_);
     std::string plain = withoutVariantMarks(text);
     for (auto it = candidates_.begin(); it != candidates_.end(); ++it) {
