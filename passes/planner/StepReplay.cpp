@@ -163,48 +163,63 @@ class Replay {
     RankState& s = ranks_[std::size_t(r)];
     const auto& actions = schedule_.ranks[std::size_t(r)];
     const std::size_t start = s.cursor;
-    const int last = schedule_.virtualStages() - 1;
     for (; s.cursor < actions.size(); ++s.cursor) {
       const ir::Action& a = actions[s.cursor];
-      const int vs = schedule_.virtualStage(r, a.chunk), mb = a.microbatch;
-      const bool lastOfChunk = ranks_[std::size_t(r)].lastBackward[std::size_t(a.chunk)] == s.cursor;
+      const bool lastOfChunk = s.lastBackward[std::size_t(a.chunk)] == s.cursor;
       if (a.kind == ir::ActionKind::kForward) {
-        double ready = 0;
-        if (vs > 0) {
-          ready = input(r, vs - 1, vs, forwardDone_, activationAt_,
-                        placed_.activation[std::size_t(vs)], mb);
-          if (ready == kUnknown) break;
-        }
-        s.compute = std::max(s.compute, ready) + forward(r);
-        forwardDone_[slot(vs, mb)] = s.compute;
-        if (vs < last)
-          send(r, vs, vs + 1, s.compute, placed_.activation[std::size_t(vs + 1)], activationAt_, mb);
+        if (!runForward(r, a)) break;
       } else if (a.kind == ir::ActionKind::kWeightGrad) {
-        const double seconds = costs(r).weightGrad / chunks();
-        if (lastOfChunk) runInPieces(r, seconds);
-        else s.compute += seconds;
-      } else {
-        double ready = 0;
-        if (vs < last) {
-          ready = input(r, vs + 1, vs, backwardDone_, gradientAt_,
-                        placed_.gradient[std::size_t(vs + 1)], mb);
-          if (ready == kUnknown) break;
-        }
-        // Recomputation runs first, on the stash alone: it need not wait for
-        // the gradient (lowering's RUN R before the backward).
-        const double recompute = costs(r).recomputedForward / chunks();
-        s.compute = std::max(s.compute + recompute, ready);
-        const bool whole = a.kind == ir::ActionKind::kBackward;
-        const double seconds =
-            (whole ? backward(r) : backward(r) - costs(r).weightGrad / chunks()) - recompute;
-        if (whole && lastOfChunk) runInPieces(r, seconds);
-        else s.compute += seconds;
-        backwardDone_[slot(vs, mb)] = s.compute;
-        if (vs > 0)
-          send(r, vs, vs - 1, s.compute, placed_.gradient[std::size_t(vs)], gradientAt_, mb);
+        runCompute(r, costs(r).weightGrad / chunks(), lastOfChunk);
+      } else if (!runBackward(r, a, lastOfChunk)) {
+        break;
       }
     }
     return s.cursor != start;
+  }
+
+  void runCompute(int r, double seconds, bool lastOfChunk) {
+    if (lastOfChunk) runInPieces(r, seconds);
+    else ranks_[std::size_t(r)].compute += seconds;
+  }
+
+  // A forward once its activation is in; false while it is not.
+  bool runForward(int r, const ir::Action& a) {
+    RankState& s = ranks_[std::size_t(r)];
+    const int vs = schedule_.virtualStage(r, a.chunk), mb = a.microbatch;
+    double ready = 0;
+    if (vs > 0) {
+      ready = input(r, vs - 1, vs, forwardDone_, activationAt_,
+                    placed_.activation[std::size_t(vs)], mb);
+      if (ready == kUnknown) return false;
+    }
+    s.compute = std::max(s.compute, ready) + forward(r);
+    forwardDone_[slot(vs, mb)] = s.compute;
+    if (vs + 1 < schedule_.virtualStages())
+      send(r, vs, vs + 1, s.compute, placed_.activation[std::size_t(vs + 1)], activationAt_, mb);
+    return true;
+  }
+
+  // A backward (B or I) once its output's gradient is in; false while it is not.
+  bool runBackward(int r, const ir::Action& a, bool lastOfChunk) {
+    RankState& s = ranks_[std::size_t(r)];
+    const int vs = schedule_.virtualStage(r, a.chunk), mb = a.microbatch;
+    double ready = 0;
+    if (vs + 1 < schedule_.virtualStages()) {
+      ready = input(r, vs + 1, vs, backwardDone_, gradientAt_,
+                    placed_.gradient[std::size_t(vs + 1)], mb);
+      if (ready == kUnknown) return false;
+    }
+    // Recomputation runs first, on the stash alone: it need not wait for the
+    // gradient (lowering's RUN R before the backward).
+    const double recompute = costs(r).recomputedForward / chunks();
+    s.compute = std::max(s.compute + recompute, ready);
+    const bool whole = a.kind == ir::ActionKind::kBackward;
+    const double seconds =
+        (whole ? backward(r) : backward(r) - costs(r).weightGrad / chunks()) - recompute;
+    runCompute(r, seconds, whole && lastOfChunk);
+    backwardDone_[slot(vs, mb)] = s.compute;
+    if (vs > 0) send(r, vs, vs - 1, s.compute, placed_.gradient[std::size_t(vs)], gradientAt_, mb);
+    return true;
   }
 
   // After the rank's last backward: the sums inside the mesh, the update and,
