@@ -26,7 +26,11 @@ namespace meshflow::passes {
 namespace {
 
 constexpr int kDefaultLayers = 16;
-constexpr std::size_t kCandidatesKept = 9;  // the plan and 8 alternatives
+// The search keeps this many candidates by its closed forms; placed, each is
+// re-priced by replaying its schedule (planner/StepReplay.h), and the best
+// kPlansBuilt of those become the plan and its alternatives.
+constexpr std::size_t kCandidatesKept = 24;
+constexpr std::size_t kPlansBuilt = 9;  // the plan and 8 alternatives
 // A candidate whose closed-form peak passes 90% of the budget is checked
 // against the peak its plan would report (the schedule replayed).
 constexpr double kReplayShare = 0.9;
@@ -213,11 +217,18 @@ std::vector<ScheduleChoice> scheduleCandidates(const PlanRequest& r) {
     if (*r.schedule == ir::ScheduleKind::kZeroBubbleV) chunks = 2;  // one V: two chunks per rank
     return {{*r.schedule, chunks}};
   }
-  int v = r.virtualStages.value_or(2);
-  return {{ir::ScheduleKind::kOneFOneB, 1},
-          {ir::ScheduleKind::kZeroBubbleH1, 1},
-          {ir::ScheduleKind::kInterleaved, std::max(v, 2)},
-          {ir::ScheduleKind::kGPipe, 1}};
+  std::vector<ScheduleChoice> out = {{ir::ScheduleKind::kOneFOneB, 1},
+                                     {ir::ScheduleKind::kZeroBubbleH1, 1}};
+  // Interleaved with the chunks asked for, else 2 and 4 (Llama 3's 405B plan
+  // needs 4: with as many microbatches as ranks, the bubble is the pipeline).
+  if (r.virtualStages) {
+    out.push_back({ir::ScheduleKind::kInterleaved, std::max(*r.virtualStages, 2)});
+  } else {
+    out.push_back({ir::ScheduleKind::kInterleaved, 2});
+    out.push_back({ir::ScheduleKind::kInterleaved, 4});
+  }
+  out.push_back({ir::ScheduleKind::kGPipe, 1});
+  return out;
 }
 
 // The pipeline ranks of `stages` under a schedule with `chunks` chunks per rank:
@@ -383,6 +394,8 @@ class Search {
   // not bind) ties with the plain candidate found before it: only the plain one
   // is kept.
   void keep(Candidate c) {
+    // No slower than the last of a full list: it would land past the end.
+    if (candidates_.size() >= kCandidatesKept && c.stepTime >= candidates_.back().stepTime) return;
     std::string text = c.describe(configs_);
     std::string plain = withoutVariantMarks(text);
     for (auto it = candidates_.begin(); it != candidates_.end(); ++it) {
@@ -464,41 +477,49 @@ class Search {
     return placed.devices;
   }
 
-  // A candidate placed, its transfers priced on the links its devices use,
-  // and built into a plan.
+  // A candidate placed, its transfers priced on the links its devices use
+  // and its step replayed, then built into a plan.
   struct Finalist {
     Candidate candidate;
+    std::vector<std::vector<int>> devices;
     ir::Plan plan;
     double simulated = 0;
   };
 
-  Finalist finalist(Candidate c) {
+  Finalist placed(Candidate c) {
     std::vector<std::vector<int>> devices = place(c);
     priceTransfersOnDevices(c, devices, configs_, physical_);
-    PlanInputs in{&forward_, &cluster_, &layers_, &*table_, &configs_, request_.globalBatch,
-                  budget_};
-    ir::Plan plan = buildPlan(in, c, devices);
-    return {std::move(c), std::move(plan), 0};
+    return {std::move(c), std::move(devices), {}, 0};
   }
 
-  // The search ranks candidates by its estimate. The ones it kept are placed
-  // and re-priced on the links their devices use (the best must place; one
-  // the pins cannot place is no alternative); the best few of those by the
-  // re-priced estimate are simulated when a simulator is given (while their
-  // programs stay small enough to simulate in about a second each), and the
-  // fastest is the plan. Without one, the best re-priced estimate is.
+  // The search ranks candidates by its closed forms. The ones it kept are
+  // placed and re-priced on the links their devices use (the best must place;
+  // one the pins cannot place is no alternative), and the best kPlansBuilt by
+  // the re-priced step are built into plans; the best few of those are
+  // simulated when a simulator is given (while their programs stay small
+  // enough to simulate in about a second each), and the fastest is the plan.
+  // Without one, the best re-priced step is.
   ir::Plan finish(const Candidate& best) {
     std::vector<Finalist> finalists;
-    finalists.push_back(finalist(best));
+    finalists.push_back(placed(best));
     for (std::size_t k = 1; k < candidates_.size(); ++k) {
       try {
-        finalists.push_back(finalist(candidates_[k]));
+        finalists.push_back(placed(candidates_[k]));
       } catch (const PlanningError&) {
       }
     }
-    std::stable_sort(finalists.begin(), finalists.end(), [](const Finalist& a, const Finalist& b) {
-      return a.candidate.stepTime < b.candidate.stepTime;
-    });
+    // Among steps equal to a billionth, a pipeline whose ranks all have as
+    // many data-parallel rows comes first: lowering runs it as replicas and
+    // the exports can express it.
+    auto key = [&](const Finalist& f) {
+      return f.candidate.stepTime * (sameRows(f.candidate) ? 1 : 1 + 1e-9);
+    };
+    std::stable_sort(finalists.begin(), finalists.end(),
+                     [&](const Finalist& a, const Finalist& b) { return key(a) < key(b); });
+    if (finalists.size() > kPlansBuilt) finalists.resize(kPlansBuilt);
+    PlanInputs in{&forward_, &cluster_, &layers_, &*table_, &configs_, request_.globalBatch,
+                  budget_};
+    for (Finalist& f : finalists) f.plan = buildPlan(in, f.candidate, f.devices);
     std::size_t simulated = 0;
     double work = 0;
     for (Finalist& f : finalists) {
@@ -530,6 +551,12 @@ class Search {
              std::make_shared<const ir::Plan>(std::move(finalists[k].plan))});
       }
     return plan;
+  }
+
+  bool sameRows(const Candidate& c) const {
+    return std::all_of(c.stages.begin(), c.stages.end(), [&](const StageChoice& s) {
+      return configs_[s.config].view[0] == configs_[c.stages[0].config].view[0];
+    });
   }
 
   // Instructions a simulation of `c` runs, about: every device's share of

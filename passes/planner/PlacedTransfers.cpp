@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "passes/planner/StepReplay.h"
 #include "passes/planner/StepTime.h"
 
 namespace meshflow::passes {
@@ -22,28 +23,20 @@ struct Links {
   }
   double seconds(int from, int to, double bytes) const {
     if (node(from) == node(to))
-      return cluster.intraNode.latency + bytes / cluster.intraNode.bandwidth;
-    return cluster.interNode.latency + bytes / perDeviceNetwork();
+      return cluster.intraNode.latency + bytes * secondsPerByte(cluster.intraNode.bandwidth);
+    return cluster.interNode.latency + bytes * secondsPerByte(perDeviceNetwork());
   }
-  // A ring all-gather ending with `bytes` on each member (passes/Collectives.h).
-  double allGather(const std::vector<int>& members, double bytes) const {
-    return ring(members, bytes, 1, 1);
-  }
-  // A ring all-reduce of `bytes` in `rounds` collectives (buckets).
-  double allReduce(const std::vector<int>& members, double bytes, double rounds) const {
-    return ring(members, bytes, 2, rounds);
-  }
-  // `passes` ring passes over `members` (1: gather or scatter, 2: all-reduce),
-  // each with its latency in every one of `rounds` collectives; the group's
-  // link is the network as soon as it spans nodes (as the simulator takes it).
-  double ring(const std::vector<int>& members, double bytes, double passes, double rounds) const {
-    const double n = double(members.size());
-    if (n < 2 || bytes <= 0) return 0;
-    bool spans = std::any_of(members.begin(), members.end(),
-                             [&](int d) { return node(d) != node(members[0]); });
-    const double bandwidth = spans ? perDeviceNetwork() : cluster.intraNode.bandwidth;
-    const double latency = spans ? cluster.interNode.latency : cluster.intraNode.latency;
-    return passes * (n - 1) / n * bytes / bandwidth + passes * (n - 1) * latency * rounds;
+  // The ring of `members` over the link lowering's group takes: the
+  // network as soon as it spans nodes (as the simulator takes it).
+  PlacedRing ringOf(const std::vector<int>& members) const {
+    PlacedRing ring;
+    ring.members = double(members.size());
+    if (members.empty()) return ring;
+    const bool spans = std::any_of(members.begin(), members.end(),
+                                   [&](int d) { return node(d) != node(members[0]); });
+    ring.bandwidth = spans ? perDeviceNetwork() : cluster.intraNode.bandwidth;
+    ring.latency = spans ? cluster.interNode.latency : cluster.intraNode.latency;
+    return ring;
   }
 };
 
@@ -56,31 +49,34 @@ std::vector<int> group(const std::vector<int>& devices, std::size_t base, std::s
   return out;
 }
 
-// A stage's gradient synchronisation as lowering emits it (passes/Lowering.cpp,
+// A rank's gradient synchronisation as lowering emits it (passes/Lowering.cpp,
 // PlanPipeline.cpp): with replicas split over mesh dimension 0, device k of
 // each replica all-reduces every gradient (reduce-scatter and all-gather when
 // sharded: the same bytes), one ring per 25 MiB bucket; then each mesh sums
 // what the strategies leave partial inside it.
-double syncSeconds(const Links& links, const StageEstimate& e, const MeshConfig& config, bool zero,
-                   bool sameRows, const std::vector<int>& devices) {
-  constexpr double kBucketBytes = double(std::int64_t{25} << 20);
+PlacedSync syncOf(const Links& links, const StageEstimate& e, const MeshConfig& config, bool zero,
+                  bool sameRows, const std::vector<int>& devices) {
   const std::size_t rows = std::size_t(config.view[0]), columns = std::size_t(config.view[1]);
-  double seconds = 0;
+  PlacedSync sync;
+  sync.gradientBytes = e.gradients;
   if (sameRows) {
     if (rows > 1) {
-      const double bytes = zero ? e.gradients * double(rows) : e.gradients;
-      const double buckets = std::clamp(std::ceil(bytes / kBucketBytes), 1.0, 1024.0);
-      for (std::size_t k = 0; k < columns; ++k)
-        seconds =
-            std::max(seconds, links.allReduce(group(devices, k, columns, rows), bytes, buckets));
+      // The slowest of the groups of one device per replica.
+      for (std::size_t k = 0; k < columns; ++k) {
+        PlacedRing ring = links.ringOf(group(devices, k, columns, rows));
+        if (k == 0 || ring.seconds(1, 1) > sync.replicas.seconds(1, 1)) sync.replicas = ring;
+      }
+      sync.sharded = zero;
+      if (zero) sync.gradientBytes *= double(rows);
     }
-    seconds += links.allReduce(group(devices, 0, 1, columns), e.syncBytes[2] + e.syncBytes[3], 1);
+    sync.insideMesh =
+        links.ringOf(group(devices, 0, 1, columns)).seconds(e.syncBytes[2] + e.syncBytes[3], 2);
   } else {
-    seconds += links.allReduce(group(devices, 0, columns, rows), e.syncBytes[1], 1);
-    seconds += links.allReduce(group(devices, 0, 1, columns), e.syncBytes[2], 1);
-    seconds += links.allReduce(devices, e.syncBytes[3], 1);
+    sync.insideMesh = links.ringOf(group(devices, 0, columns, rows)).seconds(e.syncBytes[1], 2) +
+                      links.ringOf(group(devices, 0, 1, columns)).seconds(e.syncBytes[2], 2) +
+                      links.ringOf(devices).seconds(e.syncBytes[3], 2);
   }
-  return seconds;
+  return sync;
 }
 
 // Replica `r`'s mesh of a rank: devices[r·size, (r + 1)·size).
@@ -91,14 +87,13 @@ std::vector<int> meshOf(const std::vector<int>& devices, std::size_t size, std::
 
 // `bytes` (each sending replica's activation) from meshes of `from` to
 // meshes of `to`, `replicas` of them each: the slowest sender's transfers, in
-// turn on its comm stream, then the receivers' all-gather of tiles.
-double transferSeconds(const Links& links, const std::vector<int>& from, const std::vector<int>& to,
-                       std::size_t replicas, double bytes) {
+// turn on its comm stream, and the receivers' all-gather of tiles.
+PlacedTransfer transferOf(const Links& links, const std::vector<int>& from,
+                          const std::vector<int>& to, std::size_t replicas, double bytes) {
   const std::size_t senders = from.size() / replicas, receivers = to.size() / replicas;
-  double slowest = 0;
+  PlacedTransfer slowest;
   for (std::size_t r = 0; r < replicas; ++r) {
     std::vector<int> out = meshOf(from, senders, r), in = meshOf(to, receivers, r);
-    double replica = 0;
     for (std::size_t k = 0; k < senders; ++k) {
       double seconds = 0;
       if (senders == receivers) {
@@ -107,10 +102,10 @@ double transferSeconds(const Links& links, const std::vector<int>& from, const s
         for (std::size_t j = k; j < receivers; j += senders)
           seconds += links.seconds(out[k], in[j], bytes / double(receivers));
       }
-      replica = std::max(replica, seconds);
+      slowest.send = std::max(slowest.send, seconds);
     }
-    if (senders != receivers) replica += links.allGather(in, bytes);
-    slowest = std::max(slowest, replica);
+    if (senders != receivers)
+      slowest.gather = std::max(slowest.gather, links.ringOf(in).seconds(bytes, 1));
   }
   return slowest;
 }
@@ -145,26 +140,52 @@ void priceTransfersOnDevices(Candidate& c, const std::vector<std::vector<int>>& 
   for (const StageChoice& s : c.stages)
     sameRows = sameRows && configs[s.config].view[0] == configs[c.stages[0].config].view[0];
   const std::size_t replicas = sameRows ? std::size_t(configs[c.stages[0].config].view[0]) : 1;
+  // Each data-parallel row of a sender sends its share (PlanBuilder's
+  // activationBytes); a rank sends the largest of its chunks' (lowering).
+  std::vector<double> sent(std::size_t(ranks), 0);
+  for (std::size_t k = 1; k < c.stages.size(); ++k) {
+    double& bytes = sent[std::size_t(c.rankOf(k - 1))];
+    bytes = std::max(bytes, c.stages[k].estimate.transferIn /
+                                double(configs[c.stages[k - 1].config].view[0]));
+  }
+  PlacedCosts placed;
+  placed.activation.assign(c.stages.size(), {});
+  placed.gradient.assign(c.stages.size(), {});
   for (std::size_t k = 1; k < c.stages.size(); ++k) {
     StageEstimate& e = c.stages[k].estimate;
-    const int fromRank = c.rankOf(k - 1), toRank = c.rankOf(k);
-    double seconds = 0;
+    const std::size_t fromRank = std::size_t(c.rankOf(k - 1)), toRank = std::size_t(c.rankOf(k));
     if (fromRank != toRank && e.transferIn > 0) {
-      // Each data-parallel row of the sender sends its share (PlanBuilder's activationBytes).
-      const double bytes = e.transferIn / double(configs[c.stages[k - 1].config].view[0]);
-      seconds = transferSeconds(links, devices[std::size_t(fromRank)], devices[std::size_t(toRank)],
-                                replicas, bytes);
+      placed.activation[k] =
+          transferOf(links, devices[fromRank], devices[toRank], replicas, sent[fromRank]);
+      placed.gradient[k] =
+          transferOf(links, devices[toRank], devices[fromRank], replicas, sent[fromRank]);
     }
+    const double seconds = placed.activation[k].seconds();
     e.forward += seconds - e.transferSeconds;
     e.backward += seconds - e.transferSeconds;
     e.transferSeconds = seconds;
   }
   for (std::size_t k = 0; k < c.stages.size(); ++k) {
     StageChoice& s = c.stages[k];
-    s.estimate.parameterSync = syncSeconds(links, s.estimate, configs[s.config], s.variant.zero,
-                                           sameRows, devices[std::size_t(c.rankOf(k))]);
+    const PlacedSync sync = syncOf(links, s.estimate, configs[s.config], s.variant.zero, sameRows,
+                                   devices[std::size_t(c.rankOf(k))]);
+    s.estimate.parameterSync = sync.seconds();
   }
   sumRanks(c, ranks);
+  // The rank's synchronisation as the replay runs it: its chunks' gradients
+  // together.
+  for (int r = 0; r < ranks; ++r) {
+    bool zero = false;
+    std::size_t first = c.stages.size();
+    for (std::size_t k = 0; k < c.stages.size(); ++k)
+      if (c.rankOf(k) == r) {
+        zero = zero || c.stages[k].variant.zero;
+        first = std::min(first, k);
+      }
+    placed.sync.push_back(syncOf(links, c.ranks[std::size_t(r)], configs[c.stages[first].config],
+                                 zero, sameRows, devices[std::size_t(r)]));
+  }
+  if (std::optional<double> step = replayStep(c, placed)) c.stepTime = *step;
 }
 
 }  // namespace meshflow::passes

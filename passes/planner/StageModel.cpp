@@ -2,19 +2,27 @@
 
 #include <algorithm>
 
+#include "passes/planner/StepReplay.h"
+
 namespace meshflow::passes {
 
 namespace {
 
-// One direction of an activation between stages: each node of a whole-node
-// stage (each device of a sub-node one) receives its share in parallel.
+// One direction of an activation between stages, as lowering sends it: each
+// device sends its data-parallel row's share to its counterpart (replicated
+// over the row, as after a tensor-parallel block). A stage of whole nodes
+// receives over the network, each device at its share of the node's; so does
+// a sub-node stage on a cluster of several nodes, whose place is not known
+// yet: a pipeline of them crosses nodes somewhere, and its slowest boundary
+// sets its pace.
 double transferSeconds(double bytes, const MeshConfig& config, const ir::Cluster& cluster) {
   if (bytes <= 0) return 0;
-  bool acrossNodes = config.shape.devicesPerNode == cluster.devicesPerNode;
-  if (acrossNodes && cluster.nodes > 1)
-    return cluster.interNode.latency + bytes / config.shape.nodes / cluster.interNode.bandwidth;
-  return cluster.intraNode.latency +
-         bytes / config.shape.devices() / cluster.intraNode.bandwidth;
+  const double perDevice = bytes / double(config.view[0]);
+  if (cluster.nodes > 1)
+    return cluster.interNode.latency +
+           perDevice * secondsPerByte(cluster.interNode.bandwidth /
+                                      double(std::max<std::int64_t>(1, cluster.devicesPerNode)));
+  return cluster.intraNode.latency + perDevice * secondsPerByte(cluster.intraNode.bandwidth);
 }
 
 void addLayer(StageEstimate& e, const LayerCost& c, Recompute recompute, bool zero) {
@@ -164,6 +172,10 @@ StageEstimate RangePricer::estimate(int first, int end) const {
   if (!feasible(first, end)) return StageEstimate{};
   StageEstimate e = prefix_[end].minus(prefix_[first]);
   e.workspace = workspace(first, end);
+  // Synchronised as lowering does it: the replicas' buckets, then the sums
+  // inside the mesh (the layers' figure is one collective per tensor).
+  e.parameterSync =
+      PlacedSync::onMesh(config_.view, cluster_, e.gradients, e.syncBytes, variant_.zero).seconds();
   // The activation arrives before forward; its gradient leaves after backward.
   if (first > 0) {
     e.transferIn = transferIn_[first];

@@ -8,6 +8,24 @@ namespace meshflow::passes {
 
 namespace {
 
+// Under 1F1B and ZB-H1 rank r starts a microbatch's forward only after the
+// backward (I) of the one p − r microbatches before it: at most p − r are in
+// flight between r and the last rank, so the round trip from r through every
+// later rank and back — without r's own incoming transfer — takes p − r
+// periods at least. ZB-H1's later ranks defer their W out of that loop.
+double loopPeriod(ir::ScheduleKind kind, const std::vector<StageEstimate>& stages) {
+  const std::size_t p = stages.size();
+  double period = 0, loop = 0, deferred = 0;
+  for (std::size_t r = p; r-- > 0;) {
+    loop += stages[r].latency();
+    const double own = loop - 2 * stages[r].transferSeconds -
+                       (kind == ir::ScheduleKind::kZeroBubbleH1 ? deferred : 0);
+    period = std::max(period, own / double(p - r));
+    deferred += stages[r].weightGrad;
+  }
+  return period;
+}
+
 // The steady state's time per microbatch: the slowest rank's compute, the
 // busiest comm stream (a rank sends its activation on and the gradient of its
 // input back, each priced as the receiver's transfer in), and — except under
@@ -36,6 +54,7 @@ double steadyPeriod(ir::ScheduleKind kind, int chunks, const std::vector<StageEs
   for (std::size_t r = 0; r < p; ++r)
     period = std::max({period, stages[r].latency() - 2 * stages[r].transferSeconds,
                        stages[r].transferSeconds + out(r)});
+  if (chunks == 1) period = std::max(period, loopPeriod(kind, stages));
   return period;
 }
 

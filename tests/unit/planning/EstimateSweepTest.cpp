@@ -2,13 +2,16 @@
 // random clusters — fast and slow networks, one to four nodes of two to eight
 // devices, sub-node stages whose neighbours sit on other nodes — planned with
 // the final choice by simulation; each plan's estimated step (p.step_time)
-// is compared with its simulated step (simulate(p).step_time).
+// is compared with its simulated step (simulate(p).step_time). A second sweep
+// asks for each schedule, recomputation and sharded optimizer state in turn,
+// so that the replay's every path (planner/StepReplay.h) meets the simulator.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdlib>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -46,7 +49,25 @@ ir::Cluster randomCluster(std::mt19937& rng, std::string& text) {
   return c;
 }
 
-Case plannedCase(std::mt19937& rng) {
+// The hints of the second sweep, one set per case in turn.
+struct Hints {
+  std::optional<ir::ScheduleKind> schedule;
+  std::optional<std::string> recompute;
+  std::optional<bool> shardOptimizer;
+};
+
+const std::vector<Hints>& hintedCases() {
+  static const std::vector<Hints> hints = {
+      {ir::ScheduleKind::kGPipe, {}, {}},         {ir::ScheduleKind::kOneFOneB, "full", {}},
+      {ir::ScheduleKind::kInterleaved, {}, {}},   {ir::ScheduleKind::kZeroBubbleH1, "full", {}},
+      {ir::ScheduleKind::kZeroBubbleV, {}, {}},   {{}, "selective", {}},
+      {{}, {}, true},                             {ir::ScheduleKind::kOneFOneB, "full", true},
+      {ir::ScheduleKind::kInterleaved, "full", {}}, {ir::ScheduleKind::kZeroBubbleV, "full", true},
+  };
+  return hints;
+}
+
+Case plannedCase(std::mt19937& rng, const Hints& hints = {}) {
   Case k;
   std::string clusterText;
   ir::Cluster cluster = randomCluster(rng, clusterText);
@@ -57,15 +78,46 @@ Case plannedCase(std::mt19937& rng) {
   passes::PlanRequest request;
   request.globalBatch = std::array<std::int64_t, 3>{16, 32, 64}[rng() % 3];
   request.simulateStep = runtime::sim::simulatePlanStep;
+  request.schedule = hints.schedule;
+  request.recompute = hints.recompute;
+  request.shardOptimizerState = hints.shardOptimizer;
   k.text = fmt::format("gpt(layers = {}, hidden = {}, seq = {}) batch {} on {}", gpt.layers,
                        gpt.hidden, gpt.seq, request.globalBatch, clusterText);
-  ir::Plan plan = passes::planTraining(forward, cluster, request);
-  k.text += fmt::format("; plan: {} ranks, {}, m = {}, mesh ({}, {})", plan.pipelineRanks(),
-                        ir::scheduleKindName(plan.schedule), plan.microbatches,
-                        plan.stages[0].logicalMesh[0], plan.stages[0].logicalMesh[1]);
+  ir::Plan plan;
+  try {
+    plan = passes::planTraining(forward, cluster, request);
+  } catch (const passes::PlanningError&) {
+    if (!hints.schedule && !hints.recompute && !hints.shardOptimizer) throw;
+    k.text += "; refused";  // a hint this model or cluster cannot take
+    return k;
+  }
+  k.text += "; plan: " + plan.description;
   k.estimated = plan.stepTime;
   k.simulated = runtime::sim::simulatePlanStep(plan, cluster);
   return k;
+}
+
+// |estimate / simulated - 1| of the cases that planned, sorted.
+std::vector<double> sortedErrors(const std::vector<Case>& cases) {
+  std::vector<double> errors;
+  for (const Case& c : cases)
+    if (c.simulated > 0) errors.push_back(std::abs(c.error()));
+  std::sort(errors.begin(), errors.end());
+  return errors;
+}
+
+void report(const std::vector<Case>& cases, const std::vector<double>& errors) {
+  INFO(fmt::format("|estimate / simulated - 1|: median {:.4f}, largest {:.4f} over {} plans",
+                   errors[errors.size() / 2], errors.back(), errors.size()));
+  if (std::getenv("MESHFLOW_SWEEP_PRINT"))
+    for (const Case& c : cases)
+      WARN(fmt::format("{:+.4f} {}", c.simulated > 0 ? c.error() : 0.0, c.text));
+  // The issue's target: every plan within 5%. Measured (docs/planning.md):
+  // every one of the 40 within 1e-9, as the placed candidate's replay runs
+  // the step as lowering and the simulator do. Before the replay the closed
+  // forms gave a median of 0.021 and a largest gap of 0.368 (30 of 40 within
+  // 5%).
+  CHECK(errors.back() <= kTarget);
 }
 
 }  // namespace
@@ -75,42 +127,29 @@ TEST_CASE("the planner's estimate stays near the simulated step over random mode
   std::mt19937 rng(20261127);
   std::vector<Case> cases;
   for (int trial = 0; trial < 40; ++trial) cases.push_back(plannedCase(rng));
-  std::vector<double> errors;
-  for (const Case& c : cases) errors.push_back(std::abs(c.error()));
-  std::sort(errors.begin(), errors.end());
-  const auto within =
-      std::count_if(errors.begin(), errors.end(), [](double e) { return e <= kTarget; });
-  INFO(fmt::format(
-      "|estimate / simulated - 1|: median {:.3f}, 90th percentile {:.3f}, largest {:.3f}; "
-      "{} of {} within {:.0f}%",
-      errors[errors.size() / 2], errors[errors.size() * 9 / 10], errors.back(), within,
-      errors.size(), kTarget * 100));
-  if (std::getenv("MESHFLOW_SWEEP_PRINT"))
-    for (const Case& c : cases) WARN(fmt::format("{:+.3f} {}", c.error(), c.text));
-  // Measured when this test was written (docs/planning.md): median 0.021,
-  // 90th percentile 0.156, largest 0.368 (a GPipe plan whose small stages
-  // wait on tiled transfers between meshes of different sizes), 30 of 40
-  // within 5%. With only the transfers priced as placed (before the steady
-  // state was separated from the fill, the buckets' overlap counted and the
-  // synchronisation priced on the placed devices): median 0.253, largest
-  // 0.658, 4 of 40 within 5%.
-  // The issue's target (every plan within 5%) is not met yet; these bounds
-  // hold what is, with a little room.
-  CHECK(errors[errors.size() / 2] <= 0.04);
-  CHECK(errors[errors.size() * 9 / 10] <= 0.2);
-  CHECK(errors.back() <= 0.4);
-  CHECK(within >= 27);
+  report(cases, sortedErrors(cases));
+}
+
+TEST_CASE("the estimate meets the simulation under every schedule, recomputation and ZeRO",
+          "[planning][simulator][sweep]") {
+  std::mt19937 rng(20261128);
+  std::vector<Case> cases;
+  for (const Hints& hints : hintedCases()) cases.push_back(plannedCase(rng, hints));
+  const std::vector<double> errors = sortedErrors(cases);
+  // Most hints plan on most draws; a refusal is the hint's, not the estimate's.
+  CHECK(errors.size() >= 7);
+  report(cases, errors);
 }
 
 // The issue's reproduction: a 12-block transformer on 2 nodes of 4 L40S-class
 // GPUs (362 TFLOP/s dense bf16, 48 GB, 864 GB/s; PCIe 4.0 x16 between the GPUs
 // of a node, 32 GB/s; 25 Gb/s between nodes). The planner chose a 4-stage plan
 // estimated at 297 ms that simulated at 442 ms over a 2-stage one that
-// simulated at 352 ms. Now every finalist is simulated and the fastest by
-// simulation is chosen. Its estimate is still far from its simulation: 139 ms
-// against 176 ms (-21%) when this test was written, 4 sub-node stages of 2
-// devices whose middle boundary crosses the slow network; the issue's 5% is
-// not met here, and the bound below holds what is.
+// simulated at 352 ms. The search now prices the transfers a pipeline of
+// sub-node stages sends over the network and the gradient buckets as lowering
+// emits them; the placed finalists are replayed, and the fastest simulated is
+// chosen: 2 stages of (1, 4) under GPipe, estimated and simulated at 117.6 ms
+// (before: 4 stages of 2 devices estimated at 139 ms, simulated at 176 ms).
 TEST_CASE("on L40S nodes over a slow network the plan chosen simulates fastest",
           "[planning][simulator]") {
   ir::Cluster cluster;
@@ -136,5 +175,6 @@ TEST_CASE("on L40S nodes over a slow network the plan chosen simulates fastest",
   }
   CHECK(simulatedAlternatives >= 1);
   INFO(plan.description << ": estimated " << plan.stepTime << " s, simulated " << simulated);
-  CHECK(std::abs(plan.stepTime / simulated - 1) <= 0.25);
+  CHECK(std::abs(plan.stepTime / simulated - 1) <= 0.05);
+  CHECK(simulated < 0.15);  // well under the issue's best plan, 352 ms
 }

@@ -255,16 +255,16 @@ TEST_CASE("a planned GPT simulates to the hand-calculated step time and peak mem
 // - Memory: the plan's stage peak is parameters + gradients + held activations
 //   × (p − r); lowering adds one activation-sized transient buffer (the output
 //   before its SEND, the input before its FREE, the gradient received or sent).
-// - The pipeline: the plan takes 1F1B as Σ t + (m − 1)·t_max = 4·t0 + t1; the
+// - The pipeline: the closed form takes 1F1B as Σ t + (m − 1)·t_max = 4·t0 + t1; the
 //   exact recurrence above exposes rank 1's round trip at B0 and again at B3.
 //   The plan's stage latency includes the activation's transfer; its
 //   StageCosts do not, since lowering sends it as SEND/RECV.
-// - The tail: the plan adds the slowest rank's gradient sync + update after the
-//   pipeline, pricing one all-reduce (2(n − 1)·α each) per parameter tensor
-//   whose gradient the intra-op solution leaves partial: none of a layer it
-//   replicates (here the embedding with block 0, and the head). Lowering
-//   all-reduces each rank's whole gradientBytes as one bucket, as soon as that
-//   rank's last backward ends.
+// - The tail: the closed form adds the slowest rank's gradient sync + update
+//   after the pipeline, the sync priced as lowering emits it (each rank's
+//   whole gradientBytes in buckets of 25 MiB, here one, all-reduced as soon as
+//   that rank's last backward ends) but not overlapped with that backward.
+// - The plan's own step is neither: the placed candidate replayed action by
+//   action (passes/planner/StepReplay.h), which agrees with the simulation.
 // - With one replica of two devices per stage the intra-op solver splits the
 //   batch over mesh dimension 1 and synchronises gradients over it; lowering
 //   all-reduces those inside each mesh before the update (issue 18: it used to
@@ -297,15 +297,17 @@ TEST_CASE("the plan's estimates differ from the simulation by the named terms",
       }
     }
 
-    // The plan's step time is its closed form (passes/planner/StepTime.cpp) on
-    // stage latencies that include the incoming activation and its gradient
-    // (one hop each way); StageCosts leaves them to lowering's SEND/RECV.
+    // The search's closed form (passes/planner/StepTime.cpp) on stage
+    // latencies that include the incoming activation and its gradient (one hop
+    // each way); StageCosts leaves them to lowering's SEND/RECV. The plan's
+    // step is the placed candidate replayed (passes/planner/StepReplay.h),
+    // which runs the step as the simulator does: the hand calculation's.
     const double t0 = c0.forwardSeconds + c0.backwardSeconds;
     const double t1 = c1.forwardSeconds + c1.backwardSeconds + 2 * hand.hop;
     const double planPipeline = t0 + t1 + 3 * std::max(t0, t1);
     const double planTail = std::max(c0.gradientSyncSeconds + c0.updateSeconds,
                                      c1.gradientSyncSeconds + c1.updateSeconds);
-    CHECK(plan.stepTime == Approx(planPipeline + planTail).epsilon(1e-9));
+    CHECK(plan.stepTime == Approx(hand.stepTime).epsilon(1e-9));
     INFO("pipeline: plan " << planPipeline << " s, simulated " << hand.pipelineEnd[0]
                            << " s; hop " << hand.hop << " s");
     INFO("gradient sync: plan " << c0.gradientSyncSeconds << " and " << c1.gradientSyncSeconds
@@ -320,13 +322,12 @@ TEST_CASE("the plan's estimates differ from the simulation by the named terms",
     // t1 − t0.
     CHECK(std::abs(hand.pipelineEnd[0] - planPipeline) <= std::abs(t0 - t1) + 4 * hand.hop);
 
-    // The whole step: the simulation is faster, by at most a fifth. On a model
-    // this small every message is latency-bound, and the plan's stage 1 syncs
-    // 24 weight and bias gradients as 24 all-reduces of 2·α each (96 µs of α
-    // against the simulator's 4 µs for one bucket), about 16% of its step; the
-    // pipeline terms above stay under 1% together.
-    CHECK(s.result.makespan < plan.stepTime);
-    CHECK(s.result.makespan == Approx(plan.stepTime).epsilon(0.2));
+    // The whole step: the closed form prices every bucket's sync after the
+    // pipeline, the simulation hides all but the last behind the backward;
+    // the closed form stays above it, within a tenth.
+    const double closedForm = planPipeline + planTail;
+    CHECK(s.result.makespan < closedForm);
+    CHECK(s.result.makespan == Approx(closedForm).epsilon(0.1));
   }
 
   SECTION("one replica of two devices per stage") {
@@ -337,6 +338,6 @@ TEST_CASE("the plan's estimates differ from the simulation by the named terms",
     // one all-reduce inside each rank's mesh, on each of its two devices.
     for (const ir::PlanStage& stage : s.plan.stages) CHECK(stage.costs.gradientSyncSeconds > 0);
     CHECK(countOf(s.program, ir::Opcode::kAllReduce) == 4);
-    CHECK(s.result.makespan == Approx(s.plan.stepTime).epsilon(0.2));
+    CHECK(s.result.makespan == Approx(s.plan.stepTime).epsilon(1e-9));
   }
 }
