@@ -7,7 +7,12 @@
 // Packing folds the transposes in, so a transposed operand is never copied
 // whole, and pads the last panels with zeros, so every tile runs the same
 // kernel and only its store is masked.
+// GCC 12's AVX-512 shuffles start from _mm512_undefined_ps(), which its
+// -Wuninitialized reports once they are inlined here: a false positive.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
+#pragma GCC diagnostic pop
 
 #include <algorithm>
 #include <cstdlib>
@@ -52,38 +57,87 @@ class PackBuffer {
   std::int64_t capacity_ = 0;
 };
 
+// The first `lanes` of a vector's 16 (all past 16, none below 1).
+__mmask16 laneMask(std::int64_t lanes) {
+  if (lanes >= 16) return 0xFFFF;
+  return lanes <= 0 ? 0 : static_cast<__mmask16>((1u << lanes) - 1);
+}
+
+// Transposes a 16 x 16 block held as 16 row vectors, in place: four rounds
+// of shuffles, each interleaving twice as wide a unit (floats, pairs of
+// floats, 128-bit and then 256-bit lanes).
+__attribute__((target("avx512f"))) void transpose16(__m512 r[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; ++i)
+    for (int h = 0; h < 2; ++h) {
+      const __m512d x = _mm512_castps_pd(t[4 * i + h]), y = _mm512_castps_pd(t[4 * i + h + 2]);
+      r[4 * i + 2 * h] = _mm512_castpd_ps(_mm512_unpacklo_pd(x, y));
+      r[4 * i + 2 * h + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(x, y));
+    }
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 4; ++j) {
+      t[8 * i + j] = _mm512_shuffle_f32x4(r[8 * i + j], r[8 * i + 4 + j], 0x88);
+      t[8 * i + 4 + j] = _mm512_shuffle_f32x4(r[8 * i + j], r[8 * i + 4 + j], 0xdd);
+    }
+  for (int j = 0; j < 8; ++j) {
+    r[j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0x88);
+    r[j + 8] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0xdd);
+  }
+}
+
+// Packs 16 depth steps from p of an operand whose lanes are strided (its
+// depth contiguous): 16 lanes at a time, loaded as rows and transposed.
+template <std::int64_t kWidth>
+__attribute__((target("avx512f"))) void packStridedSteps(const float* src, std::int64_t laneStride,
+                                                         std::int64_t lanes, std::int64_t p,
+                                                         float* dst) {
+  for (std::int64_t l0 = 0; l0 < kWidth; l0 += 16) {
+    __m512 block[16];
+    for (std::int64_t q = 0; q < 16; ++q)
+      block[q] = l0 + q < lanes ? _mm512_loadu_ps(src + (l0 + q) * laneStride + p)
+                                : _mm512_setzero_ps();
+    transpose16(block);
+    const __mmask16 mask = laneMask(kWidth - l0);
+    for (std::int64_t q = 0; q < 16; ++q)
+      _mm512_mask_storeu_ps(dst + (p + q) * kWidth + l0, mask, block[q]);
+  }
+}
+
 // Copies `lanes` lanes (of kWidth) and `depth` steps of `src` into `dst`,
 // depth-major: dst[p * kWidth + l]. Lanes past `lanes` are zeros.
 template <std::int64_t kWidth>
-void packPanel(const float* src, Strides s, std::int64_t lanes, std::int64_t depth, float* dst) {
-  if (s.lane == 1) {
-    for (std::int64_t p = 0; p < depth; ++p) {
-      const float* from = src + p * s.depth;
-      float* to = dst + p * kWidth;
-      std::copy(from, from + lanes, to);
-      std::fill(to + lanes, to + kWidth, 0.0f);
-    }
+__attribute__((target("avx512f"))) void packPanel(const float* src, Strides s, std::int64_t lanes,
+                                                  std::int64_t depth, float* dst) {
+  if (s.lane == 1 && lanes == kWidth) {
+    for (std::int64_t p = 0; p < depth; ++p)
+      for (std::int64_t l = 0; l < kWidth; ++l) dst[p * kWidth + l] = src[p * s.depth + l];
     return;
   }
-  for (std::int64_t l = 0; l < kWidth; ++l) {
-    const float* from = src + l * s.lane;
-    for (std::int64_t p = 0; p < depth; ++p) dst[p * kWidth + l] = l < lanes ? from[p * s.depth] : 0.0f;
+  if (s.lane == 1) {
+    for (std::int64_t p = 0; p < depth; ++p)
+      for (std::int64_t l = 0; l < kWidth; ++l)
+        dst[p * kWidth + l] = l < lanes ? src[p * s.depth + l] : 0.0f;
+    return;
   }
+  std::int64_t p = 0;
+  for (; p + 16 <= depth; p += 16) packStridedSteps<kWidth>(src, s.lane, lanes, p, dst);
+  for (; p < depth; ++p)
+    for (std::int64_t l = 0; l < kWidth; ++l)
+      dst[p * kWidth + l] = l < lanes ? src[l * s.lane + p] : 0.0f;
 }
 
 // Packs `lanes` lanes of an operand, from lane `first` and depth `p0`, into
 // consecutive panels of kWidth lanes.
 template <std::int64_t kWidth>
-void packBlock(const float* base, Strides s, std::int64_t first, std::int64_t lanes,
+__attribute__((target("avx512f"))) void packBlock(const float* base, Strides s, std::int64_t first, std::int64_t lanes,
                std::int64_t p0, std::int64_t depth, float* dst) {
   for (std::int64_t l = 0; l < lanes; l += kWidth)
     packPanel<kWidth>(base + (first + l) * s.lane + p0 * s.depth, s, std::min(kWidth, lanes - l),
                       depth, dst + l * depth);
-}
-
-__mmask16 laneMask(std::int64_t lanes) {
-  if (lanes >= 16) return 0xFFFF;
-  return lanes <= 0 ? 0 : static_cast<__mmask16>((1u << lanes) - 1);
 }
 
 // The kRows x kCols tile of y at `y` (row stride ldy) of which `rows` x `cols`
