@@ -30,7 +30,9 @@ struct Case {
 
 using Gemm = void (*)(const float*, const float*, float*, const GemmShape&);
 
-void own(const float* a, const float* b, float* y, const GemmShape& s) { cpu::ownSgemm(a, b, y, s); }
+void own(const float* a, const float* b, float* y, const GemmShape& s) {
+  cpu::ownSgemm(a, b, y, s);
+}
 
 // Runs `gemm` until `seconds` have passed; returns GFLOP/s.
 double measure(Gemm gemm, const Case& c, double seconds) {

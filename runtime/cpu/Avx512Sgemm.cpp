@@ -7,6 +7,7 @@
 // Packing folds the transposes in, so a transposed operand is never copied
 // whole, and pads the last panels with zeros, so every tile runs the same
 // kernel and only its store is masked.
+
 // GCC 12's AVX-512 shuffles start from _mm512_undefined_ps(), which its
 // -Wuninitialized reports once they are inlined here: a false positive.
 #pragma GCC diagnostic push
@@ -17,14 +18,15 @@
 #include <algorithm>
 #include <cstdlib>
 #include <memory>
+#include <new>
 
 #include "runtime/cpu/Sgemm.h"
 
 namespace meshflow::runtime::cpu {
 namespace {
 
-constexpr std::int64_t kRows = 12;        // rows of a tile of y
-constexpr std::int64_t kCols = 32;        // columns of a tile: two 16-float vectors
+constexpr std::int64_t kRows = 12;  // rows of a tile of y
+constexpr std::int64_t kCols = 32;  // columns of a tile: two 16-float vectors
 constexpr std::int64_t kDepth = kSgemmDepthBlock;
 constexpr std::int64_t kRowBlock = 16 * kRows;  // rows of op(a) packed at once: 192 KiB
 constexpr std::int64_t kColBlock = 2048;        // columns of op(b) packed at once: 2 MiB
@@ -98,8 +100,8 @@ __attribute__((target("avx512f"))) void packStridedSteps(const float* src, std::
   for (std::int64_t l0 = 0; l0 < kWidth; l0 += 16) {
     __m512 block[16];
     for (std::int64_t q = 0; q < 16; ++q)
-      block[q] = l0 + q < lanes ? _mm512_loadu_ps(src + (l0 + q) * laneStride + p)
-                                : _mm512_setzero_ps();
+      block[q] =
+          l0 + q < lanes ? _mm512_loadu_ps(src + (l0 + q) * laneStride + p) : _mm512_setzero_ps();
     transpose16(block);
     const __mmask16 mask = laneMask(kWidth - l0);
     for (std::int64_t q = 0; q < 16; ++q)
@@ -123,6 +125,8 @@ __attribute__((target("avx512f"))) void packPanel(const float* src, Strides s, s
         dst[p * kWidth + l] = l < lanes ? src[p * s.depth + l] : 0.0f;
     return;
   }
+  // Strided lanes: the depth is contiguous (s.depth is 1), as ownSgemm's
+  // strides give it for a row-major a and a transposed b.
   std::int64_t p = 0;
   for (; p + 16 <= depth; p += 16) packStridedSteps<kWidth>(src, s.lane, lanes, p, dst);
   for (; p < depth; ++p)
@@ -133,8 +137,9 @@ __attribute__((target("avx512f"))) void packPanel(const float* src, Strides s, s
 // Packs `lanes` lanes of an operand, from lane `first` and depth `p0`, into
 // consecutive panels of kWidth lanes.
 template <std::int64_t kWidth>
-__attribute__((target("avx512f"))) void packBlock(const float* base, Strides s, std::int64_t first, std::int64_t lanes,
-               std::int64_t p0, std::int64_t depth, float* dst) {
+__attribute__((target("avx512f"))) void packBlock(const float* base, Strides s, std::int64_t first,
+                                                  std::int64_t lanes, std::int64_t p0,
+                                                  std::int64_t depth, float* dst) {
   for (std::int64_t l = 0; l < lanes; l += kWidth)
     packPanel<kWidth>(base + (first + l) * s.lane + p0 * s.depth, s, std::min(kWidth, lanes - l),
                       depth, dst + l * depth);
@@ -144,9 +149,9 @@ __attribute__((target("avx512f"))) void packBlock(const float* base, Strides s, 
 // are real: the products of `depth` steps of the packed panels, summed in
 // order, stored (or added to y, when `accumulate`: a later depth block).
 __attribute__((target("avx512f"))) void microKernel(std::int64_t depth, const float* ap,
-                                                     const float* bp, float* y, std::int64_t ldy,
-                                                     std::int64_t rows, std::int64_t cols,
-                                                     bool accumulate) {
+                                                    const float* bp, float* y, std::int64_t ldy,
+                                                    std::int64_t rows, std::int64_t cols,
+                                                    bool accumulate) {
   __m512 acc[kRows][2];
 #pragma GCC unroll 12
   for (int i = 0; i < kRows; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
@@ -178,10 +183,10 @@ __attribute__((target("avx512f"))) void microKernel(std::int64_t depth, const fl
 // Every tile of y's rows [r0, r0 + rows) and columns [c0, c0 + cols) from the
 // packed blocks of op(a) (those rows) and op(b) (those columns).
 __attribute__((target("avx512f"))) void multiplyBlocks(const float* aPacked, const float* bPacked,
-                                                        float* y, std::int64_t n, std::int64_t r0,
-                                                        std::int64_t rows, std::int64_t c0,
-                                                        std::int64_t cols, std::int64_t depth,
-                                                        bool accumulate) {
+                                                       float* y, std::int64_t n, std::int64_t r0,
+                                                       std::int64_t rows, std::int64_t c0,
+                                                       std::int64_t cols, std::int64_t depth,
+                                                       bool accumulate) {
   for (std::int64_t j = 0; j < cols; j += kCols)
     for (std::int64_t i = 0; i < rows; i += kRows)
       microKernel(depth, aPacked + i * depth, bPacked + j * depth, y + (r0 + i) * n + c0 + j, n,

@@ -29,7 +29,8 @@ void matMul(const KernelArgs& args) {
 
   if (b.rank() == 2 && !ta) {
     // A shared right operand: a's leading dimensions fold into the rows of one GEMM.
-    sgemm(a.f32().data(), b.f32().data(), y.f32().data(), {shapeElements(batch) * m, n, k, false, tb});
+    sgemm(a.f32().data(), b.f32().data(), y.f32().data(),
+          {shapeElements(batch) * m, n, k, false, tb});
     return;
   }
   // One GEMM per matrix of a: with a batched b, against its matrix; with a

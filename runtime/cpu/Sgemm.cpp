@@ -43,8 +43,7 @@ bool chooseOwnKernel() {
   if (choice == "own")
     throw std::runtime_error(
         "MESHFLOW_CPU_GEMM=own needs a CPU with AVX-512; this one has none (use auto or openblas)");
-  throw std::runtime_error("MESHFLOW_CPU_GEMM is '" + choice +
-                           "'; expected auto, own or openblas");
+  throw std::runtime_error("MESHFLOW_CPU_GEMM is '" + choice + "'; expected auto, own or openblas");
 }
 
 bool usesOwnKernel() {

@@ -3,8 +3,8 @@
 // and what that order buys (a GEMM over some rows or columns of another
 // gives them to the bit, whatever the transposes). On a CPU without AVX-512
 // the own kernel does not run and these cases say so.
-#include <catch2/catch.hpp>
 #include <bit>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -82,9 +82,9 @@ TEST_CASE("the own sgemm sums in the documented order, to the bit", "[kernels][s
   if (!hasOwnKernel()) return;
   // Edges of every block: a 12-row tile, a 32-column tile, the 256-deep block,
   // the 192-row block and the 2048-column block, and single rows and columns.
-  const std::vector<GemmShape> shapes = {{1, 1, 1},       {13, 33, 7},    {12, 32, 256},
-                                         {25, 65, 257},   {193, 47, 600}, {5, 2049, 40},
-                                         {64, 64, 64},    {1, 100, 513},  {100, 1, 300}};
+  const std::vector<GemmShape> shapes = {{1, 1, 1},     {13, 33, 7},    {12, 32, 256},
+                                         {25, 65, 257}, {193, 47, 600}, {5, 2049, 40},
+                                         {64, 64, 64},  {1, 100, 513},  {100, 1, 300}};
   for (GemmShape s : shapes)
     for (int t = 0; t < 4; ++t) {
       s.transposeA = (t & 1) != 0;
@@ -135,7 +135,8 @@ TEST_CASE("the own sgemm agrees with OpenBLAS within rounding", "[kernels][sgemm
   ownSgemm(a.data(), b.data(), own.data(), s);
   openblasSgemm(a.data(), b.data(), blas.data(), s);
   double worst = 0;
-  for (std::size_t i = 0; i < own.size(); ++i) worst = std::max(worst, double(std::fabs(own[i] - blas[i])));
+  for (std::size_t i = 0; i < own.size(); ++i)
+    worst = std::max(worst, double(std::fabs(own[i] - blas[i])));
   // Products of unit normals summed over k = 700: a few ulp of sqrt(700) ≈ 26.
   CHECK(worst < 1e-4);
   CHECK(worst > 0);  // two summation orders: equal to the bit only by accident
