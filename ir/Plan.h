@@ -65,8 +65,11 @@ struct StageCosts {
   double optimizerStateBytes = 0;
   double gradientBytes = 0;
   std::string recompute = "none";  ///< "none", "selective" or "full".
-  /// With recomputation: the forward work rerun before each backward (part of
-  /// backwardSeconds) and the activations it rebuilds, held while the backward runs.
+  /// With recomputation: the forward work RUN R reruns before each backward —
+  /// the stage's last layer that rebuilds anything, as the runtime reruns it;
+  /// the other layers' reruns happen inside the backward, and all of it is part
+  /// of backwardSeconds — and the activations one layer rebuilds, held while
+  /// the backward runs.
   double recomputeSeconds = 0;
   double recomputeBytes = 0;
   bool shardedOptimizerState = false;  ///< ZeRO-like reduce-scatter + all-gather.

@@ -54,7 +54,8 @@ struct StageDescription {
   int64_t gradientBytes = 0;
 
   /// Activation recomputation: each backward (B, or I) of the rank starts with a
-  /// RUN R of `recomputeSeconds` (per microbatch, whole share; part of
+  /// RUN R of `recomputeSeconds` (per microbatch: the one layer the runtime
+  /// reruns ahead of the backward, the others rerunning inside it; part of
   /// backwardSeconds, not in addition to it) that rebuilds `recomputeBytes` of
   /// activations, held until the backward (W for zero-bubble kinds) is done.
   /// heldActivationBytes is then what the forward keeps without them.

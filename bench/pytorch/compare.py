@@ -35,6 +35,8 @@ DESCRIPTION = {
     "pp": "2 devices, 2 stages 1F1B/4 | 2 processes, 1F1B/4 (gloo)",
 }
 TARGET_RATIO = 0.8
+# meshflow with MESHFLOW_CPU_GEMM=openblas (--also-openblas): its GEMMs as before its own kernel.
+OPENBLAS_SIDE = "meshflow-openblas"
 
 # One progress line of train(): `step    3/23  loss 4.5705  20136 tokens/s  50.9 ms ...`.
 STEP_LINE = re.compile(r"^step\s+(\d+)/(\d+)\s+loss\s+(\S+)\s+\S+\s+\S+\s+([\d.]+) ms", re.M)
@@ -67,8 +69,11 @@ def run_checked(command, timeout, cwd=None, env=None):
     return done.stdout
 
 
-def meshflow_steps(args, model, config, workdir):
+def meshflow_steps(args, model, config, workdir, gemm=None):
     """Times of the steps after the warm-up, in seconds, from train()'s progress lines.
+
+    `gemm`: the sgemm meshflow's cpu kernels run (MESHFLOW_CPU_GEMM; docs/runtime.md,
+    "GEMM"), or None for its default.
 
     train() returns only the total time of its steps; each progress line gives
     one step's time, measured around the step alone (data and printing outside).
@@ -77,7 +82,8 @@ def meshflow_steps(args, model, config, workdir):
     with open(script, "w") as f:
         f.write('import "gpt_bench.mesh" as bench\n')
         f.write(f'bench.run("{model}", "{config}", {args.steps}, {args.warmup})\n')
-    out = run_checked([args.meshflow, "run", script, "-I", HERE], args.timeout, cwd=workdir)
+    env = dict(os.environ, MESHFLOW_CPU_GEMM=gemm) if gemm else None
+    out = run_checked([args.meshflow, "run", script, "-I", HERE], args.timeout, cwd=workdir, env=env)
     lines = STEP_LINE.findall(out)
     if len(lines) != args.steps + args.warmup:
         fail(f"expected {args.steps + args.warmup} progress lines from meshflow, "
@@ -97,14 +103,17 @@ def torch_steps(args, model, config):
     return json.loads(result[-1][len("RESULT "):])["step_seconds"]
 
 
-def round_jobs(models, configs):
+def round_jobs(models, configs, also_openblas):
     """One round's runs, meshflow and PyTorch interleaved; a PyTorch run serves every
-    meshflow configuration set against it (serial PyTorch: serial and plan1)."""
+    meshflow configuration set against it (serial PyTorch: serial and plan1).
+    With `also_openblas`, each meshflow run is followed by the same run on OpenBLAS's sgemm."""
     jobs = []
     for model in models:
         torch_done = set()
         for config in configs:
             jobs.append(("meshflow", model, config))
+            if also_openblas:
+                jobs.append((OPENBLAS_SIDE, model, config))
             if TORCH_CONFIG[config] not in torch_done:
                 torch_done.add(TORCH_CONFIG[config])
                 jobs.append(("torch", model, TORCH_CONFIG[config]))
@@ -112,25 +121,28 @@ def round_jobs(models, configs):
 
 
 def run_rounds(args, workdir):
-    """Median step of every run, by (side, model, config), one entry per round.
+    """Median and fastest step of every run, by (side, model, config), one entry per round.
 
     Odd rounds run the jobs in reverse, so neither side always runs first after
     the other: the host's speed drifts over minutes on a shared machine.
     """
-    medians = {}
-    jobs = round_jobs(args.models, args.configs)
+    medians, fastest = {}, {}
+    jobs = round_jobs(args.models, args.configs, args.also_openblas)
     for r in range(args.rounds):
         for side, model, config in (jobs if r % 2 == 0 else list(reversed(jobs))):
             if side == "meshflow":
                 times = meshflow_steps(args, model, config, workdir)
+            elif side == OPENBLAS_SIDE:
+                times = meshflow_steps(args, model, config, workdir, gemm="openblas")
             else:
                 times = torch_steps(args, model, config)
             median = statistics.median(times)
             medians.setdefault((side, model, config), []).append(median)
-            print(f"round {r + 1}/{args.rounds}  {model:<4}  {side:<8}  {config:<8}  "
+            fastest.setdefault((side, model, config), []).append(min(times))
+            print(f"round {r + 1}/{args.rounds}  {model:<4}  {side:<17}  {config:<8}  "
                   f"median step {median * 1e3:8.1f} ms  (of {len(times)}, "
                   f"min {min(times) * 1e3:.1f}, max {max(times) * 1e3:.1f})", flush=True)
-    return medians
+    return medians, fastest
 
 
 def ms(rounds):
@@ -145,22 +157,35 @@ def verdict(ratio, target):
     return "met" if ratio <= target else "NOT met"
 
 
-def print_table(args, medians):
-    """Medians over rounds of each round's median step, and the ratios."""
-    print(f"\nmedian over {args.rounds} rounds of each run's median step "
-          f"({args.steps} steps after {args.warmup} warm-up); ranges are the rounds' medians")
+def print_ratios(args, figures, title, side="meshflow"):
+    """One table: meshflow's (`side`'s) and PyTorch's figure per configuration (the
+    median over rounds of `figures`, one per round) and their ratio."""
+    print(f"\n{title}")
     print(f"{'model':<5} {'config':<7} {'meshflow | PyTorch':<55} {'meshflow ms':>11} "
           f"{'range':>13} {'PyTorch ms':>10} {'range':>13} {'ratio':>6}  target <= {TARGET_RATIO}")
     for model in args.models:
         for config in args.configs:
-            mine = medians[("meshflow", model, config)]
-            theirs = medians[("torch", model, TORCH_CONFIG[config])]
+            mine = figures[(side, model, config)]
+            theirs = figures[("torch", model, TORCH_CONFIG[config])]
             ratio = statistics.median(mine) / statistics.median(theirs)
             print(f"{model:<5} {config:<7} {DESCRIPTION[config]:<55} {ms(mine):>11} "
                   f"{spread(mine):>13} {ms(theirs):>10} {spread(theirs):>13} {ratio:6.2f}  "
                   f"{verdict(ratio, TARGET_RATIO)}")
+
+
+def print_table(args, medians, fastest):
+    """Medians over rounds of each round's median step, and the ratios; then the
+    same of each round's fastest step, which a busy host disturbs least."""
+    print_ratios(args, medians, f"median over {args.rounds} rounds of each run's median step "
+                 f"({args.steps} steps after {args.warmup} warm-up); ranges are the rounds' medians")
+    print_ratios(args, fastest, f"median over {args.rounds} rounds of each run's fastest step "
+                 "(the least disturbed on a busy host); ranges are the rounds' fastest")
+    if args.also_openblas:
+        for figures, which in ((medians, "median"), (fastest, "fastest")):
+            print_ratios(args, figures, f"meshflow on OpenBLAS's sgemm (MESHFLOW_CPU_GEMM=openblas), "
+                         f"the same rounds: median of each run's {which} step", side=OPENBLAS_SIDE)
     if "serial" in args.configs and "plan1" in args.configs:
-        print("\nmeshflow's 1-device plan over its serial executor (target <= 1.0: no slower)")
+        print("\nmeshflow's 1-device plan over its serial executor, by the medians (target <= 1.0: no slower)")
         for model in args.models:
             ratio = (statistics.median(medians[("meshflow", model, "plan1")]) /
                      statistics.median(medians[("meshflow", model, "serial")]))
@@ -194,7 +219,9 @@ def parse_args():
                         help="the Python with PyTorch (default /usr/bin/python3, Debian's)")
     parser.add_argument("--timeout", type=int, default=900,
                         help="seconds one run may take before the comparison stops (default 900)")
-    parser.add_argument("--json", help="also write every round's medians to this file")
+    parser.add_argument("--also-openblas", action="store_true",
+                        help="also run every meshflow configuration on OpenBLAS's sgemm, in the same rounds")
+    parser.add_argument("--json", help="also write every round's median and fastest step to this file")
     args = parser.parse_args()
     args.models = args.models.split(",")
     args.configs = args.configs.split(",")
@@ -213,13 +240,14 @@ def main():
     torch_version = check_torch(args.python)
     print_header(args, torch_version)
     with tempfile.TemporaryDirectory(prefix="meshflow-vs-torch-") as workdir:
-        medians = run_rounds(args, workdir)
-    print_table(args, medians)
+        medians, fastest = run_rounds(args, workdir)
+    print_table(args, medians, fastest)
     # A busy host slows both sides unevenly: the load says how far to trust the ratios.
     print(f"\nload average at the end: {load_average()}")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"|".join(k): v for k, v in medians.items()}, f, indent=1)
+            json.dump({"median": {"|".join(k): v for k, v in medians.items()},
+                       "fastest": {"|".join(k): v for k, v in fastest.items()}}, f, indent=1)
 
 
 if __name__ == "__main__":

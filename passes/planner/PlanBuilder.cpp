@@ -94,7 +94,7 @@ ir::StageCosts costsOf(const StageEstimate& e, const StageEstimate* next, const 
   c.parameterBytes = e.resident - e.gradients;
   c.gradientBytes = e.gradients;
   c.recompute = recomputeName(stage.variant.recompute);
-  c.recomputeSeconds = e.recomputedForward;
+  c.recomputeSeconds = e.rerunAhead;  // what RUN R reruns; the rest is in backwardSeconds
   c.recomputeBytes = e.workspace;
   c.shardedOptimizerState = stage.variant.zero;
   c.gradientSyncBytes = std::array<double, 3>{e.syncBytes[1], e.syncBytes[2], e.syncBytes[3]};

@@ -138,6 +138,7 @@ RangePricer::RangePricer(LayerCostTable& table, int configIndex, const MeshConfi
   prefix_.assign(layers + 1, StageEstimate{});
   missing_.assign(layers + 1, 0);
   transferIn_.assign(layers, 0);
+  rerun_.assign(layers, 0);
   std::vector<double> workspace(static_cast<std::size_t>(layers), 0);
   for (int l = 0; l < layers; ++l) {
     const auto& cost = table.cost(l, configIndex, config, microbatch, syncWeight, variant.lean);
@@ -146,6 +147,7 @@ RangePricer::RangePricer(LayerCostTable& table, int configIndex, const MeshConfi
       addLayer(one, *cost, variant.recompute, variant.zero);
       transferIn_[l] = cost->boundaryBytes;
       workspace[static_cast<std::size_t>(l)] = one.workspace;
+      rerun_[l] = one.recomputedForward;
     }
     missing_[l + 1] = missing_[l] + (cost ? 0 : 1);
     (prefix_[l + 1] = prefix_[l]) += one;
@@ -176,6 +178,7 @@ StageEstimate RangePricer::estimate(int first, int end) const {
   // inside the mesh (the layers' figure is one collective per tensor).
   e.parameterSync =
       PlacedSync::onMesh(config_.view, cluster_, e.gradients, e.syncBytes, variant_.zero).seconds();
+  for (int l = end - 1; l >= first && e.rerunAhead == 0; --l) e.rerunAhead = rerun_[l];
   // The activation arrives before forward; its gradient leaves after backward.
   if (first > 0) {
     e.transferIn = transferIn_[first];

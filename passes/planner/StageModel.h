@@ -54,6 +54,11 @@ struct StageEstimate {
   double transferIn = 0;      ///< Bytes received from the previous stage per microbatch.
   double transferSeconds = 0;  ///< Its time, included once in forward and once in backward.
   double recomputedForward = 0;  ///< Seconds of forward work done again in backward.
+  /// The part of recomputedForward that RUN R reruns ahead of the backward:
+  /// the last layer of the range that rebuilds anything (the one the backward
+  /// needs first); the other layers rerun inside the backward
+  /// (passes/Recomputation.h). Set by RangePricer::estimate, not summed.
+  double rerunAhead = 0;
 
   double latency() const { return forward + backward; }
   /// Recomputed forward work as a share of the stage's own forward work.
@@ -96,6 +101,7 @@ class RangePricer {
   std::vector<StageEstimate> prefix_;    // prefix_[l]: sums over layers [0, l)
   std::vector<int> missing_;             // prefix count of layers without a cost
   std::vector<double> transferIn_;       // per layer: bytes entering it
+  std::vector<double> rerun_;            // per layer: its recomputed forward seconds
   double workspace(int first, int end) const;
   std::vector<std::vector<double>> workspaceMax_;  // sparse table of the layers' workspaces
 };

@@ -209,9 +209,10 @@ class Replay {
                     placed_.gradient[std::size_t(vs + 1)], mb);
       if (ready == kUnknown) return false;
     }
-    // Recomputation runs first, on the stash alone: it need not wait for the
-    // gradient (lowering's RUN R before the backward).
-    const double recompute = costs(r).recomputedForward / chunks();
+    // The layer RUN R reruns runs first, on the stash alone: it need not wait
+    // for the gradient (lowering's RUN R before the backward); the other
+    // layers' reruns are in the backward.
+    const double recompute = costs(r).rerunAhead / chunks();
     s.compute = std::max(s.compute + recompute, ready);
     const bool whole = a.kind == ir::ActionKind::kBackward;
     const double seconds =

@@ -6,8 +6,9 @@
 // element order, inputs in order), accumulating in double where a reduction
 // produces few values (softmax and layer-norm rows, losses, norms, Sum/Mean,
 // ReduceToShape) and in float where it scatters into a large table
-// (EmbeddingGrad). MatMul calls OpenBLAS's cblas_sgemm with OpenBLAS limited to
-// one thread (see runKernel), which is deterministic for a given shape.
+// (EmbeddingGrad). MatMul runs one single-threaded sgemm (Sgemm.h: meshflow's
+// own AVX-512 kernel, whose sums depend on k alone, or OpenBLAS on one thread),
+// which is deterministic for a given shape.
 #pragma once
 
 #include <cstdint>
@@ -66,8 +67,9 @@ class KernelError : public std::runtime_error {
 /// written at one index); the caller gives those tensors storage of their own
 /// first, since the kernel reads the input before writing (and so unsharing)
 /// the output. Input, Parameter: throw — the executor binds them.
-/// Limits OpenBLAS to one thread on first use: each virtual device is one CPU
-/// thread, and a single-threaded sgemm is the same computation on every run.
+/// MatMul runs on the calling thread alone (OpenBLAS, where it is used, is
+/// limited to one thread): each virtual device is one CPU thread, and a
+/// single-threaded sgemm is the same computation on every run.
 void runKernel(const ir::Op& op, const std::vector<const Tensor*>& inputs,
                std::vector<Tensor*>& outputs, const KernelContext& ctx);
 

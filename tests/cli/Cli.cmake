@@ -144,3 +144,11 @@ cli_exit_test(solve_stages_json_optimal 0 "\"optimal\":true"
               ${mf} solve-stages tests/cli/data/two_layers.json --json)
 cli_exit_test(solve_stages_bad_budget 2 "--time-budget needs a positive number of seconds"
               ${mf} solve-stages tests/cli/data/two_layers.json --time-budget -1)
+
+# MESHFLOW_CPU_GEMM picks the cpu backend's sgemm (docs/runtime.md, "GEMM"):
+# OpenBLAS on request; an unknown value stops training naming the variable.
+set(one_step tests/cli/data/train_one_step.mesh)
+cli_exit_test(gemm_openblas 0 "trained 1 step"
+              ${CMAKE_COMMAND} -E env MESHFLOW_CPU_GEMM=openblas ${mf} run ${one_step})
+cli_exit_test(gemm_unknown 1 "MESHFLOW_CPU_GEMM is 'fast'; expected auto, own or openblas"
+              ${CMAKE_COMMAND} -E env MESHFLOW_CPU_GEMM=fast ${mf} run ${one_step})

@@ -133,6 +133,21 @@ TEST_CASE("schedule hints are honoured", "[planner]") {
     ir::Plan p = passes::planTraining(smallGpt(), c, r);
     for (const ir::PlanStage& s : p.stages) CHECK(s.costs.recompute == "full");
   }
+  SECTION("recompute: RUN R is priced as the one layer the runtime reruns ahead") {
+    // One stage of all five layers: the backward reruns each layer's forward
+    // right before that layer's backward, and RUN R only the last one's
+    // (passes/Recomputation.h); the rest stays in backwardSeconds.
+    PlanRequest r = request();
+    r.recompute = "full";
+    r.stages = 1;
+    ir::Plan p = passes::planTraining(smallGpt(), c, r);
+    REQUIRE(p.stages.size() == 1);
+    const ir::StageCosts& costs = p.stages[0].costs;
+    INFO("R " << costs.recomputeSeconds << " s, forward " << costs.forwardSeconds << " s");
+    CHECK(costs.recomputeSeconds > 0);
+    CHECK(costs.recomputeSeconds < 0.5 * costs.forwardSeconds);
+    CHECK(costs.backwardSeconds > costs.forwardSeconds + costs.recomputeSeconds);
+  }
   SECTION("a layer pin") {
     PlanRequest r = request();
     r.stages = 2;
