@@ -8,6 +8,8 @@
 #include "MeshLexer.h"
 #include "MeshParser.h"
 #include "antlr4-runtime.h"
+#include "grammar/AstBuilder.h"
+#include "grammar/DirectParser.h"
 #include "grammar/TokenFilter.h"
 #include "grammar/Transformer.h"
 
@@ -16,12 +18,6 @@ namespace {
 
 using meshflow_generated::MeshLexer;
 using meshflow_generated::MeshParser;
-
-std::uint32_t codePoints(const std::string& text) {
-  std::uint32_t count = 0;
-  for (unsigned char c : text) count += (c & 0xC0) != 0x80;
-  return count;
-}
 
 interp::SourceSpan tokenSpan(const interp::SourceFile& file, const antlr4::Token* token) {
   interp::SourceSpan span;
@@ -163,6 +159,12 @@ class SyntaxErrorCollector : public antlr4::BaseErrorListener {
 }  // namespace
 
 ParseResult parse(std::shared_ptr<const interp::SourceFile> file) {
+  if (!findInvalidUtf8(*file))
+    if (auto program = parseDirect(file)) return ParseResult{std::move(program), {}, false};
+  return parseWithAntlr(std::move(file));
+}
+
+ParseResult parseWithAntlr(std::shared_ptr<const interp::SourceFile> file) {
   ParseResult result;
   if (auto bad = findInvalidUtf8(*file)) {
     result.diagnostics.push_back(interp::makeDiagnostic(
@@ -174,20 +176,32 @@ ParseResult parse(std::shared_ptr<const interp::SourceFile> file) {
   MeshLexer lexer(&input);
   lexer.removeErrorListeners();
   auto tokens = lexer.getAllTokens();
-  std::vector<std::unique_ptr<antlr4::Token>> filtered;
-  const antlr4::Token* openAtEnd = nullptr;
-  if (auto problem = filterNewlines(tokens, filtered, openAtEnd)) {
+  std::vector<std::string> texts;
+  std::vector<FilterToken> views;
+  texts.reserve(tokens.size());
+  views.reserve(tokens.size());
+  for (const auto& token : tokens) texts.push_back(token->getText());
+  for (std::size_t i = 0; i < tokens.size(); ++i)
+    views.push_back({tokens[i]->getType() == MeshLexer::NEWLINE,
+                     tokens[i]->getType() == MeshLexer::STRING, texts[i]});
+  FilteredTokens kept = filterNewlines(views);
+  if (auto problem = kept.problem) {
     // Reported once, where the mistake is; the parser's view of the tokens
     // after it would only be a cascade.
+    const antlr4::Token* where = tokens[problem->token].get();
     result.diagnostics.push_back(
         problem->kind == FilterProblem::Kind::TooDeep
             ? interp::makeDiagnostic(
                   DiagnosticKind::NestingTooDeep,
                   fmt::format("brackets and blocks nest deeper than {} levels", kMaxNesting),
-                  tokenSpan(*file, problem->token))
-            : neverClosed(*file, problem->token));
+                  tokenSpan(*file, where))
+            : neverClosed(*file, where));
     return result;
   }
+  const antlr4::Token* openAtEnd = kept.openAtEnd ? tokens[*kept.openAtEnd].get() : nullptr;
+  std::vector<std::unique_ptr<antlr4::Token>> filtered;
+  filtered.reserve(kept.kept.size());
+  for (std::size_t i : kept.kept) filtered.push_back(std::move(tokens[i]));
   // ANTLR's ListTokenSource rejects an empty list: a source with nothing but
   // blanks and comments is the empty program.
   if (filtered.empty()) {
