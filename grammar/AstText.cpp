@@ -52,7 +52,8 @@ class Writer {
       }
       case StmtKind::Function: {
         const auto& f = static_cast<const FunctionDecl&>(s);
-        line(depth, fmt::format("{} {} {} {}", head, keyword(f.callable), f.name, at(f.nameSpan)));
+        line(depth, fmt::format("{} callable{} {} {}", head, static_cast<int>(f.callable), f.name,
+                                at(f.nameSpan)));
         for (const auto& p : f.params) {
           line(depth + 1, fmt::format("param {} {}", p.name, at(p.span)));
           optionalExpr(p.defaultValue, depth + 2);
@@ -90,7 +91,7 @@ class Writer {
         return optionalExpr(static_cast<const ReturnStmt&>(s).value, depth + 1);
       case StmtKind::Assign: {
         const auto& a = static_cast<const AssignStmt&>(s);
-        line(depth, fmt::format("{} assign {}", head, a.op ? spelling(*a.op) : "="));
+        line(depth, fmt::format("{} assign {}", head, a.op ? static_cast<int>(*a.op) : -1));
         expr(*a.target, depth + 1);
         return expr(*a.value, depth + 1);
       }
@@ -110,7 +111,8 @@ class Writer {
         return line(depth, fmt::format("{} {}", head, static_cast<const FloatLiteral&>(e).value));
       case ExprKind::Quantity: {
         const auto& q = static_cast<const QuantityLiteral&>(e);
-        return line(depth, fmt::format("{} {} {}", head, q.value, unitName(q.dimension)));
+        return line(depth, fmt::format("{} {} B{} s{} F{}", head, q.value, q.dimension.bytes,
+                                       q.dimension.seconds, q.dimension.flops));
       }
       case ExprKind::String:
         return line(depth, fmt::format("{} {:?}", head, static_cast<const StringLiteral&>(e).value));
@@ -136,7 +138,7 @@ class Writer {
       }
       case ExprKind::Binary: {
         const auto& b = static_cast<const BinaryExpr&>(e);
-        line(depth, fmt::format("{} {} {}", head, spelling(b.op), at(b.opSpan)));
+        line(depth, fmt::format("{} op{} {}", head, static_cast<int>(b.op), at(b.opSpan)));
         expr(*b.lhs, depth + 1);
         return expr(*b.rhs, depth + 1);
       }
