@@ -16,19 +16,14 @@ using namespace ast;
 struct GiveUp {};
 
 // The tokens the parser sees: the lexer's, filtered as for ANTLR, and an End.
-std::optional<std::vector<Token>> parserTokens(std::string_view source) {
-  auto tokens = scan(source);
-  if (!tokens) return std::nullopt;
-  std::vector<FilterToken> views;
-  views.reserve(tokens->size());
-  for (const Token& t : *tokens)
-    views.push_back({t.kind == TokenKind::Newline, t.kind == TokenKind::String, t.text});
-  FilteredTokens filtered = filterNewlines(views);
+std::optional<std::vector<Token>> parserTokens(const std::vector<Token>& tokens) {
+  if (std::any_of(tokens.begin(), tokens.end(), isError)) return std::nullopt;
+  FilteredTokens filtered = filterNewlines(filterView(tokens));
   if (filtered.problem) return std::nullopt;
   std::vector<Token> kept;
   kept.reserve(filtered.kept.size() + 1);
-  for (std::size_t i : filtered.kept) kept.push_back((*tokens)[i]);
-  kept.push_back(Token{TokenKind::End, {}, 0, 0, 0});
+  for (std::size_t i : filtered.kept) kept.push_back(tokens[i]);
+  kept.push_back(Token{TokenKind::End, {}, 0, 0, 0, 0});
   return kept;
 }
 
@@ -570,7 +565,12 @@ class DirectParser {
 }  // namespace
 
 std::shared_ptr<Program> parseDirect(std::shared_ptr<const interp::SourceFile> file) {
-  auto tokens = parserTokens(file->text());
+  return parseDirect(file, scan(file->text()));
+}
+
+std::shared_ptr<Program> parseDirect(const std::shared_ptr<const interp::SourceFile>& file,
+                                     const std::vector<Token>& scanned) {
+  auto tokens = parserTokens(scanned);
   if (!tokens) return nullptr;
   std::vector<Diagnostic> problems;
   auto program = std::make_shared<Program>();

@@ -11,6 +11,9 @@
 
 #include <memory>
 
+#include <vector>
+
+#include "grammar/Scanner.h"
 #include "interp/Ast.h"
 
 namespace meshflow::grammar {
@@ -18,5 +21,8 @@ namespace meshflow::grammar {
 /// The AST of `file` (valid UTF-8), or null where the ANTLR front end would
 /// report a diagnostic.
 std::shared_ptr<ast::Program> parseDirect(std::shared_ptr<const interp::SourceFile> file);
+/// The same, from the file's tokens (scan(file->text())).
+std::shared_ptr<ast::Program> parseDirect(const std::shared_ptr<const interp::SourceFile>& file,
+                                          const std::vector<Token>& tokens);
 
 }  // namespace meshflow::grammar

@@ -8,6 +8,7 @@
 #include "MeshLexer.h"
 #include "MeshParser.h"
 #include "antlr4-runtime.h"
+#include "grammar/AntlrTokens.h"
 #include "grammar/AstBuilder.h"
 #include "grammar/DirectParser.h"
 #include "grammar/TokenFilter.h"
@@ -156,26 +157,10 @@ class SyntaxErrorCollector : public antlr4::BaseErrorListener {
   std::optional<std::size_t> atEnd_;
 };
 
-}  // namespace
-
-ParseResult parse(std::shared_ptr<const interp::SourceFile> file) {
-  if (!findInvalidUtf8(*file))
-    if (auto program = parseDirect(file)) return ParseResult{std::move(program), {}, false};
-  return parseWithAntlr(std::move(file));
-}
-
-ParseResult parseWithAntlr(std::shared_ptr<const interp::SourceFile> file) {
+// ANTLR's parser on `tokens` (all of the source's, unfiltered), then the transform.
+ParseResult parseTokens(const std::shared_ptr<const interp::SourceFile>& file,
+                        std::vector<std::unique_ptr<antlr4::Token>> tokens) {
   ParseResult result;
-  if (auto bad = findInvalidUtf8(*file)) {
-    result.diagnostics.push_back(interp::makeDiagnostic(
-        DiagnosticKind::InvalidUtf8, "the source is not valid UTF-8 (a malformed byte sequence starts here)",
-        *bad));
-    return result;
-  }
-  antlr4::ANTLRInputStream input(file->text());
-  MeshLexer lexer(&input);
-  lexer.removeErrorListeners();
-  auto tokens = lexer.getAllTokens();
   std::vector<std::string> texts;
   std::vector<FilterToken> views;
   texts.reserve(tokens.size());
@@ -230,6 +215,33 @@ ParseResult parseWithAntlr(std::shared_ptr<const interp::SourceFile> file) {
   auto program = transform(tree, file, result.diagnostics);
   if (result.diagnostics.empty()) result.program = std::move(program);
   return result;
+}
+
+
+ParseResult invalidUtf8(const interp::SourceSpan& where) {
+  ParseResult result;
+  result.diagnostics.push_back(interp::makeDiagnostic(
+      DiagnosticKind::InvalidUtf8, "the source is not valid UTF-8 (a malformed byte sequence starts here)",
+      where));
+  return result;
+}
+
+}  // namespace
+
+ParseResult parse(std::shared_ptr<const interp::SourceFile> file) {
+  if (auto bad = findInvalidUtf8(*file)) return invalidUtf8(*bad);
+  std::vector<Token> tokens = scan(file->text());
+  if (auto program = parseDirect(file, tokens)) return ParseResult{std::move(program), {}, false};
+  ScannedTokenSource source;
+  return parseTokens(file, antlrTokens(tokens, source));
+}
+
+ParseResult parseWithAntlr(std::shared_ptr<const interp::SourceFile> file) {
+  if (auto bad = findInvalidUtf8(*file)) return invalidUtf8(*bad);
+  antlr4::ANTLRInputStream input(file->text());
+  MeshLexer lexer(&input);
+  lexer.removeErrorListeners();
+  return parseTokens(file, lexer.getAllTokens());
 }
 
 }  // namespace meshflow::grammar

@@ -83,19 +83,29 @@ std::pair<TokenKind, std::size_t> number(std::string_view s, std::size_t i) {
   return {kind, end};
 }
 
-// STRING at `i` (a quote): its end, or nothing when it is not closed on its line.
-std::optional<std::size_t> stringEnd(std::string_view s, std::size_t i) {
-  for (std::size_t j = i + 1; j < s.size(); ++j) {
-    if (s[j] == '"') return j + 1;
-    if (s[j] == '\r' || s[j] == '\n') return std::nullopt;
+// The end of the code point that starts at `i`.
+std::size_t codePointEnd(std::string_view s, std::size_t i) {
+  ++i;
+  while (i < s.size() && (static_cast<unsigned char>(s[i]) & 0xC0) == 0x80) ++i;
+  return i;
+}
+
+// STRING at `i` (a quote), or UNTERMINATED_STRING when it is not closed: the
+// kind and the end.
+std::pair<TokenKind, std::size_t> string(std::string_view s, std::size_t i) {
+  std::size_t j = i + 1;
+  while (j < s.size()) {
+    if (s[j] == '"') return {TokenKind::String, j + 1};
+    if (s[j] == '\r' || s[j] == '\n') break;
     if (s[j] == '\\') {
-      if (j + 1 >= s.size()) return std::nullopt;
       // ESCAPE is a backslash and one code point (a newline too).
+      if (j + 1 >= s.size()) break;
+      j = codePointEnd(s, j + 1);
+    } else {
       ++j;
-      while (j + 1 < s.size() && (static_cast<unsigned char>(s[j + 1]) & 0xC0) == 0x80) ++j;
     }
   }
-  return std::nullopt;
+  return {TokenKind::UnterminatedString, j};
 }
 
 class Cursor {
@@ -109,18 +119,20 @@ class Cursor {
   /// Moves to `end`, counting lines and code points as ANTLR's lexer does.
   void advanceTo(std::size_t end) {
     for (; i_ < end; ++i_) {
+      bool starts = (static_cast<unsigned char>(s_[i_]) & 0xC0) != 0x80;
+      offset_ += starts;
       if (s_[i_] == '\n') {
         ++line_;
         column_ = 0;
-      } else if ((static_cast<unsigned char>(s_[i_]) & 0xC0) != 0x80) {
-        ++column_;
+      } else {
+        column_ += starts;
       }
     }
   }
 
   Token token(TokenKind kind, std::size_t end) {
     std::string_view text = s_.substr(i_, end - i_);
-    Token t{kind, text, line_, column_, codePoints(text)};
+    Token t{kind, text, line_, column_, codePoints(text), offset_};
     advanceTo(end);
     return t;
   }
@@ -128,12 +140,24 @@ class Cursor {
  private:
   std::string_view s_;
   std::size_t i_ = 0;
-  std::uint32_t line_ = 0, column_ = 0;
+  std::uint32_t line_ = 0, column_ = 0, offset_ = 0;
 };
 
 }  // namespace
 
-std::optional<std::vector<Token>> scan(std::string_view s) {
+bool isError(const Token& token) {
+  return token.kind == TokenKind::UnterminatedString || token.kind == TokenKind::UnknownChar;
+}
+
+std::vector<FilterToken> filterView(const std::vector<Token>& tokens) {
+  std::vector<FilterToken> views;
+  views.reserve(tokens.size());
+  for (const Token& t : tokens)
+    views.push_back({t.kind == TokenKind::Newline, t.kind == TokenKind::String, t.text});
+  return views;
+}
+
+std::vector<Token> scan(std::string_view s) {
   std::vector<Token> tokens;
   tokens.reserve(s.size() / 3 + 1);
   Cursor cursor(s);
@@ -147,11 +171,9 @@ std::optional<std::vector<Token>> scan(std::string_view s) {
       cursor.advanceTo(end == std::string_view::npos ? s.size() : end);
     } else if (c == '\n' || (c == '\r' && cursor.peek(1) == '\n')) {
       tokens.push_back(cursor.token(TokenKind::Newline, i + (c == '\r' ? 2 : 1)));
-    } else if (c == '\\') {
+    } else if (c == '\\' && (cursor.peek(1) == '\n' || (cursor.peek(1) == '\r' && cursor.peek(2) == '\n'))) {
       // A line continuation; a backslash anywhere else is an error token.
-      std::size_t end = i + 1 + (cursor.peek(1) == '\r');
-      if (end >= s.size() || s[end] != '\n') return std::nullopt;
-      cursor.advanceTo(end + 1);
+      cursor.advanceTo(i + (cursor.peek(1) == '\r' ? 3 : 2));
     } else if (isDigit(c)) {
       auto [kind, end] = number(s, i);
       tokens.push_back(cursor.token(kind, end));
@@ -162,14 +184,15 @@ std::optional<std::vector<Token>> scan(std::string_view s) {
       bool keyword = std::find(kKeywords.begin(), kKeywords.end(), word) != kKeywords.end();
       tokens.push_back(cursor.token(keyword ? TokenKind::Symbol : TokenKind::Ident, end));
     } else if (c == '"') {
-      auto end = stringEnd(s, i);
-      if (!end) return std::nullopt;
-      tokens.push_back(cursor.token(TokenKind::String, *end));
+      auto [kind, end] = string(s, i);
+      tokens.push_back(cursor.token(kind, end));
     } else {
       auto match = std::find_if(kPunctuation.begin(), kPunctuation.end(),
                                 [&](std::string_view p) { return s.substr(i, p.size()) == p; });
-      if (match == kPunctuation.end()) return std::nullopt;
-      tokens.push_back(cursor.token(TokenKind::Symbol, i + match->size()));
+      if (match == kPunctuation.end())
+        tokens.push_back(cursor.token(TokenKind::UnknownChar, codePointEnd(s, i)));
+      else
+        tokens.push_back(cursor.token(TokenKind::Symbol, i + match->size()));
     }
   }
   return tokens;

@@ -127,6 +127,10 @@ TEST_CASE("the direct parser agrees with ANTLR where the lexer or the grammar is
       "for i in xs { schedule s { break } }", "if a { } else if b { } else { }",
       "import std.layers as L", "import \"file.mesh\"", "import a.b.c",
       "let x = 1; var y = 2", "let model = 1", "fn f(model) = model",
+      // error tokens and errors at the end (the ANTLR parser then reads the scanner's tokens)
+      "x = \"abc\\", "x = \"abc\\\nd", "x = é", "x = 1 \\", "x = @", "x = \x01", "f(",
+      "x = ", "fn f(x {\n}\n", "[1, 2", "x = \"a\" \"b", "\"\"\"", "let = 1\nlet = 2\n",
+      "if x {\n  y = \"é\n}", "x = 1 +", "print(1))", "{a: 1,, b: 2}",
   };
   for (const char* text : sources) {
     INFO(text);
