@@ -1,5 +1,6 @@
 #include "grammar/AntlrTokens.h"
 
+#include <array>
 #include <string>
 #include <unordered_map>
 
@@ -10,19 +11,22 @@ namespace {
 
 using meshflow_generated::MeshLexer;
 
-// The type of each keyword and punctuation token, from the generated lexer's
-// vocabulary (its literal names are quoted: `'import'`).
-const std::unordered_map<std::string, size_t>& symbolTypes() {
+// The ANTLR token type of each keyword and punctuation, from the generated
+// lexer's vocabulary (its literal names are quoted: `'import'`).
+const std::array<size_t, static_cast<std::size_t>(Sym::Count)>& symbolTypes() {
   static const auto types = [] {
-    std::unordered_map<std::string, size_t> map;
+    std::unordered_map<std::string, size_t> byLiteral;
     antlr4::ANTLRInputStream empty("");
     MeshLexer lexer(&empty);
     const auto& vocabulary = lexer.getVocabulary();
     for (size_t type = 1; type <= vocabulary.getMaxTokenType(); ++type) {
       std::string literal = vocabulary.getLiteralName(type);
-      if (literal.size() > 2) map.emplace(literal.substr(1, literal.size() - 2), type);
+      if (literal.size() > 2) byLiteral.emplace(literal.substr(1, literal.size() - 2), type);
     }
-    return map;
+    std::array<size_t, static_cast<std::size_t>(Sym::Count)> bySymbol{};
+    for (std::size_t s = 1; s < bySymbol.size(); ++s)
+      bySymbol[s] = byLiteral.at(std::string(spelling(static_cast<Sym>(s))));
+    return bySymbol;
   }();
   return types;
 }
@@ -37,7 +41,7 @@ size_t typeOf(const Token& token) {
     case TokenKind::String: return MeshLexer::STRING;
     case TokenKind::UnterminatedString: return MeshLexer::UNTERMINATED_STRING;
     case TokenKind::UnknownChar: return MeshLexer::UNKNOWN_CHAR;
-    case TokenKind::Symbol: return symbolTypes().at(std::string(token.text));
+    case TokenKind::Symbol: return symbolTypes()[static_cast<std::size_t>(token.symbol)];
     case TokenKind::End: break;
   }
   return antlr4::Token::EOF;

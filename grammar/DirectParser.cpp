@@ -1,7 +1,7 @@
 #include "grammar/DirectParser.h"
 
 #include <algorithm>
-#include <array>
+#include <optional>
 
 #include "grammar/AstBuilder.h"
 #include "grammar/Scanner.h"
@@ -23,7 +23,7 @@ std::optional<std::vector<Token>> parserTokens(const std::vector<Token>& tokens)
   std::vector<Token> kept;
   kept.reserve(filtered.kept.size() + 1);
   for (std::size_t i : filtered.kept) kept.push_back(tokens[i]);
-  kept.push_back(Token{TokenKind::End, {}, 0, 0, 0, 0});
+  kept.push_back(Token{TokenKind::End, Sym::None, {}, 0, 0, 0, 0});
   return kept;
 }
 
@@ -37,7 +37,7 @@ class DirectParser {
       : t_(tokens), file_(file), build_(problems) {}
 
   void program(Program& out) {
-    statements(out.statements, TokenKind::End, "");
+    statements(out.statements, TokenKind::End, Sym::None);
     // End is not consumed: it is never a span's last token.
   }
 
@@ -47,16 +47,13 @@ class DirectParser {
   const Token& peek(std::size_t ahead = 0) const {
     return t_[std::min(pos_ + ahead, t_.size() - 1)];
   }
-  static bool is(const Token& t, std::string_view symbol) {
-    return t.kind == TokenKind::Symbol && t.text == symbol;
-  }
-  bool at(std::string_view symbol) const { return is(peek(), symbol); }
+  static bool is(const Token& t, Sym symbol) { return t.symbol == symbol; }
+  bool at(Sym symbol) const { return is(peek(), symbol); }
   static bool isName(const Token& t) {
-    return t.kind == TokenKind::Ident ||
-           (t.kind == TokenKind::Symbol &&
-            (t.text == "model" || t.text == "layer" || t.text == "cluster" || t.text == "schedule"));
+    return t.kind == TokenKind::Ident || t.symbol == Sym::Model || t.symbol == Sym::Layer ||
+           t.symbol == Sym::Cluster || t.symbol == Sym::Schedule;
   }
-  void expect(std::string_view symbol) {
+  void expect(Sym symbol) {
     if (!at(symbol)) throw GiveUp{};
     ++pos_;
   }
@@ -65,7 +62,7 @@ class DirectParser {
     if (!isName(peek())) throw GiveUp{};
     return pos_++;
   }
-  bool atSep() const { return peek().kind == TokenKind::Newline || at(";"); }
+  bool atSep() const { return peek().kind == TokenKind::Newline || at(Sym::Semicolon); }
 
   SourceSpan span(std::size_t first, std::size_t last) const {
     if (last < first) last = first;
@@ -80,7 +77,7 @@ class DirectParser {
   // ---- statements ----
 
   // sep* (statement (sep+ statement)*)? sep*, up to `end` (not consumed).
-  void statements(std::vector<StmtPtr>& out, TokenKind endKind, std::string_view endSymbol) {
+  void statements(std::vector<StmtPtr>& out, TokenKind endKind, Sym endSymbol) {
     auto atEnd = [&] {
       return endKind == TokenKind::End ? peek().kind == TokenKind::End : at(endSymbol);
     };
@@ -95,33 +92,33 @@ class DirectParser {
 
   Block block() {
     std::size_t start = pos_;
-    expect("{");
+    expect(Sym::LeftBrace);
     Block b;
-    statements(b.statements, TokenKind::Symbol, "}");
-    expect("}");
+    statements(b.statements, TokenKind::Symbol, Sym::RightBrace);
+    expect(Sym::RightBrace);
     b.span = spanFrom(start);
     return b;
   }
 
   StmtPtr statement() {
-    const Token& first = peek();
-    if (first.kind == TokenKind::Symbol) {
-      std::string_view word = first.text;
-      bool declares = isName(peek(1));
-      if (word == "import") return importStmt();
-      if (word == "let" || word == "var") return letStmt();
-      if (word == "fn") return fnDecl();
-      if (word == "layer" && declares) return callableDecl(CallableKind::Layer);
-      if (word == "model" && declares) return callableDecl(CallableKind::Model);
-      if (word == "cluster" && declares) return callableDecl(CallableKind::Cluster);
-      if (word == "schedule" && declares) return scheduleDecl();
-      if (word == "if") return ifStmt();
-      if (word == "for") return forStmt();
-      if (word == "while") return whileStmt();
-      if (word == "return") return returnStmt();
-      if (word == "break" || word == "continue") return loopJump(word == "break");
+    const bool declares = isName(peek(1));
+    switch (peek().symbol) {
+      case Sym::Import: return importStmt();
+      case Sym::Let:
+      case Sym::Var: return letStmt();
+      case Sym::Fn: return fnDecl();
+      case Sym::Layer: return declares ? callableDecl(CallableKind::Layer) : assignOrExprStmt();
+      case Sym::Model: return declares ? callableDecl(CallableKind::Model) : assignOrExprStmt();
+      case Sym::Cluster: return declares ? callableDecl(CallableKind::Cluster) : assignOrExprStmt();
+      case Sym::Schedule: return declares ? scheduleDecl() : assignOrExprStmt();
+      case Sym::If: return ifStmt();
+      case Sym::For: return forStmt();
+      case Sym::While: return whileStmt();
+      case Sym::Return: return returnStmt();
+      case Sym::Break: return loopJump(true);
+      case Sym::Continue: return loopJump(false);
+      default: return assignOrExprStmt();
     }
-    return assignOrExprStmt();
   }
 
   StmtPtr importStmt() {
@@ -133,12 +130,12 @@ class DirectParser {
       ++pos_;
     } else {
       s->target = text(name());
-      while (at(".")) {
+      while (at(Sym::Dot)) {
         ++pos_;
         s->target += "." + text(name());
       }
     }
-    if (at("as")) {
+    if (at(Sym::As)) {
       ++pos_;
       s->alias = text(name());
     }
@@ -148,9 +145,9 @@ class DirectParser {
 
   StmtPtr letStmt() {
     std::size_t start = pos_++;
-    bool isMutable = t_[start].text == "var";
+    bool isMutable = t_[start].symbol == Sym::Var;
     std::size_t nameToken = name();
-    expect("=");
+    expect(Sym::Assign);
     ExprPtr value = expr();
     auto s = std::make_unique<LetStmt>(spanFrom(start), isMutable, text(nameToken), std::move(value));
     s->nameSpan = spanOf(nameToken);
@@ -159,16 +156,16 @@ class DirectParser {
 
   std::vector<Param> paramList() {
     std::vector<Param> params;
-    while (!at(")")) {
+    while (!at(Sym::RightParen)) {
       std::size_t start = name();
       Param param{text(start), {}, nullptr};
-      if (at("=")) {
+      if (at(Sym::Assign)) {
         ++pos_;
         param.defaultValue = expr();
       }
       param.span = spanFrom(start);
       params.push_back(std::move(param));
-      if (!at(",")) break;
+      if (!at(Sym::Comma)) break;
       ++pos_;
     }
     return params;
@@ -181,10 +178,10 @@ class DirectParser {
     auto decl = std::make_unique<FunctionDecl>(span(start, nameToken), kind);
     decl->name = text(nameToken);
     decl->nameSpan = spanOf(nameToken);
-    if (parensOptional && !at("(")) return decl;
-    expect("(");
+    if (parensOptional && !at(Sym::LeftParen)) return decl;
+    expect(Sym::LeftParen);
     decl->params = paramList();
-    expect(")");
+    expect(Sym::RightParen);
     return decl;
   }
 
@@ -197,7 +194,7 @@ class DirectParser {
 
   StmtPtr fnDecl() {
     auto decl = declHeader(CallableKind::Function, false);
-    if (!at("=")) return withBody(std::move(decl));
+    if (!at(Sym::Assign)) return withBody(std::move(decl));
     ++pos_;
     build_.enterExpressionBody();
     decl->exprBody = expr();
@@ -226,9 +223,9 @@ class DirectParser {
     s->condition = expr();
     s->span = spanFrom(start);
     s->thenBlock = block();
-    if (at("else")) {
+    if (at(Sym::Else)) {
       ++pos_;
-      if (at("if")) {
+      if (at(Sym::If)) {
         std::size_t elseStart = pos_;
         Block b;
         b.statements.push_back(ifStmt());
@@ -247,7 +244,7 @@ class DirectParser {
     std::size_t variable = name();
     s->variable = text(variable);
     s->variableSpan = spanOf(variable);
-    expect("in");
+    expect(Sym::In);
     s->iterable = expr();
     s->span = spanFrom(start);
     build_.enterLoop();
@@ -287,12 +284,16 @@ class DirectParser {
   StmtPtr assignOrExprStmt() {
     std::size_t start = pos_;
     ExprPtr first = startsPostfix(peek()) ? postfixExpr() : nullptr;
-    if (first && (at("=") || at("+=") || at("-=") || at("*=") || at("/="))) {
-      std::size_t op = pos_++;
+    static constexpr std::pair<Sym, std::optional<BinaryOp>> kAssignments[] = {
+        {Sym::Assign, std::nullopt},         {Sym::PlusAssign, BinaryOp::Add},
+        {Sym::MinusAssign, BinaryOp::Sub},   {Sym::StarAssign, BinaryOp::Mul},
+        {Sym::SlashAssign, BinaryOp::Div}};
+    for (const auto& [symbol, op] : kAssignments) {
+      if (!first || !at(symbol)) continue;
+      ++pos_;
       build_.checkAssignTarget(*first);
       ExprPtr value = expr();
-      return std::make_unique<AssignStmt>(spanFrom(start), std::move(first),
-                                          assignmentOperator(t_[op].text), std::move(value));
+      return std::make_unique<AssignStmt>(spanFrom(start), std::move(first), op, std::move(value));
     }
     ExprPtr e = expr(std::move(first));
     return std::make_unique<ExprStmt>(spanFrom(start), std::move(e));
@@ -309,20 +310,20 @@ class DirectParser {
       case TokenKind::String:
       case TokenKind::Ident: return true;
       case TokenKind::Symbol:
-        return isName(t) || is(t, "true") || is(t, "false") || is(t, "none") || is(t, "auto") ||
-               is(t, "(") || is(t, "[") || is(t, "{");
+        return isName(t) || is(t, Sym::True) || is(t, Sym::False) || is(t, Sym::NoneWord) || is(t, Sym::Auto) ||
+               is(t, Sym::LeftParen) || is(t, Sym::LeftBracket) || is(t, Sym::LeftBrace);
       default: return false;
     }
   }
   static bool startsExpr(const Token& t) {
-    return startsPostfix(t) || is(t, "not") || is(t, "-") || is(t, "+");
+    return startsPostfix(t) || is(t, Sym::Not) || is(t, Sym::Minus) || is(t, Sym::Plus);
   }
 
   ExprPtr expr(ExprPtr seed = nullptr) { return orExpr(std::move(seed)); }
 
   // Operands joined by `word`, whose operator span is the right operand's first token.
   template <ExprPtr (DirectParser::*Operand)(ExprPtr)>
-  ExprPtr chain(std::string_view word, BinaryOp op, ExprPtr seed) {
+  ExprPtr chain(Sym word, BinaryOp op, ExprPtr seed) {
     ExprPtr result = (this->*Operand)(std::move(seed));
     while (at(word)) {
       ++pos_;
@@ -333,74 +334,88 @@ class DirectParser {
     return result;
   }
 
-  ExprPtr orExpr(ExprPtr seed) { return chain<&DirectParser::andExpr>("or", BinaryOp::Or, std::move(seed)); }
-  ExprPtr andExpr(ExprPtr seed) { return chain<&DirectParser::notExpr>("and", BinaryOp::And, std::move(seed)); }
+  ExprPtr orExpr(ExprPtr seed) { return chain<&DirectParser::andExpr>(Sym::Or, BinaryOp::Or, std::move(seed)); }
+  ExprPtr andExpr(ExprPtr seed) { return chain<&DirectParser::notExpr>(Sym::And, BinaryOp::And, std::move(seed)); }
 
   // Prefix operators (`not`, or signs) in front of an operand.
   template <ExprPtr (DirectParser::*Operand)(ExprPtr)>
-  ExprPtr prefixed(std::string_view a, std::string_view b, ExprPtr seed) {
+  ExprPtr prefixed(Sym a, Sym b, ExprPtr seed) {
     if (seed) return (this->*Operand)(std::move(seed));
     std::size_t first = pos_;
     while (at(a) || at(b)) ++pos_;
     std::size_t end = pos_;
     ExprPtr operand = (this->*Operand)(nullptr);
     for (std::size_t i = end; i-- > first;)
-      operand = build_.unary(unaryOperator(t_[i].text), spanOf(i), std::move(operand));
+      operand = build_.unary(t_[i].symbol == Sym::Not     ? UnaryOp::Not
+                             : t_[i].symbol == Sym::Minus ? UnaryOp::Negate
+                                                          : UnaryOp::Plus,
+                             spanOf(i), std::move(operand));
     return operand;
   }
 
-  ExprPtr notExpr(ExprPtr seed) { return prefixed<&DirectParser::compareExpr>("not", "not", std::move(seed)); }
+  ExprPtr notExpr(ExprPtr seed) { return prefixed<&DirectParser::compareExpr>(Sym::Not, Sym::Not, std::move(seed)); }
 
   ExprPtr compareExpr(ExprPtr seed) {
     ExprPtr lhs = rangeExpr(std::move(seed));
-    static constexpr std::array<std::string_view, 6> kOps = {"==", "!=", "<", "<=", ">", ">="};
-    if (peek().kind != TokenKind::Symbol ||
-        std::find(kOps.begin(), kOps.end(), peek().text) == kOps.end())
-      return lhs;
-    std::size_t op = pos_++;
+    static constexpr std::pair<Sym, BinaryOp> kOps[] = {
+        {Sym::Equal, BinaryOp::Eq}, {Sym::NotEqual, BinaryOp::Ne},   {Sym::Less, BinaryOp::Lt},
+        {Sym::LessEqual, BinaryOp::Le}, {Sym::Greater, BinaryOp::Gt}, {Sym::GreaterEqual, BinaryOp::Ge}};
+    auto op = operatorAt(kOps);
+    if (!op) return lhs;
+    std::size_t opToken = pos_++;
     ExprPtr rhs = rangeExpr(nullptr);
-    return build_.binary(binaryOperator(t_[op].text), std::move(lhs), std::move(rhs), spanOf(op));
+    return build_.binary(*op, std::move(lhs), std::move(rhs), spanOf(opToken));
   }
 
   ExprPtr rangeExpr(ExprPtr seed) {
     ExprPtr lhs = addExpr(std::move(seed));
-    if (!at("..")) return lhs;
+    if (!at(Sym::DotDot)) return lhs;
     std::size_t rightStart = ++pos_;
     ExprPtr rhs = addExpr(nullptr);
     return build_.binary(BinaryOp::Range, std::move(lhs), std::move(rhs), spanOf(rightStart));
   }
 
+  // The operator of `ops` at the current token, if it is one.
+  template <std::size_t N>
+  std::optional<BinaryOp> operatorAt(const std::pair<Sym, BinaryOp> (&ops)[N]) const {
+    for (const auto& [symbol, op] : ops)
+      if (at(symbol)) return op;
+    return std::nullopt;
+  }
+
   // Operands joined left to right by the operators in `ops`, whose span is their own.
   template <ExprPtr (DirectParser::*Operand)(ExprPtr), std::size_t N>
-  ExprPtr leftChain(const std::array<std::string_view, N>& ops, ExprPtr seed) {
+  ExprPtr leftChain(const std::pair<Sym, BinaryOp> (&ops)[N], ExprPtr seed) {
     ExprPtr result = (this->*Operand)(std::move(seed));
-    while (peek().kind == TokenKind::Symbol &&
-           std::find(ops.begin(), ops.end(), peek().text) != ops.end()) {
-      std::size_t op = pos_++;
+    while (auto op = operatorAt(ops)) {
+      std::size_t opToken = pos_++;
       ExprPtr rhs = (this->*Operand)(nullptr);
-      result = build_.binary(binaryOperator(t_[op].text), std::move(result), std::move(rhs),
-                             spanOf(op));
+      result = build_.binary(*op, std::move(result), std::move(rhs), spanOf(opToken));
     }
     return result;
   }
 
   ExprPtr addExpr(ExprPtr seed) {
-    static constexpr std::array<std::string_view, 2> kOps = {"+", "-"};
+    static constexpr std::pair<Sym, BinaryOp> kOps[] = {{Sym::Plus, BinaryOp::Add},
+                                                        {Sym::Minus, BinaryOp::Sub}};
     return leftChain<&DirectParser::mulExpr>(kOps, std::move(seed));
   }
   ExprPtr mulExpr(ExprPtr seed) {
-    static constexpr std::array<std::string_view, 4> kOps = {"*", "/", "//", "%"};
+    static constexpr std::pair<Sym, BinaryOp> kOps[] = {{Sym::Star, BinaryOp::Mul},
+                                                        {Sym::Slash, BinaryOp::Div},
+                                                        {Sym::SlashSlash, BinaryOp::FloorDiv},
+                                                        {Sym::Percent, BinaryOp::Mod}};
     return leftChain<&DirectParser::unaryExpr>(kOps, std::move(seed));
   }
-  ExprPtr unaryExpr(ExprPtr seed) { return prefixed<&DirectParser::powerExpr>("-", "+", std::move(seed)); }
-  ExprPtr powerOperand() { return prefixed<&DirectParser::postfixOrSeed>("-", "+", nullptr); }
+  ExprPtr unaryExpr(ExprPtr seed) { return prefixed<&DirectParser::powerExpr>(Sym::Minus, Sym::Plus, std::move(seed)); }
+  ExprPtr powerOperand() { return prefixed<&DirectParser::postfixOrSeed>(Sym::Minus, Sym::Plus, nullptr); }
   ExprPtr postfixOrSeed(ExprPtr seed) { return seed ? std::move(seed) : postfixExpr(); }
 
   // `a ** b ** c` is `a ** (b ** c)`: fold from the right.
   ExprPtr powerExpr(ExprPtr seed) {
     ExprPtr base = postfixOrSeed(std::move(seed));
     std::vector<std::pair<std::size_t, ExprPtr>> operands;  // first token, operand
-    while (at("**")) {
+    while (at(Sym::StarStar)) {
       std::size_t start = ++pos_;
       operands.emplace_back(start, powerOperand());
     }
@@ -418,26 +433,26 @@ class DirectParser {
     for (;;) {
       std::size_t start = pos_;
       std::uint32_t height = result->height;
-      if (at("(")) {
+      if (at(Sym::LeftParen)) {
         ++pos_;
         std::vector<Argument> args = argList();
-        expect(")");
+        expect(Sym::RightParen);
         auto node = std::make_unique<CallExpr>(SourceSpan::cover(result->span, spanFrom(start)),
                                                std::move(result));
         for (const Argument& a : args) height = std::max(height, a.value->height);
         node->args = std::move(args);
         result = build_.bounded(std::move(node), height);
-      } else if (at("[")) {
+      } else if (at(Sym::LeftBracket)) {
         ++pos_;
-        std::vector<ExprPtr> indices = exprList("]");
+        std::vector<ExprPtr> indices = exprList(Sym::RightBracket);
         if (indices.empty()) throw GiveUp{};
-        expect("]");
+        expect(Sym::RightBracket);
         auto node = std::make_unique<IndexExpr>(SourceSpan::cover(result->span, spanFrom(start)),
                                                 std::move(result));
         for (const ExprPtr& e : indices) height = std::max(height, e->height);
         node->indices = std::move(indices);
         result = build_.bounded(std::move(node), height);
-      } else if (at(".")) {
+      } else if (at(Sym::Dot)) {
         ++pos_;
         std::size_t field = name();
         SourceSpan s = SourceSpan::cover(result->span, spanFrom(start));
@@ -451,28 +466,28 @@ class DirectParser {
   // (arg (',' arg)* ','?)? before `)`.
   std::vector<Argument> argList() {
     std::vector<Argument> args;
-    while (!at(")")) {
+    while (!at(Sym::RightParen)) {
       std::size_t start = pos_;
       Argument arg;
-      if (isName(peek()) && is(peek(1), "=")) {
+      if (isName(peek()) && is(peek(1), Sym::Assign)) {
         arg.name = text(pos_);
         pos_ += 2;
       }
       arg.value = expr();
       arg.span = spanFrom(start);
       args.push_back(std::move(arg));
-      if (!at(",")) break;
+      if (!at(Sym::Comma)) break;
       ++pos_;
     }
     return args;
   }
 
   // (expr (',' expr)* ','?)? before `close`.
-  std::vector<ExprPtr> exprList(std::string_view close) {
+  std::vector<ExprPtr> exprList(Sym close) {
     std::vector<ExprPtr> items;
     while (!at(close)) {
       items.push_back(expr());
-      if (!at(",")) break;
+      if (!at(Sym::Comma)) break;
       ++pos_;
     }
     return items;
@@ -498,37 +513,37 @@ class DirectParser {
       ++pos_;
       return std::make_unique<NameRef>(spanOf(start), text(start));
     }
-    if (at("true") || at("false")) {
+    if (at(Sym::True) || at(Sym::False)) {
       ++pos_;
-      return std::make_unique<BoolLiteral>(spanOf(start), t.text == "true");
+      return std::make_unique<BoolLiteral>(spanOf(start), t.symbol == Sym::True);
     }
-    if (at("none")) return std::make_unique<NoneLiteral>(spanOf(pos_++));
-    if (at("auto")) return std::make_unique<AutoLiteral>(spanOf(pos_++));
-    if (at("(")) {
+    if (at(Sym::NoneWord)) return std::make_unique<NoneLiteral>(spanOf(pos_++));
+    if (at(Sym::Auto)) return std::make_unique<AutoLiteral>(spanOf(pos_++));
+    if (at(Sym::LeftParen)) {
       ++pos_;
       ExprPtr inner = expr();
-      expect(")");
+      expect(Sym::RightParen);
       inner->span = spanFrom(start);
       return inner;
     }
-    if (at("[")) {
+    if (at(Sym::LeftBracket)) {
       ++pos_;
-      std::vector<ExprPtr> items = exprList("]");
-      expect("]");
+      std::vector<ExprPtr> items = exprList(Sym::RightBracket);
+      expect(Sym::RightBracket);
       auto list = std::make_unique<ListExpr>(spanFrom(start));
       std::uint32_t height = 0;
       for (const ExprPtr& e : items) height = std::max(height, e->height);
       list->items = std::move(items);
       return build_.bounded(std::move(list), height);
     }
-    if (at("{")) return recordLiteral();
+    if (at(Sym::LeftBrace)) return recordLiteral();
     throw GiveUp{};
   }
 
   ExprPtr recordLiteral() {
     std::size_t start = pos_++;
     std::vector<RecordField> fields;
-    while (!at("}")) {
+    while (!at(Sym::RightBrace)) {
       RecordField field;
       std::size_t key = pos_;
       if (peek().kind == TokenKind::String) {
@@ -540,13 +555,13 @@ class DirectParser {
         field.nameSpan = spanOf(key);
         field.name = text(key);
       }
-      expect(":");
+      expect(Sym::Colon);
       field.value = expr();
       fields.push_back(std::move(field));
-      if (!at(",")) break;
+      if (!at(Sym::Comma)) break;
       ++pos_;
     }
-    expect("}");
+    expect(Sym::RightBrace);
     auto record = std::make_unique<RecordExpr>(spanFrom(start));
     std::uint32_t height = 0;
     for (RecordField& field : fields) {

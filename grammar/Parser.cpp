@@ -161,14 +161,11 @@ class SyntaxErrorCollector : public antlr4::BaseErrorListener {
 ParseResult parseTokens(const std::shared_ptr<const interp::SourceFile>& file,
                         std::vector<std::unique_ptr<antlr4::Token>> tokens) {
   ParseResult result;
-  std::vector<std::string> texts;
   std::vector<FilterToken> views;
-  texts.reserve(tokens.size());
   views.reserve(tokens.size());
-  for (const auto& token : tokens) texts.push_back(token->getText());
-  for (std::size_t i = 0; i < tokens.size(); ++i)
-    views.push_back({tokens[i]->getType() == MeshLexer::NEWLINE,
-                     tokens[i]->getType() == MeshLexer::STRING, texts[i]});
+  for (const auto& token : tokens)
+    views.push_back(filterToken(token->getType() == MeshLexer::NEWLINE,
+                                token->getType() == MeshLexer::STRING, token->getText()));
   FilteredTokens kept = filterNewlines(views);
   if (auto problem = kept.problem) {
     // Reported once, where the mistake is; the parser's view of the tokens

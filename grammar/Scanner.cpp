@@ -1,7 +1,7 @@
 #include "grammar/Scanner.h"
 
-#include <algorithm>
 #include <array>
+#include <unordered_map>
 
 #include "grammar/AstBuilder.h"
 
@@ -12,10 +12,62 @@ bool isDigit(char c) { return c >= '0' && c <= '9'; }
 bool isIdentStart(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
 bool isIdentPart(char c) { return isIdentStart(c) || isDigit(c); }
 
-constexpr std::array<std::string_view, 24> kKeywords = {
-    "import", "as",     "let",   "var",      "fn",   "layer", "model", "cluster",
-    "schedule", "if",   "else",  "for",      "in",   "while", "return", "break",
-    "continue", "or",   "and",   "not",      "true", "false", "none",  "auto"};
+constexpr std::array<std::string_view, static_cast<std::size_t>(Sym::Count)> kSpellings = {
+    "",       "import", "as",   "let",   "var",      "fn",    "layer",  "model",    "cluster",
+    "schedule", "if",   "else", "for",   "in",       "while", "return", "break",    "continue",
+    "or",     "and",    "not",  "true",  "false",    "none",  "auto",   ";",        "{",
+    "}",      "(",      ")",    "[",     "]",        ",",     ".",      "..",       ":",
+    "=",      "+=",     "-=",   "*=",    "/=",       "==",    "!=",     "<",        "<=",
+    ">",      ">=",     "+",    "-",     "*",        "/",     "//",     "%",        "**"};
+
+static_assert(kSpellings[static_cast<std::size_t>(Sym::Auto)] == "auto" &&
+              kSpellings[static_cast<std::size_t>(Sym::Semicolon)] == ";" &&
+              kSpellings[static_cast<std::size_t>(Sym::StarStar)] == "**");
+
+Sym keyword(std::string_view word) {
+  static const auto keywords = [] {
+    std::unordered_map<std::string_view, Sym> map;
+    for (auto s = static_cast<std::size_t>(Sym::Import); s <= static_cast<std::size_t>(Sym::Auto); ++s)
+      map.emplace(kSpellings[s], static_cast<Sym>(s));
+    return map;
+  }();
+  auto it = keywords.find(word);
+  return it == keywords.end() ? Sym::None : it->second;
+}
+
+// The punctuation at `i` (the longest that matches) and its length, or None.
+std::pair<Sym, std::size_t> punctuation(std::string_view s, std::size_t i) {
+  const char next = i + 1 < s.size() ? s[i + 1] : '\0';
+  auto oneOrTwo = [&](Sym one, char second, Sym two) -> std::pair<Sym, std::size_t> {
+    return next == second ? std::pair{two, std::size_t{2}} : std::pair{one, std::size_t{1}};
+  };
+  switch (s[i]) {
+    case ';': return {Sym::Semicolon, 1};
+    case '{': return {Sym::LeftBrace, 1};
+    case '}': return {Sym::RightBrace, 1};
+    case '(': return {Sym::LeftParen, 1};
+    case ')': return {Sym::RightParen, 1};
+    case '[': return {Sym::LeftBracket, 1};
+    case ']': return {Sym::RightBracket, 1};
+    case ',': return {Sym::Comma, 1};
+    case ':': return {Sym::Colon, 1};
+    case '%': return {Sym::Percent, 1};
+    case '.': return oneOrTwo(Sym::Dot, '.', Sym::DotDot);
+    case '=': return oneOrTwo(Sym::Assign, '=', Sym::Equal);
+    case '<': return oneOrTwo(Sym::Less, '=', Sym::LessEqual);
+    case '>': return oneOrTwo(Sym::Greater, '=', Sym::GreaterEqual);
+    case '+': return oneOrTwo(Sym::Plus, '=', Sym::PlusAssign);
+    case '-': return oneOrTwo(Sym::Minus, '=', Sym::MinusAssign);
+    case '!': return next == '=' ? std::pair{Sym::NotEqual, std::size_t{2}} : std::pair{Sym::None, std::size_t{0}};
+    case '*':
+      if (next == '*') return {Sym::StarStar, 2};
+      return oneOrTwo(Sym::Star, '=', Sym::StarAssign);
+    case '/':
+      if (next == '/') return {Sym::SlashSlash, 2};
+      return oneOrTwo(Sym::Slash, '=', Sym::SlashAssign);
+    default: return {Sym::None, 0};
+  }
+}
 
 // Mesh.g4's UNIT fragment.
 constexpr std::array<std::string_view, 31> kUnits = {
@@ -23,11 +75,6 @@ constexpr std::array<std::string_view, 31> kUnits = {
     "GiB",    "TiB",    "b",      "Kb",     "Mb",     "Gb",    "Tb",    "s",
     "ms",     "us",     "ns",     "FLOP",   "KFLOP",  "MFLOP", "GFLOP", "TFLOP",
     "PFLOP",  "FLOPS",  "KFLOPS", "MFLOPS", "GFLOPS", "TFLOPS", "PFLOPS"};
-
-// Punctuation, longest first so that the first match is the longest.
-constexpr std::array<std::string_view, 29> kPunctuation = {
-    "+=", "-=", "*=", "/=", "==", "!=", "<=", ">=", "..", "**", "//", ";", "{", "}", "(",
-    ")",  ",",  ".",  "=",  "<",  ">",  "+",  "-",  "*",  "/",  "%",  "[", "]", ":"};
 
 // Mesh.g4's DIGITS fragment at `i`: its end, or `i` where there is none.
 std::size_t digitsEnd(std::string_view s, std::size_t i) {
@@ -56,12 +103,15 @@ std::size_t exponentEnd(std::string_view s, std::size_t i) {
 
 // The longest unit at `i`, optionally followed by `/s`: its end, or `i`.
 std::size_t unitEnd(std::string_view s, std::size_t i) {
+  // Every unit starts with one of these letters.
+  static constexpr std::string_view kFirst = "BKMGTPbsmunF";
+  if (i >= s.size() || kFirst.find(s[i]) == std::string_view::npos) return i;
   std::size_t best = 0;
   for (std::string_view unit : kUnits)
-    if (unit.size() > best && s.substr(i, unit.size()) == unit) best = unit.size();
+    if (unit.size() > best && unit[0] == s[i] && s.substr(i, unit.size()) == unit) best = unit.size();
   if (best == 0) return i;
   std::size_t end = i + best;
-  if (s.substr(end, 2) == "/s") end += 2;
+  if (end + 1 < s.size() && s[end] == '/' && s[end + 1] == 's') end += 2;
   return end;
 }
 
@@ -130,9 +180,9 @@ class Cursor {
     }
   }
 
-  Token token(TokenKind kind, std::size_t end) {
+  Token token(TokenKind kind, std::size_t end, Sym symbol = Sym::None) {
     std::string_view text = s_.substr(i_, end - i_);
-    Token t{kind, text, line_, column_, codePoints(text), offset_};
+    Token t{kind, symbol, text, line_, column_, codePoints(text), offset_};
     advanceTo(end);
     return t;
   }
@@ -145,6 +195,8 @@ class Cursor {
 
 }  // namespace
 
+std::string_view spelling(Sym symbol) { return kSpellings[static_cast<std::size_t>(symbol)]; }
+
 bool isError(const Token& token) {
   return token.kind == TokenKind::UnterminatedString || token.kind == TokenKind::UnknownChar;
 }
@@ -153,7 +205,7 @@ std::vector<FilterToken> filterView(const std::vector<Token>& tokens) {
   std::vector<FilterToken> views;
   views.reserve(tokens.size());
   for (const Token& t : tokens)
-    views.push_back({t.kind == TokenKind::Newline, t.kind == TokenKind::String, t.text});
+    views.push_back(filterToken(t.kind == TokenKind::Newline, t.kind == TokenKind::String, t.text));
   return views;
 }
 
@@ -167,8 +219,9 @@ std::vector<Token> scan(std::string_view s) {
     if (c == ' ' || c == '\t') {
       cursor.advanceTo(i + 1);
     } else if (c == '#') {
-      std::size_t end = s.find_first_of("\r\n", i);
-      cursor.advanceTo(end == std::string_view::npos ? s.size() : end);
+      std::size_t end = i;
+      while (end < s.size() && s[end] != '\r' && s[end] != '\n') ++end;
+      cursor.advanceTo(end);
     } else if (c == '\n' || (c == '\r' && cursor.peek(1) == '\n')) {
       tokens.push_back(cursor.token(TokenKind::Newline, i + (c == '\r' ? 2 : 1)));
     } else if (c == '\\' && (cursor.peek(1) == '\n' || (cursor.peek(1) == '\r' && cursor.peek(2) == '\n'))) {
@@ -180,19 +233,15 @@ std::vector<Token> scan(std::string_view s) {
     } else if (isIdentStart(c)) {
       std::size_t end = i + 1;
       while (end < s.size() && isIdentPart(s[end])) ++end;
-      std::string_view word = s.substr(i, end - i);
-      bool keyword = std::find(kKeywords.begin(), kKeywords.end(), word) != kKeywords.end();
-      tokens.push_back(cursor.token(keyword ? TokenKind::Symbol : TokenKind::Ident, end));
+      Sym word = keyword(s.substr(i, end - i));
+      tokens.push_back(cursor.token(word == Sym::None ? TokenKind::Ident : TokenKind::Symbol, end, word));
     } else if (c == '"') {
       auto [kind, end] = string(s, i);
       tokens.push_back(cursor.token(kind, end));
+    } else if (auto [symbol, length] = punctuation(s, i); symbol != Sym::None) {
+      tokens.push_back(cursor.token(TokenKind::Symbol, i + length, symbol));
     } else {
-      auto match = std::find_if(kPunctuation.begin(), kPunctuation.end(),
-                                [&](std::string_view p) { return s.substr(i, p.size()) == p; });
-      if (match == kPunctuation.end())
-        tokens.push_back(cursor.token(TokenKind::UnknownChar, codePointEnd(s, i)));
-      else
-        tokens.push_back(cursor.token(TokenKind::Symbol, i + match->size()));
+      tokens.push_back(cursor.token(TokenKind::UnknownChar, codePointEnd(s, i)));
     }
   }
   return tokens;

@@ -5,7 +5,6 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -20,14 +19,33 @@ enum class TokenKind : std::uint8_t {
   Float,
   Quantity,
   String,
-  Symbol,  // a keyword or punctuation, told apart by its text
+  Symbol,              // a keyword or punctuation: Token::symbol says which
   UnterminatedString,  // a string missing its closing quote, to the end of its line
   UnknownChar,         // one code point no rule matches
   End,
 };
 
+/// Mesh.g4's keywords and punctuation. Parsers compare these, not texts: a
+/// string comparison is a memcmp, which the fuzzer intercepts.
+enum class Sym : std::uint8_t {
+  None,  // not a Symbol token
+  // keywords
+  Import, As, Let, Var, Fn, Layer, Model, Cluster, Schedule, If, Else, For, In, While, Return,
+  Break, Continue, Or, And, Not, True, False, NoneWord, Auto,
+  // punctuation
+  Semicolon, LeftBrace, RightBrace, LeftParen, RightParen, LeftBracket, RightBracket, Comma,
+  Dot, DotDot, Colon, Assign, PlusAssign, MinusAssign, StarAssign, SlashAssign, Equal, NotEqual,
+  Less, LessEqual, Greater, GreaterEqual, Plus, Minus, Star, Slash, SlashSlash, Percent,
+  StarStar,
+  Count,
+};
+
+/// How `symbol` is written (`import`, `+=`).
+std::string_view spelling(Sym symbol);
+
 struct Token {
   TokenKind kind;
+  Sym symbol;              // for TokenKind::Symbol
   std::string_view text;   // a view of the source
   std::uint32_t line;      // from 0
   std::uint32_t column;    // in code points, from 0

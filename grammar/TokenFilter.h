@@ -4,18 +4,20 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string_view>
 #include <vector>
 
 namespace meshflow::grammar {
 
-/// What the filter needs to know of one token.
+/// What the filter needs to know of one token: what it is, in bits (below).
 struct FilterToken {
-  bool newline = false;  // a NEWLINE token
-  bool string = false;   // a STRING token (its text is never a bracket or keyword)
-  std::string_view text;
+  std::uint16_t roles = 0;
 };
+
+/// The filter's view of a token: a NEWLINE, a STRING, or other text.
+FilterToken filterToken(bool newline, bool string, std::string_view text);
 
 struct FilterProblem {
   enum class Kind {
