@@ -233,6 +233,11 @@ ParseResult parse(std::shared_ptr<const interp::SourceFile> file) {
   return parseTokens(file, antlrTokens(tokens, source));
 }
 
+std::shared_ptr<ast::Program> parseClean(std::shared_ptr<const interp::SourceFile> file) {
+  if (findInvalidUtf8(*file)) return nullptr;
+  return parseDirect(file);
+}
+
 ParseResult parseWithAntlr(std::shared_ptr<const interp::SourceFile> file) {
   if (auto bad = findInvalidUtf8(*file)) return invalidUtf8(*bad);
   antlr4::ANTLRInputStream input(file->text());
