@@ -32,7 +32,8 @@ std::vector<std::shared_ptr<SourceFile>> sources() {
             entry.path().string(),
             std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>())));
       }
-  std::sort(files.begin(), files.end(), [](const auto& a, const auto& b) { return a->name() < b->name(); });
+  std::sort(files.begin(), files.end(),
+            [](const auto& a, const auto& b) { return a->name() < b->name(); });
   return files;
 }
 
@@ -65,8 +66,9 @@ int main(int argc, char** argv) {
     bytes += file->text().size();
     if (meshflow::grammar::parseWithAntlr(file).ok()) clean.push_back(file);
   }
-  std::printf("%zu files (%zu bytes on average), %zu without errors; median of %d alternated rounds\n",
-              all.size(), bytes / all.size(), clean.size(), rounds);
+  std::printf(
+      "%zu files (%zu bytes on average), %zu without errors; median of %d alternated rounds\n",
+      all.size(), bytes / all.size(), clean.size(), rounds);
   std::printf("%-22s %12s %12s %8s\n", "files", "ANTLR µs", "parse µs", "ratio");
   for (const auto* set : {&all, &clean}) {
     std::vector<double> antlr, parse;
@@ -75,7 +77,8 @@ int main(int argc, char** argv) {
       parse.push_back(microsecondsPerFile(*set, meshflow::grammar::parse));
     }
     double a = median(antlr), p = median(parse);
-    std::printf("%-22s %12.1f %12.1f %7.1fx\n", set == &all ? "all" : "without errors", a, p, a / p);
+    std::printf("%-22s %12.1f %12.1f %7.1fx\n", set == &all ? "all" : "without errors", a, p,
+                a / p);
   }
   return 0;
 }

@@ -33,16 +33,26 @@ const std::array<size_t, static_cast<std::size_t>(Sym::Count)>& symbolTypes() {
 
 size_t typeOf(const Token& token) {
   switch (token.kind) {
-    case TokenKind::Newline: return MeshLexer::NEWLINE;
-    case TokenKind::Ident: return MeshLexer::IDENT;
-    case TokenKind::Int: return MeshLexer::INT;
-    case TokenKind::Float: return MeshLexer::FLOAT;
-    case TokenKind::Quantity: return MeshLexer::QUANTITY;
-    case TokenKind::String: return MeshLexer::STRING;
-    case TokenKind::UnterminatedString: return MeshLexer::UNTERMINATED_STRING;
-    case TokenKind::UnknownChar: return MeshLexer::UNKNOWN_CHAR;
-    case TokenKind::Symbol: return symbolTypes()[static_cast<std::size_t>(token.symbol)];
-    case TokenKind::End: break;
+    case TokenKind::Newline:
+      return MeshLexer::NEWLINE;
+    case TokenKind::Ident:
+      return MeshLexer::IDENT;
+    case TokenKind::Int:
+      return MeshLexer::INT;
+    case TokenKind::Float:
+      return MeshLexer::FLOAT;
+    case TokenKind::Quantity:
+      return MeshLexer::QUANTITY;
+    case TokenKind::String:
+      return MeshLexer::STRING;
+    case TokenKind::UnterminatedString:
+      return MeshLexer::UNTERMINATED_STRING;
+    case TokenKind::UnknownChar:
+      return MeshLexer::UNKNOWN_CHAR;
+    case TokenKind::Symbol:
+      return symbolTypes()[static_cast<std::size_t>(token.symbol)];
+    case TokenKind::End:
+      break;
   }
   return antlr4::Token::EOF;
 }

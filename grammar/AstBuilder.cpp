@@ -142,11 +142,21 @@ std::string AstBuilder::stringValue(std::string_view text, const SourceSpan& tok
     }
     char escaped = text[++i];
     switch (escaped) {
-      case 'n': value += '\n'; break;
-      case 't': value += '\t'; break;
-      case 'r': value += '\r'; break;
-      case '"': value += '"'; break;
-      case '\\': value += '\\'; break;
+      case 'n':
+        value += '\n';
+        break;
+      case 't':
+        value += '\t';
+        break;
+      case 'r':
+        value += '\r';
+        break;
+      case '"':
+        value += '"';
+        break;
+      case '\\':
+        value += '\\';
+        break;
       default:
         problem(DiagnosticKind::InvalidLiteral,
                 fmt::format("unknown escape '\\{}' (use \\n \\t \\r \\\" or \\\\)", escaped),

@@ -32,8 +32,10 @@ class Writer {
   }
 
   void optionalExpr(const ExprPtr& e, int depth) {
-    if (e) expr(*e, depth);
-    else line(depth, "null");
+    if (e)
+      expr(*e, depth);
+    else
+      line(depth, "null");
   }
 
   void stmt(const Stmt& s, int depth) {
@@ -47,7 +49,8 @@ class Writer {
       }
       case StmtKind::Let: {
         const auto& l = static_cast<const LetStmt&>(s);
-        line(depth, fmt::format("{} let mutable={} {} {}", head, l.isMutable, l.name, at(l.nameSpan)));
+        line(depth,
+             fmt::format("{} let mutable={} {} {}", head, l.isMutable, l.name, at(l.nameSpan)));
         return expr(*l.value, depth + 1);
       }
       case StmtKind::Function: {
@@ -99,14 +102,17 @@ class Writer {
         line(depth, head);
         return expr(*static_cast<const ExprStmt&>(s).expr, depth + 1);
       case StmtKind::Break:
-      case StmtKind::Continue: return line(depth, head);
+      case StmtKind::Continue:
+        return line(depth, head);
     }
   }
 
   void expr(const Expr& e, int depth) {
-    std::string head = fmt::format("expr {} {} h{}", static_cast<int>(e.kind), at(e.span), e.height);
+    std::string head =
+        fmt::format("expr {} {} h{}", static_cast<int>(e.kind), at(e.span), e.height);
     switch (e.kind) {
-      case ExprKind::Int: return line(depth, fmt::format("{} {}", head, static_cast<const IntLiteral&>(e).value));
+      case ExprKind::Int:
+        return line(depth, fmt::format("{} {}", head, static_cast<const IntLiteral&>(e).value));
       case ExprKind::Float:
         return line(depth, fmt::format("{} {}", head, static_cast<const FloatLiteral&>(e).value));
       case ExprKind::Quantity: {
@@ -115,11 +121,15 @@ class Writer {
                                        q.dimension.seconds, q.dimension.flops));
       }
       case ExprKind::String:
-        return line(depth, fmt::format("{} {:?}", head, static_cast<const StringLiteral&>(e).value));
-      case ExprKind::Bool: return line(depth, fmt::format("{} {}", head, static_cast<const BoolLiteral&>(e).value));
+        return line(depth,
+                    fmt::format("{} {:?}", head, static_cast<const StringLiteral&>(e).value));
+      case ExprKind::Bool:
+        return line(depth, fmt::format("{} {}", head, static_cast<const BoolLiteral&>(e).value));
       case ExprKind::None:
-      case ExprKind::Auto: return line(depth, head);
-      case ExprKind::Name: return line(depth, fmt::format("{} {}", head, static_cast<const NameRef&>(e).name));
+      case ExprKind::Auto:
+        return line(depth, head);
+      case ExprKind::Name:
+        return line(depth, fmt::format("{} {}", head, static_cast<const NameRef&>(e).name));
       case ExprKind::List:
         line(depth, head);
         for (const auto& item : static_cast<const ListExpr&>(e).items) expr(*item, depth + 1);

@@ -103,21 +103,35 @@ class DirectParser {
   StmtPtr statement() {
     const bool declares = isName(peek(1));
     switch (peek().symbol) {
-      case Sym::Import: return importStmt();
+      case Sym::Import:
+        return importStmt();
       case Sym::Let:
-      case Sym::Var: return letStmt();
-      case Sym::Fn: return fnDecl();
-      case Sym::Layer: return declares ? callableDecl(CallableKind::Layer) : assignOrExprStmt();
-      case Sym::Model: return declares ? callableDecl(CallableKind::Model) : assignOrExprStmt();
-      case Sym::Cluster: return declares ? callableDecl(CallableKind::Cluster) : assignOrExprStmt();
-      case Sym::Schedule: return declares ? scheduleDecl() : assignOrExprStmt();
-      case Sym::If: return ifStmt();
-      case Sym::For: return forStmt();
-      case Sym::While: return whileStmt();
-      case Sym::Return: return returnStmt();
-      case Sym::Break: return loopJump(true);
-      case Sym::Continue: return loopJump(false);
-      default: return assignOrExprStmt();
+      case Sym::Var:
+        return letStmt();
+      case Sym::Fn:
+        return fnDecl();
+      case Sym::Layer:
+        return declares ? callableDecl(CallableKind::Layer) : assignOrExprStmt();
+      case Sym::Model:
+        return declares ? callableDecl(CallableKind::Model) : assignOrExprStmt();
+      case Sym::Cluster:
+        return declares ? callableDecl(CallableKind::Cluster) : assignOrExprStmt();
+      case Sym::Schedule:
+        return declares ? scheduleDecl() : assignOrExprStmt();
+      case Sym::If:
+        return ifStmt();
+      case Sym::For:
+        return forStmt();
+      case Sym::While:
+        return whileStmt();
+      case Sym::Return:
+        return returnStmt();
+      case Sym::Break:
+        return loopJump(true);
+      case Sym::Continue:
+        return loopJump(false);
+      default:
+        return assignOrExprStmt();
     }
   }
 
@@ -149,7 +163,8 @@ class DirectParser {
     std::size_t nameToken = name();
     expect(Sym::Assign);
     ExprPtr value = expr();
-    auto s = std::make_unique<LetStmt>(spanFrom(start), isMutable, text(nameToken), std::move(value));
+    auto s =
+        std::make_unique<LetStmt>(spanFrom(start), isMutable, text(nameToken), std::move(value));
     s->nameSpan = spanOf(nameToken);
     return s;
   }
@@ -285,8 +300,10 @@ class DirectParser {
     std::size_t start = pos_;
     ExprPtr first = startsPostfix(peek()) ? postfixExpr() : nullptr;
     static constexpr std::pair<Sym, std::optional<BinaryOp>> kAssignments[] = {
-        {Sym::Assign, std::nullopt},         {Sym::PlusAssign, BinaryOp::Add},
-        {Sym::MinusAssign, BinaryOp::Sub},   {Sym::StarAssign, BinaryOp::Mul},
+        {Sym::Assign, std::nullopt},
+        {Sym::PlusAssign, BinaryOp::Add},
+        {Sym::MinusAssign, BinaryOp::Sub},
+        {Sym::StarAssign, BinaryOp::Mul},
         {Sym::SlashAssign, BinaryOp::Div}};
     for (const auto& [symbol, op] : kAssignments) {
       if (!first || !at(symbol)) continue;
@@ -308,11 +325,14 @@ class DirectParser {
       case TokenKind::Float:
       case TokenKind::Quantity:
       case TokenKind::String:
-      case TokenKind::Ident: return true;
+      case TokenKind::Ident:
+        return true;
       case TokenKind::Symbol:
-        return isName(t) || is(t, Sym::True) || is(t, Sym::False) || is(t, Sym::NoneWord) || is(t, Sym::Auto) ||
-               is(t, Sym::LeftParen) || is(t, Sym::LeftBracket) || is(t, Sym::LeftBrace);
-      default: return false;
+        return isName(t) || is(t, Sym::True) || is(t, Sym::False) || is(t, Sym::NoneWord) ||
+               is(t, Sym::Auto) || is(t, Sym::LeftParen) || is(t, Sym::LeftBracket) ||
+               is(t, Sym::LeftBrace);
+      default:
+        return false;
     }
   }
   static bool startsExpr(const Token& t) {
@@ -334,8 +354,12 @@ class DirectParser {
     return result;
   }
 
-  ExprPtr orExpr(ExprPtr seed) { return chain<&DirectParser::andExpr>(Sym::Or, BinaryOp::Or, std::move(seed)); }
-  ExprPtr andExpr(ExprPtr seed) { return chain<&DirectParser::notExpr>(Sym::And, BinaryOp::And, std::move(seed)); }
+  ExprPtr orExpr(ExprPtr seed) {
+    return chain<&DirectParser::andExpr>(Sym::Or, BinaryOp::Or, std::move(seed));
+  }
+  ExprPtr andExpr(ExprPtr seed) {
+    return chain<&DirectParser::notExpr>(Sym::And, BinaryOp::And, std::move(seed));
+  }
 
   // Prefix operators (`not`, or signs) in front of an operand.
   template <ExprPtr (DirectParser::*Operand)(ExprPtr)>
@@ -353,13 +377,16 @@ class DirectParser {
     return operand;
   }
 
-  ExprPtr notExpr(ExprPtr seed) { return prefixed<&DirectParser::compareExpr>(Sym::Not, Sym::Not, std::move(seed)); }
+  ExprPtr notExpr(ExprPtr seed) {
+    return prefixed<&DirectParser::compareExpr>(Sym::Not, Sym::Not, std::move(seed));
+  }
 
   ExprPtr compareExpr(ExprPtr seed) {
     ExprPtr lhs = rangeExpr(std::move(seed));
     static constexpr std::pair<Sym, BinaryOp> kOps[] = {
-        {Sym::Equal, BinaryOp::Eq}, {Sym::NotEqual, BinaryOp::Ne},   {Sym::Less, BinaryOp::Lt},
-        {Sym::LessEqual, BinaryOp::Le}, {Sym::Greater, BinaryOp::Gt}, {Sym::GreaterEqual, BinaryOp::Ge}};
+        {Sym::Equal, BinaryOp::Eq},   {Sym::NotEqual, BinaryOp::Ne},
+        {Sym::Less, BinaryOp::Lt},    {Sym::LessEqual, BinaryOp::Le},
+        {Sym::Greater, BinaryOp::Gt}, {Sym::GreaterEqual, BinaryOp::Ge}};
     auto op = operatorAt(kOps);
     if (!op) return lhs;
     std::size_t opToken = pos_++;
@@ -407,8 +434,12 @@ class DirectParser {
                                                         {Sym::Percent, BinaryOp::Mod}};
     return leftChain<&DirectParser::unaryExpr>(kOps, std::move(seed));
   }
-  ExprPtr unaryExpr(ExprPtr seed) { return prefixed<&DirectParser::powerExpr>(Sym::Minus, Sym::Plus, std::move(seed)); }
-  ExprPtr powerOperand() { return prefixed<&DirectParser::postfixOrSeed>(Sym::Minus, Sym::Plus, nullptr); }
+  ExprPtr unaryExpr(ExprPtr seed) {
+    return prefixed<&DirectParser::powerExpr>(Sym::Minus, Sym::Plus, std::move(seed));
+  }
+  ExprPtr powerOperand() {
+    return prefixed<&DirectParser::postfixOrSeed>(Sym::Minus, Sym::Plus, nullptr);
+  }
   ExprPtr postfixOrSeed(ExprPtr seed) { return seed ? std::move(seed) : postfixExpr(); }
 
   // `a ** b ** c` is `a ** (b ** c)`: fold from the right.
@@ -456,7 +487,8 @@ class DirectParser {
         ++pos_;
         std::size_t field = name();
         SourceSpan s = SourceSpan::cover(result->span, spanFrom(start));
-        result = build_.bounded(std::make_unique<FieldExpr>(s, std::move(result), text(field)), height);
+        result =
+            build_.bounded(std::make_unique<FieldExpr>(s, std::move(result), text(field)), height);
       } else {
         return result;
       }
@@ -497,17 +529,27 @@ class DirectParser {
     const std::size_t start = pos_;
     const Token& t = peek();
     switch (t.kind) {
-      case TokenKind::Int: ++pos_; return build_.intLiteral(t.text, spanOf(start));
-      case TokenKind::Float: ++pos_; return build_.floatLiteral(t.text, spanOf(start));
-      case TokenKind::Quantity: ++pos_; return build_.quantityLiteral(t.text, spanOf(start));
+      case TokenKind::Int:
+        ++pos_;
+        return build_.intLiteral(t.text, spanOf(start));
+      case TokenKind::Float:
+        ++pos_;
+        return build_.floatLiteral(t.text, spanOf(start));
+      case TokenKind::Quantity:
+        ++pos_;
+        return build_.quantityLiteral(t.text, spanOf(start));
       case TokenKind::String: {
         ++pos_;
         SourceSpan s = spanOf(start);
         return std::make_unique<StringLiteral>(s, build_.stringValue(t.text, s));
       }
-      case TokenKind::Ident: ++pos_; return std::make_unique<NameRef>(spanOf(start), text(start));
-      case TokenKind::Symbol: break;
-      default: throw GiveUp{};
+      case TokenKind::Ident:
+        ++pos_;
+        return std::make_unique<NameRef>(spanOf(start), text(start));
+      case TokenKind::Symbol:
+        break;
+      default:
+        throw GiveUp{};
     }
     if (isName(t)) {
       ++pos_;

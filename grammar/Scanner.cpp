@@ -13,12 +13,12 @@ bool isIdentStart(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= '
 bool isIdentPart(char c) { return isIdentStart(c) || isDigit(c); }
 
 constexpr std::array<std::string_view, static_cast<std::size_t>(Sym::Count)> kSpellings = {
-    "",       "import", "as",   "let",   "var",      "fn",    "layer",  "model",    "cluster",
-    "schedule", "if",   "else", "for",   "in",       "while", "return", "break",    "continue",
-    "or",     "and",    "not",  "true",  "false",    "none",  "auto",   ";",        "{",
-    "}",      "(",      ")",    "[",     "]",        ",",     ".",      "..",       ":",
-    "=",      "+=",     "-=",   "*=",    "/=",       "==",    "!=",     "<",        "<=",
-    ">",      ">=",     "+",    "-",     "*",        "/",     "//",     "%",        "**"};
+    "",         "import", "as",   "let",  "var",   "fn",    "layer",  "model", "cluster",
+    "schedule", "if",     "else", "for",  "in",    "while", "return", "break", "continue",
+    "or",       "and",    "not",  "true", "false", "none",  "auto",   ";",     "{",
+    "}",        "(",      ")",    "[",    "]",     ",",     ".",      "..",    ":",
+    "=",        "+=",     "-=",   "*=",   "/=",    "==",    "!=",     "<",     "<=",
+    ">",        ">=",     "+",    "-",    "*",     "/",     "//",     "%",     "**"};
 
 static_assert(kSpellings[static_cast<std::size_t>(Sym::Auto)] == "auto" &&
               kSpellings[static_cast<std::size_t>(Sym::Semicolon)] == ";" &&
@@ -27,7 +27,8 @@ static_assert(kSpellings[static_cast<std::size_t>(Sym::Auto)] == "auto" &&
 Sym keyword(std::string_view word) {
   static const auto keywords = [] {
     std::unordered_map<std::string_view, Sym> map;
-    for (auto s = static_cast<std::size_t>(Sym::Import); s <= static_cast<std::size_t>(Sym::Auto); ++s)
+    for (auto s = static_cast<std::size_t>(Sym::Import); s <= static_cast<std::size_t>(Sym::Auto);
+         ++s)
       map.emplace(kSpellings[s], static_cast<Sym>(s));
     return map;
   }();
@@ -42,39 +43,58 @@ std::pair<Sym, std::size_t> punctuation(std::string_view s, std::size_t i) {
     return next == second ? std::pair{two, std::size_t{2}} : std::pair{one, std::size_t{1}};
   };
   switch (s[i]) {
-    case ';': return {Sym::Semicolon, 1};
-    case '{': return {Sym::LeftBrace, 1};
-    case '}': return {Sym::RightBrace, 1};
-    case '(': return {Sym::LeftParen, 1};
-    case ')': return {Sym::RightParen, 1};
-    case '[': return {Sym::LeftBracket, 1};
-    case ']': return {Sym::RightBracket, 1};
-    case ',': return {Sym::Comma, 1};
-    case ':': return {Sym::Colon, 1};
-    case '%': return {Sym::Percent, 1};
-    case '.': return oneOrTwo(Sym::Dot, '.', Sym::DotDot);
-    case '=': return oneOrTwo(Sym::Assign, '=', Sym::Equal);
-    case '<': return oneOrTwo(Sym::Less, '=', Sym::LessEqual);
-    case '>': return oneOrTwo(Sym::Greater, '=', Sym::GreaterEqual);
-    case '+': return oneOrTwo(Sym::Plus, '=', Sym::PlusAssign);
-    case '-': return oneOrTwo(Sym::Minus, '=', Sym::MinusAssign);
-    case '!': return next == '=' ? std::pair{Sym::NotEqual, std::size_t{2}} : std::pair{Sym::None, std::size_t{0}};
+    case ';':
+      return {Sym::Semicolon, 1};
+    case '{':
+      return {Sym::LeftBrace, 1};
+    case '}':
+      return {Sym::RightBrace, 1};
+    case '(':
+      return {Sym::LeftParen, 1};
+    case ')':
+      return {Sym::RightParen, 1};
+    case '[':
+      return {Sym::LeftBracket, 1};
+    case ']':
+      return {Sym::RightBracket, 1};
+    case ',':
+      return {Sym::Comma, 1};
+    case ':':
+      return {Sym::Colon, 1};
+    case '%':
+      return {Sym::Percent, 1};
+    case '.':
+      return oneOrTwo(Sym::Dot, '.', Sym::DotDot);
+    case '=':
+      return oneOrTwo(Sym::Assign, '=', Sym::Equal);
+    case '<':
+      return oneOrTwo(Sym::Less, '=', Sym::LessEqual);
+    case '>':
+      return oneOrTwo(Sym::Greater, '=', Sym::GreaterEqual);
+    case '+':
+      return oneOrTwo(Sym::Plus, '=', Sym::PlusAssign);
+    case '-':
+      return oneOrTwo(Sym::Minus, '=', Sym::MinusAssign);
+    case '!':
+      return next == '=' ? std::pair{Sym::NotEqual, std::size_t{2}}
+                         : std::pair{Sym::None, std::size_t{0}};
     case '*':
       if (next == '*') return {Sym::StarStar, 2};
       return oneOrTwo(Sym::Star, '=', Sym::StarAssign);
     case '/':
       if (next == '/') return {Sym::SlashSlash, 2};
       return oneOrTwo(Sym::Slash, '=', Sym::SlashAssign);
-    default: return {Sym::None, 0};
+    default:
+      return {Sym::None, 0};
   }
 }
 
 // Mesh.g4's UNIT fragment.
 constexpr std::array<std::string_view, 31> kUnits = {
-    "B",      "KB",     "MB",     "GB",     "TB",     "PB",    "KiB",   "MiB",
-    "GiB",    "TiB",    "b",      "Kb",     "Mb",     "Gb",    "Tb",    "s",
-    "ms",     "us",     "ns",     "FLOP",   "KFLOP",  "MFLOP", "GFLOP", "TFLOP",
-    "PFLOP",  "FLOPS",  "KFLOPS", "MFLOPS", "GFLOPS", "TFLOPS", "PFLOPS"};
+    "B",     "KB",    "MB",     "GB",     "TB",     "PB",     "KiB",   "MiB",
+    "GiB",   "TiB",   "b",      "Kb",     "Mb",     "Gb",     "Tb",    "s",
+    "ms",    "us",    "ns",     "FLOP",   "KFLOP",  "MFLOP",  "GFLOP", "TFLOP",
+    "PFLOP", "FLOPS", "KFLOPS", "MFLOPS", "GFLOPS", "TFLOPS", "PFLOPS"};
 
 // Mesh.g4's DIGITS fragment at `i`: its end, or `i` where there is none.
 std::size_t digitsEnd(std::string_view s, std::size_t i) {
@@ -108,7 +128,8 @@ std::size_t unitEnd(std::string_view s, std::size_t i) {
   if (i >= s.size() || kFirst.find(s[i]) == std::string_view::npos) return i;
   std::size_t best = 0;
   for (std::string_view unit : kUnits)
-    if (unit.size() > best && unit[0] == s[i] && s.substr(i, unit.size()) == unit) best = unit.size();
+    if (unit.size() > best && unit[0] == s[i] && s.substr(i, unit.size()) == unit)
+      best = unit.size();
   if (best == 0) return i;
   std::size_t end = i + best;
   if (end + 1 < s.size() && s[end] == '/' && s[end + 1] == 's') end += 2;
@@ -224,7 +245,8 @@ std::vector<Token> scan(std::string_view s) {
       cursor.advanceTo(end);
     } else if (c == '\n' || (c == '\r' && cursor.peek(1) == '\n')) {
       tokens.push_back(cursor.token(TokenKind::Newline, i + (c == '\r' ? 2 : 1)));
-    } else if (c == '\\' && (cursor.peek(1) == '\n' || (cursor.peek(1) == '\r' && cursor.peek(2) == '\n'))) {
+    } else if (c == '\\' &&
+               (cursor.peek(1) == '\n' || (cursor.peek(1) == '\r' && cursor.peek(2) == '\n'))) {
       // A line continuation; a backslash anywhere else is an error token.
       cursor.advanceTo(i + (cursor.peek(1) == '\r' ? 3 : 2));
     } else if (isDigit(c)) {
@@ -234,7 +256,8 @@ std::vector<Token> scan(std::string_view s) {
       std::size_t end = i + 1;
       while (end < s.size() && isIdentPart(s[end])) ++end;
       Sym word = keyword(s.substr(i, end - i));
-      tokens.push_back(cursor.token(word == Sym::None ? TokenKind::Ident : TokenKind::Symbol, end, word));
+      tokens.push_back(
+          cursor.token(word == Sym::None ? TokenKind::Ident : TokenKind::Symbol, end, word));
     } else if (c == '"') {
       auto [kind, end] = string(s, i);
       tokens.push_back(cursor.token(kind, end));

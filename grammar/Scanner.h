@@ -30,12 +30,59 @@ enum class TokenKind : std::uint8_t {
 enum class Sym : std::uint8_t {
   None,  // not a Symbol token
   // keywords
-  Import, As, Let, Var, Fn, Layer, Model, Cluster, Schedule, If, Else, For, In, While, Return,
-  Break, Continue, Or, And, Not, True, False, NoneWord, Auto,
+  Import,
+  As,
+  Let,
+  Var,
+  Fn,
+  Layer,
+  Model,
+  Cluster,
+  Schedule,
+  If,
+  Else,
+  For,
+  In,
+  While,
+  Return,
+  Break,
+  Continue,
+  Or,
+  And,
+  Not,
+  True,
+  False,
+  NoneWord,
+  Auto,
   // punctuation
-  Semicolon, LeftBrace, RightBrace, LeftParen, RightParen, LeftBracket, RightBracket, Comma,
-  Dot, DotDot, Colon, Assign, PlusAssign, MinusAssign, StarAssign, SlashAssign, Equal, NotEqual,
-  Less, LessEqual, Greater, GreaterEqual, Plus, Minus, Star, Slash, SlashSlash, Percent,
+  Semicolon,
+  LeftBrace,
+  RightBrace,
+  LeftParen,
+  RightParen,
+  LeftBracket,
+  RightBracket,
+  Comma,
+  Dot,
+  DotDot,
+  Colon,
+  Assign,
+  PlusAssign,
+  MinusAssign,
+  StarAssign,
+  SlashAssign,
+  Equal,
+  NotEqual,
+  Less,
+  LessEqual,
+  Greater,
+  GreaterEqual,
+  Plus,
+  Minus,
+  Star,
+  Slash,
+  SlashSlash,
+  Percent,
   StarStar,
   Count,
 };
@@ -45,12 +92,12 @@ std::string_view spelling(Sym symbol);
 
 struct Token {
   TokenKind kind;
-  Sym symbol;              // for TokenKind::Symbol
-  std::string_view text;   // a view of the source
-  std::uint32_t line;      // from 0
-  std::uint32_t column;    // in code points, from 0
-  std::uint32_t width;     // code points of `text`
-  std::uint32_t offset;    // in code points from the start of the source
+  Sym symbol;             // for TokenKind::Symbol
+  std::string_view text;  // a view of the source
+  std::uint32_t line;     // from 0
+  std::uint32_t column;   // in code points, from 0
+  std::uint32_t width;    // code points of `text`
+  std::uint32_t offset;   // in code points from the start of the source
 };
 
 /// The tokens of `source` (valid UTF-8), without blanks, comments and line

@@ -34,23 +34,38 @@ bool spelled(std::string_view text, std::string_view word) {
 std::uint16_t rolesOfOneChar(char c) {
   switch (c) {
     case '(':
-    case '[': return kNeedsOperand | kOpenParen;
-    case '{': return kOpenBrace | kBeforeRecord;
+    case '[':
+      return kNeedsOperand | kOpenParen;
+    case '{':
+      return kOpenBrace | kBeforeRecord;
     case ')':
     case ']':
-    case '}': return kClose;
-    case ';': return kBeforeRecord;
-    case '+': case '-': case '*': case '/': case '%': case '<': case '>': case '=': case ',':
-    case '.': case ':': return kNeedsOperand;
-    default: return 0;
+    case '}':
+      return kClose;
+    case ';':
+      return kBeforeRecord;
+    case '+':
+    case '-':
+    case '*':
+    case '/':
+    case '%':
+    case '<':
+    case '>':
+    case '=':
+    case ',':
+    case '.':
+    case ':':
+      return kNeedsOperand;
+    default:
+      return 0;
   }
 }
 
 std::uint16_t rolesOfWord(std::string_view text) {
-  static constexpr std::string_view kOperators[] = {"//", "**", "==", "!=", "<=", ">=", "..", "+=",
-                                                    "-=", "*=", "/=", "and", "or", "not"};
-  static constexpr std::string_view kStatementWords[] = {
-      "let", "var", "fn", "import", "for", "while", "if", "break", "continue"};
+  static constexpr std::string_view kOperators[] = {"//", "**", "==", "!=", "<=",  ">=", "..",
+                                                    "+=", "-=", "*=", "/=", "and", "or", "not"};
+  static constexpr std::string_view kStatementWords[] = {"let",   "var", "fn",    "import",  "for",
+                                                         "while", "if",  "break", "continue"};
   for (std::string_view op : kOperators)
     if (spelled(text, op)) return kNeedsOperand;
   for (std::string_view word : kStatementWords)

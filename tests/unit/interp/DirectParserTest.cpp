@@ -4,9 +4,8 @@
 // differ, the direct parser gives either the ANTLR front end's AST (compared
 // as text, spans and heights included) or nothing where that front end reports
 // a diagnostic; and every file of the tree takes the fast path.
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -40,17 +39,22 @@ Outcome compare(const std::string& text) {
   Outcome outcome;
   outcome.direct = parsed.ok() && parsed.diagnostics.empty() && antlr.ok() &&
                    grammar::parseDirect(file) != nullptr;
-  std::string expected = antlr.ok() ? grammar::astText(*antlr.program) : diagnosticsText(antlr.diagnostics);
-  std::string got = parsed.ok() ? grammar::astText(*parsed.program) : diagnosticsText(parsed.diagnostics);
-  outcome.agree = parsed.ok() == antlr.ok() && parsed.incomplete == antlr.incomplete && got == expected;
-  if (!outcome.agree) UNSCOPED_INFO("source:\n" << text << "\nparse:\n" << got << "\nantlr:\n" << expected);
+  std::string expected =
+      antlr.ok() ? grammar::astText(*antlr.program) : diagnosticsText(antlr.diagnostics);
+  std::string got =
+      parsed.ok() ? grammar::astText(*parsed.program) : diagnosticsText(parsed.diagnostics);
+  outcome.agree =
+      parsed.ok() == antlr.ok() && parsed.incomplete == antlr.incomplete && got == expected;
+  if (!outcome.agree)
+    UNSCOPED_INFO("source:\n" << text << "\nparse:\n" << got << "\nantlr:\n" << expected);
   return outcome;
 }
 
 std::vector<std::string> treeSources() {
   std::vector<std::string> sources;
   for (const char* folder : {"tests/golden", "examples", "stdlib"})
-    for (const auto& entry : fs::recursive_directory_iterator(fs::path(MESHFLOW_SOURCE_DIR) / folder))
+    for (const auto& entry :
+         fs::recursive_directory_iterator(fs::path(MESHFLOW_SOURCE_DIR) / folder))
       if (entry.path().extension() == ".mesh") {
         std::ifstream in(entry.path(), std::ios::binary);
         sources.emplace_back(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
@@ -94,43 +98,137 @@ TEST_CASE("the direct parser agrees with ANTLR on damaged files", "[parser]") {
   CHECK(direct > tried / 10);
 }
 
-TEST_CASE("the direct parser agrees with ANTLR where the lexer or the grammar is subtle", "[parser]") {
+TEST_CASE("the direct parser agrees with ANTLR where the lexer or the grammar is subtle",
+          "[parser]") {
   const char* sources[] = {
       // numbers, quantities and units: the longest match
-      "x = 1..3", "x = 1.5..3", "x = 1.e5", "x = 1e5", "x = 1e+5s", "x = 1.5e-3MB", "x = 5MB/s",
-      "x = 5MB/sx", "x = 5ms", "x = 5m", "x = 5Gix", "x = 5GiB", "x = 5GFLOPS", "x = 1_000",
-      "x = 1__0", "x = 1_", "x = 5s/s", "x = 5ms/s", "x = 9223372036854775807",
-      "x = 9223372036854775808", "x = 1e400", "x = 5KB/s + 1", "x = 1.5.2", "x = 5x",
+      "x = 1..3",
+      "x = 1.5..3",
+      "x = 1.e5",
+      "x = 1e5",
+      "x = 1e+5s",
+      "x = 1.5e-3MB",
+      "x = 5MB/s",
+      "x = 5MB/sx",
+      "x = 5ms",
+      "x = 5m",
+      "x = 5Gix",
+      "x = 5GiB",
+      "x = 5GFLOPS",
+      "x = 1_000",
+      "x = 1__0",
+      "x = 1_",
+      "x = 5s/s",
+      "x = 5ms/s",
+      "x = 9223372036854775807",
+      "x = 9223372036854775808",
+      "x = 1e400",
+      "x = 5KB/s + 1",
+      "x = 1.5.2",
+      "x = 5x",
       // strings
-      R"(x = "a\"b")", R"(x = "a\qb")", "x = \"a\\\nb\"", "x = \"open", "x = \"é\" + y",
+      R"(x = "a\"b")",
+      R"(x = "a\qb")",
+      "x = \"a\\\nb\"",
+      "x = \"open",
+      "x = \"é\" + y",
       "x = \"\\é\"",
       // newlines, continuations, separators
-      "x = 1 +\n 2", "x = (1\n + 2)", "f(a,\n b)", "x = 1 \\\n + 2", "x = 1 \\ + 2", "x = 1\r\ny = 2",
-      "x = 1\ry = 2", ";;x = 1;;", "\n\n", "", "# only a comment", "if a {\n} \n else {\n}",
-      "print(f(x)\nlet y = 2", "x = [1,\n2,\n]",
+      "x = 1 +\n 2",
+      "x = (1\n + 2)",
+      "f(a,\n b)",
+      "x = 1 \\\n + 2",
+      "x = 1 \\ + 2",
+      "x = 1\r\ny = 2",
+      "x = 1\ry = 2",
+      ";;x = 1;;",
+      "\n\n",
+      "",
+      "# only a comment",
+      "if a {\n} \n else {\n}",
+      "print(f(x)\nlet y = 2",
+      "x = [1,\n2,\n]",
       // statements that start with a declaration word
-      "model = 3", "model(3)", "layer.x = 2", "cluster c { }", "cluster c(n) { }", "schedule s { }",
-      "model m(x) { return x }", "layer l() { }", "schedule = 1", "cluster", "model m",
+      "model = 3",
+      "model(3)",
+      "layer.x = 2",
+      "cluster c { }",
+      "cluster c(n) { }",
+      "schedule s { }",
+      "model m(x) { return x }",
+      "layer l() { }",
+      "schedule = 1",
+      "cluster",
+      "model m",
       // assignments and their targets
-      "a.b[1] = 2", "a += 1", "a -= 1", "a *= 1", "a /= 1", "f() = 1", "(a) = 1", "1 = 2",
-      "a == b", "-a = 1",
+      "a.b[1] = 2",
+      "a += 1",
+      "a -= 1",
+      "a *= 1",
+      "a /= 1",
+      "f() = 1",
+      "(a) = 1",
+      "1 = 2",
+      "a == b",
+      "-a = 1",
       // operators
-      "x = -2 ** -3 ** 2", "x = not not a and b or c", "x = a < b < c", "x = a .. b .. c",
-      "x = a // b % c * d / e", "x = a ** b", "x = + - + a", "x = a ! b", "x = a != b",
+      "x = -2 ** -3 ** 2",
+      "x = not not a and b or c",
+      "x = a < b < c",
+      "x = a .. b .. c",
+      "x = a // b % c * d / e",
+      "x = a ** b",
+      "x = + - + a",
+      "x = a ! b",
+      "x = a != b",
       // postfix, literals, records
-      "f(a, b = 2, c,)", "f(,)", "x[1, 2,]", "x[]", "x.model.layer", "x = []", "x = [,]",
-      "x = {}", "x = {a: 1, \"b c\": 2,}", "x = {a: 1, a: 2}", "x = {\"a\": 1, a: 2}",
-      "x = (((1)))", "x = true and false or none == auto",
+      "f(a, b = 2, c,)",
+      "f(,)",
+      "x[1, 2,]",
+      "x[]",
+      "x.model.layer",
+      "x = []",
+      "x = [,]",
+      "x = {}",
+      "x = {a: 1, \"b c\": 2,}",
+      "x = {a: 1, a: 2}",
+      "x = {\"a\": 1, a: 2}",
+      "x = (((1)))",
+      "x = true and false or none == auto",
       // declarations and blocks
-      "fn f(a, b = 1,) = a + b", "fn f() { return }", "fn f() { return {a: 1} }",
-      "return 1", "break", "for i in 0..3 { break; continue }", "while x { fn g() { break } }",
-      "for i in xs { schedule s { break } }", "if a { } else if b { } else { }",
-      "import std.layers as L", "import \"file.mesh\"", "import a.b.c",
-      "let x = 1; var y = 2", "let model = 1", "fn f(model) = model",
+      "fn f(a, b = 1,) = a + b",
+      "fn f() { return }",
+      "fn f() { return {a: 1} }",
+      "return 1",
+      "break",
+      "for i in 0..3 { break; continue }",
+      "while x { fn g() { break } }",
+      "for i in xs { schedule s { break } }",
+      "if a { } else if b { } else { }",
+      "import std.layers as L",
+      "import \"file.mesh\"",
+      "import a.b.c",
+      "let x = 1; var y = 2",
+      "let model = 1",
+      "fn f(model) = model",
       // error tokens and errors at the end (the ANTLR parser then reads the scanner's tokens)
-      "x = \"abc\\", "x = \"abc\\\nd", "x = é", "x = 1 \\", "x = @", "x = \x01", "f(",
-      "x = ", "fn f(x {\n}\n", "[1, 2", "x = \"a\" \"b", "\"\"\"", "let = 1\nlet = 2\n",
-      "if x {\n  y = \"é\n}", "x = 1 +", "print(1))", "{a: 1,, b: 2}",
+      "x = \"abc\\",
+      "x = \"abc\\\nd",
+      "x = é",
+      "x = 1 \\",
+      "x = @",
+      "x = \x01",
+      "f(",
+      "x = ",
+      "fn f(x {\n}\n",
+      "[1, 2",
+      "x = \"a\" \"b",
+      "\"\"\"",
+      "let = 1\nlet = 2\n",
+      "if x {\n  y = \"é\n}",
+      "x = 1 +",
+      "print(1))",
+      "{a: 1,, b: 2}",
   };
   for (const char* text : sources) {
     INFO(text);
