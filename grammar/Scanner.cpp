@@ -3,8 +3,6 @@
 #include <array>
 #include <unordered_map>
 
-#include "grammar/AstBuilder.h"
-
 namespace meshflow::grammar {
 namespace {
 
@@ -203,12 +201,28 @@ class Cursor {
 
   Token token(TokenKind kind, std::size_t end, Sym symbol = Sym::None) {
     std::string_view text = s_.substr(i_, end - i_);
-    Token t{kind, symbol, text, line_, column_, codePoints(text), offset_};
-    advanceTo(end);
+    Token t{kind, symbol, text, line_, column_, 0, offset_};
+    std::uint32_t before = offset_;
+    if (isAscii(kind)) {
+      // One line, one byte per code point.
+      auto length = static_cast<std::uint32_t>(end - i_);
+      i_ = end;
+      column_ += length;
+      offset_ += length;
+    } else {
+      advanceTo(end);
+    }
+    t.width = offset_ - before;
     return t;
   }
 
  private:
+  // Names, numbers and punctuation are ASCII and never hold a line break.
+  static bool isAscii(TokenKind kind) {
+    return kind == TokenKind::Ident || kind == TokenKind::Int || kind == TokenKind::Float ||
+           kind == TokenKind::Quantity || kind == TokenKind::Symbol;
+  }
+
   std::string_view s_;
   std::size_t i_ = 0;
   std::uint32_t line_ = 0, column_ = 0, offset_ = 0;
