@@ -1,4 +1,10 @@
-// The .mesh language (see LANGUAGE.md). Expressions are written as loops over
+// The .mesh language (see LANGUAGE.md). grammar/Scanner.cpp and
+// grammar/DirectParser.cpp are a hand-written copy of these rules, the parser
+// every source without errors takes; ANTLR's parser generated from this file
+// reports the errors. Change both together: DirectParserTest and the fuzz
+// target fuzz_parse fail where they disagree.
+//
+// Expressions are written as loops over
 // precedence levels rather than left recursion, so long operator chains give
 // flat parse trees and the parser's native stack depth grows only with bracket
 // nesting (which TokenFilter bounds).

@@ -27,6 +27,14 @@ inline constexpr int kMaxExpressionDepth = 1000;
 /// After this many syntax errors the parser stops reporting.
 inline constexpr int kMaxSyntaxErrors = 20;
 
+/// Parses with DirectParser, the fast path; where it gives up (the source has
+/// an error, or something it does not know), with ANTLR and Transformer, whose
+/// diagnostics are the ones users see.
 ParseResult parse(std::shared_ptr<const interp::SourceFile> file);
+/// The AST of a source without errors, or null, without working out what its
+/// errors are: DirectParser alone, a tenth of the cost of ANTLR's parse.
+std::shared_ptr<ast::Program> parseClean(std::shared_ptr<const interp::SourceFile> file);
+/// The ANTLR front end alone (for tests that compare the two).
+ParseResult parseWithAntlr(std::shared_ptr<const interp::SourceFile> file);
 
 }  // namespace meshflow::grammar

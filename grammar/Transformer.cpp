@@ -2,12 +2,7 @@
 
 #include <fmt/format.h>
 
-#include <charconv>
-#include <cmath>
-#include <cstdlib>
-
-#include "grammar/Parser.h"
-#include "interp/Units.h"
+#include "grammar/AstBuilder.h"
 
 namespace meshflow::grammar {
 namespace {
@@ -15,18 +10,12 @@ namespace {
 using namespace ast;
 using P = meshflow_generated::MeshParser;
 
-std::uint32_t codePoints(const std::string& text) {
-  std::uint32_t count = 0;
-  for (unsigned char c : text) count += (c & 0xC0) != 0x80;
-  return count;
-}
-
-// One transformer per parse; it records problems instead of throwing so that
-// one bad literal does not hide the next.
+// One transformer per parse; it records problems (through AstBuilder) instead
+// of throwing so that one bad literal does not hide the next.
 class Transformer {
  public:
   Transformer(std::shared_ptr<const interp::SourceFile> file, std::vector<Diagnostic>& diagnostics)
-      : file_(std::move(file)), diagnostics_(diagnostics) {}
+      : file_(std::move(file)), build_(diagnostics) {}
 
   std::shared_ptr<Program> program(P::ProgramContext* ctx) {
     auto program = std::make_shared<Program>();
@@ -52,27 +41,6 @@ class Transformer {
   SourceSpan span(antlr4::ParserRuleContext* ctx) const { return span(ctx->getStart(), ctx->getStop()); }
   SourceSpan span(antlr4::tree::TerminalNode* node) const {
     return span(node->getSymbol(), node->getSymbol());
-  }
-
-  void problem(DiagnosticKind kind, std::string message, const SourceSpan& where) {
-    diagnostics_.push_back(interp::makeDiagnostic(kind, std::move(message), where));
-  }
-
-  // Every composite expression goes through here, so no tree grows deeper
-  // than kMaxExpressionDepth and the evaluator (and the destructors) never
-  // recurse without bound.
-  ExprPtr bounded(ExprPtr expr, std::uint32_t childHeight) {
-    expr->height = childHeight + 1;
-    if (expr->height > static_cast<std::uint32_t>(kMaxExpressionDepth)) {
-      if (!reportedDepth_)
-        problem(DiagnosticKind::NestingTooDeep,
-                fmt::format("expression nests deeper than {} operations; split it with `let`",
-                            kMaxExpressionDepth),
-                expr->span);
-      reportedDepth_ = true;
-      return std::make_unique<NoneLiteral>(expr->span);
-    }
-    return expr;
   }
 
   // ---- statements ----
@@ -128,9 +96,9 @@ class Transformer {
   StmtPtr fnDecl(P::FnDeclContext* ctx) {
     if (ctx->block()) return callableDecl(CallableKind::Function, ctx, ctx->name(), ctx->paramList(), ctx->block());
     auto decl = declHeader(CallableKind::Function, ctx, ctx->name(), ctx->paramList());
-    ++functionDepth_;
+    build_.enterExpressionBody();
     decl->exprBody = expr(ctx->expr());
-    --functionDepth_;
+    build_.leaveExpressionBody();
     decl->body.span = decl->exprBody->span;
     return decl;
   }
@@ -152,13 +120,9 @@ class Transformer {
   StmtPtr callableDecl(CallableKind kind, antlr4::ParserRuleContext* ctx, P::NameContext* name,
                        P::ParamListContext* params, P::BlockContext* body) {
     auto decl = declHeader(kind, ctx, name, params);
-    // A loop outside a function does not make `break` valid inside it.
-    int savedLoops = loopDepth_;
-    loopDepth_ = 0;
-    ++functionDepth_;
+    int savedLoops = build_.enterFunction();
     decl->body = block(body);
-    --functionDepth_;
-    loopDepth_ = savedLoops;
+    build_.leaveFunction(savedLoops);
     return decl;
   }
 
@@ -191,68 +155,52 @@ class Transformer {
     s->variable = ctx->name()->getText();
     s->variableSpan = span(ctx->name());
     s->iterable = expr(ctx->expr());
-    ++loopDepth_;
+    build_.enterLoop();
     s->body = block(ctx->block());
-    --loopDepth_;
+    build_.leaveLoop();
     return s;
   }
 
   StmtPtr whileStmt(P::WhileStmtContext* ctx) {
     auto s = std::make_unique<WhileStmt>(span(ctx->getStart(), ctx->expr()->getStop()));
     s->condition = expr(ctx->expr());
-    ++loopDepth_;
+    build_.enterLoop();
     s->body = block(ctx->block());
-    --loopDepth_;
+    build_.leaveLoop();
     return s;
   }
 
   StmtPtr returnStmt(P::ReturnStmtContext* ctx) {
-    if (functionDepth_ == 0)
-      problem(DiagnosticKind::MisplacedStatement, "`return` outside a function", span(ctx));
+    build_.checkReturn(span(ctx));
     return std::make_unique<ReturnStmt>(span(ctx), ctx->expr() ? expr(ctx->expr()) : nullptr);
   }
 
   template <typename Jump>
   StmtPtr loopJump(antlr4::ParserRuleContext* ctx, const char* word) {
-    if (loopDepth_ == 0)
-      problem(DiagnosticKind::MisplacedStatement, fmt::format("`{}` outside a loop", word),
-              span(ctx));
+    build_.checkLoopJump(word, span(ctx));
     return std::make_unique<Jump>(span(ctx));
   }
 
   StmtPtr assignStmt(P::AssignStmtContext* ctx) {
     ExprPtr target = postfixExpr(ctx->postfixExpr());
-    if (target->kind != ExprKind::Name && target->kind != ExprKind::Field &&
-        target->kind != ExprKind::Index)
-      problem(DiagnosticKind::InvalidAssignTarget,
-              "only a name, a field (`r.x`) or an element (`xs[i]`) can be assigned to",
-              target->span);
-    std::optional<BinaryOp> op;
-    std::string text = ctx->op->getText();
-    if (text == "+=") op = BinaryOp::Add;
-    if (text == "-=") op = BinaryOp::Sub;
-    if (text == "*=") op = BinaryOp::Mul;
-    if (text == "/=") op = BinaryOp::Div;
-    return std::make_unique<AssignStmt>(span(ctx), std::move(target), op, expr(ctx->expr()));
+    build_.checkAssignTarget(*target);
+    return std::make_unique<AssignStmt>(span(ctx), std::move(target),
+                                        assignmentOperator(ctx->op->getText()), expr(ctx->expr()));
   }
 
   // ---- expressions ----
 
   ExprPtr binary(BinaryOp op, ExprPtr lhs, ExprPtr rhs, const antlr4::Token* opToken) {
-    SourceSpan s = SourceSpan::cover(lhs->span, rhs->span);
-    auto node = std::make_unique<BinaryExpr>(s, op, std::move(lhs), std::move(rhs));
-    node->opSpan = span(opToken, opToken);
-    std::uint32_t height = std::max(node->lhs->height, node->rhs->height);
-    return bounded(std::move(node), height);
+    return build_.binary(op, std::move(lhs), std::move(rhs), span(opToken, opToken));
   }
 
   template <typename Child>
   ExprPtr leftChain(const std::vector<Child*>& operands, const std::vector<antlr4::Token*>& ops,
-                    BinaryOp (*toOp)(const std::string&), ExprPtr (Transformer::*sub)(Child*)) {
+                    ExprPtr (Transformer::*sub)(Child*)) {
     ExprPtr result = (this->*sub)(operands[0]);
     for (std::size_t i = 1; i < operands.size(); ++i)
-      result = binary(toOp(ops[i - 1]->getText()), std::move(result), (this->*sub)(operands[i]),
-                      ops[i - 1]);
+      result = binary(binaryOperator(ops[i - 1]->getText()), std::move(result),
+                      (this->*sub)(operands[i]), ops[i - 1]);
     return result;
   }
 
@@ -277,14 +225,8 @@ class Transformer {
   }
 
   ExprPtr unaryChain(const std::vector<antlr4::Token*>& prefix, ExprPtr operand) {
-    for (auto it = prefix.rbegin(); it != prefix.rend(); ++it) {
-      std::string text = (*it)->getText();
-      UnaryOp op = text == "not" ? UnaryOp::Not : text == "-" ? UnaryOp::Negate : UnaryOp::Plus;
-      SourceSpan s = SourceSpan::cover(span(*it, *it), operand->span);
-      auto node = std::make_unique<UnaryExpr>(s, op, std::move(operand));
-      std::uint32_t height = node->operand->height;
-      operand = bounded(std::move(node), height);
-    }
+    for (auto it = prefix.rbegin(); it != prefix.rend(); ++it)
+      operand = build_.unary(unaryOperator((*it)->getText()), span(*it, *it), std::move(operand));
     return operand;
   }
 
@@ -296,13 +238,8 @@ class Transformer {
     auto operands = ctx->rangeExpr();
     ExprPtr lhs = rangeExpr(operands[0]);
     if (operands.size() == 1) return lhs;
-    static const std::pair<const char*, BinaryOp> kOps[] = {
-        {"==", BinaryOp::Eq}, {"!=", BinaryOp::Ne}, {"<", BinaryOp::Lt},
-        {"<=", BinaryOp::Le}, {">", BinaryOp::Gt}, {">=", BinaryOp::Ge}};
-    BinaryOp op = BinaryOp::Eq;
-    for (const auto& [text, candidate] : kOps)
-      if (ctx->op->getText() == text) op = candidate;
-    return binary(op, std::move(lhs), rangeExpr(operands[1]), ctx->op);
+    return binary(binaryOperator(ctx->op->getText()), std::move(lhs), rangeExpr(operands[1]),
+                  ctx->op);
   }
 
   ExprPtr rangeExpr(P::RangeExprContext* ctx) {
@@ -312,23 +249,12 @@ class Transformer {
     return binary(BinaryOp::Range, std::move(lhs), addExpr(operands[1]), operands[1]->getStart());
   }
 
-  static BinaryOp additive(const std::string& text) {
-    return text == "+" ? BinaryOp::Add : BinaryOp::Sub;
-  }
-  static BinaryOp multiplicative(const std::string& text) {
-    if (text == "*") return BinaryOp::Mul;
-    if (text == "/") return BinaryOp::Div;
-    if (text == "//") return BinaryOp::FloorDiv;
-    return BinaryOp::Mod;
-  }
-
   ExprPtr addExpr(P::AddExprContext* ctx) {
-    return leftChain(ctx->mulExpr(), ctx->ops, &additive, &Transformer::mulExpr);
+    return leftChain(ctx->mulExpr(), ctx->ops, &Transformer::mulExpr);
   }
 
   ExprPtr mulExpr(P::MulExprContext* ctx) {
-    return leftChain(ctx->unaryExpr(), ctx->ops, &multiplicative,
-                                        &Transformer::unaryExpr);
+    return leftChain(ctx->unaryExpr(), ctx->ops, &Transformer::unaryExpr);
   }
 
   ExprPtr unaryExpr(P::UnaryExprContext* ctx) {
@@ -367,17 +293,17 @@ class Transformer {
             height = std::max(height, arg.value->height);
             node->args.push_back(std::move(arg));
           }
-        result = bounded(std::move(node), height);
+        result = build_.bounded(std::move(node), height);
       } else if (auto* index = dynamic_cast<P::IndexSuffixContext*>(suffix)) {
         auto node = std::make_unique<IndexExpr>(s, std::move(result));
         for (auto* e : index->expr()) {
           node->indices.push_back(expr(e));
           height = std::max(height, node->indices.back()->height);
         }
-        result = bounded(std::move(node), height);
+        result = build_.bounded(std::move(node), height);
       } else {
         auto* field = static_cast<P::FieldSuffixContext*>(suffix);
-        result = bounded(std::make_unique<FieldExpr>(s, std::move(result), field->name()->getText()),
+        result = build_.bounded(std::make_unique<FieldExpr>(s, std::move(result), field->name()->getText()),
                          height);
       }
     }
@@ -386,10 +312,11 @@ class Transformer {
 
   ExprPtr primary(P::PrimaryContext* ctx) {
     SourceSpan s = span(ctx);
-    if (auto* c = dynamic_cast<P::IntLiteralContext*>(ctx)) return intLiteral(c->INT(), s);
+    if (auto* c = dynamic_cast<P::IntLiteralContext*>(ctx)) return build_.intLiteral(c->getText(), s);
     if (auto* c = dynamic_cast<P::FloatLiteralContext*>(ctx))
-      return std::make_unique<FloatLiteral>(s, floatValue(c->getText(), s));
-    if (auto* c = dynamic_cast<P::QuantityLiteralContext*>(ctx)) return quantityLiteral(c->getText(), s);
+      return build_.floatLiteral(c->getText(), s);
+    if (auto* c = dynamic_cast<P::QuantityLiteralContext*>(ctx))
+      return build_.quantityLiteral(c->getText(), s);
     if (auto* c = dynamic_cast<P::StringLiteralContext*>(ctx))
       return std::make_unique<StringLiteral>(s, stringValue(c->STRING()));
     if (dynamic_cast<P::TrueLiteralContext*>(ctx)) return std::make_unique<BoolLiteral>(s, true);
@@ -414,7 +341,7 @@ class Transformer {
       list->items.push_back(expr(e));
       height = std::max(height, list->items.back()->height);
     }
-    return bounded(std::move(list), height);
+    return build_.bounded(std::move(list), height);
   }
 
   ExprPtr recordLiteral(P::RecordLiteralContext* ctx, SourceSpan s) {
@@ -426,97 +353,17 @@ class Transformer {
       field.nameSpan = f->name() ? span(f->name()) : span(f->STRING());
       field.value = expr(f->expr());
       height = std::max(height, field.value->height);
-      for (const auto& earlier : record->fields)
-        if (earlier.name == field.name)
-          problem(DiagnosticKind::Redefinition,
-                  fmt::format("field '{}' appears twice in this record", field.name),
-                  field.nameSpan);
-      record->fields.push_back(std::move(field));
+      build_.addField(*record, std::move(field));
     }
-    return bounded(std::move(record), height);
-  }
-
-  // ---- literals ----
-
-  static std::string withoutUnderscores(const std::string& text) {
-    std::string digits;
-    for (char c : text)
-      if (c != '_') digits += c;
-    return digits;
-  }
-
-  ExprPtr intLiteral(antlr4::tree::TerminalNode* node, SourceSpan s) {
-    std::string digits = withoutUnderscores(node->getText());
-    std::int64_t value = 0;
-    auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
-    if (error != std::errc() || end != digits.data() + digits.size())
-      problem(DiagnosticKind::InvalidLiteral,
-              fmt::format("integer literal {} does not fit in 64 bits", node->getText()), s);
-    return std::make_unique<IntLiteral>(s, value);
-  }
-
-  double floatValue(const std::string& text, const SourceSpan& s) {
-    std::string digits = withoutUnderscores(text);
-    double value = std::strtod(digits.c_str(), nullptr);
-    if (!std::isfinite(value))
-      problem(DiagnosticKind::InvalidLiteral, fmt::format("number {} is out of range", text), s);
-    return value;
-  }
-
-  ExprPtr quantityLiteral(const std::string& text, SourceSpan s) {
-    // The number ends where the unit's first letter starts (an `e` followed by
-    // a digit or sign is an exponent, not a unit).
-    std::size_t i = 0;
-    while (i < text.size()) {
-      char c = text[i];
-      bool exponent = (c == 'e' || c == 'E') && i + 1 < text.size() &&
-                      (std::isdigit(static_cast<unsigned char>(text[i + 1])) || text[i + 1] == '-' ||
-                       text[i + 1] == '+');
-      if (!(std::isdigit(static_cast<unsigned char>(c)) || c == '_' || c == '.' || exponent ||
-            ((c == '-' || c == '+') && i > 0 && (text[i - 1] == 'e' || text[i - 1] == 'E'))))
-        break;
-      ++i;
-    }
-    std::string number = text.substr(0, i), unitText = text.substr(i);
-    double value = floatValue(number, s);
-    auto unit = interp::lookupUnit(unitText);
-    if (!unit) {
-      problem(DiagnosticKind::InvalidLiteral,
-              fmt::format("'{}' is not a unit (only byte and bit units take '/s')", unitText), s);
-      return std::make_unique<QuantityLiteral>(s, value, Dimension{});
-    }
-    return std::make_unique<QuantityLiteral>(s, value * unit->scale, unit->dimension);
+    return build_.bounded(std::move(record), height);
   }
 
   std::string stringValue(antlr4::tree::TerminalNode* node) {
-    std::string text = node->getText();
-    std::string value;
-    for (std::size_t i = 1; i + 1 < text.size(); ++i) {
-      if (text[i] != '\\') {
-        value += text[i];
-        continue;
-      }
-      char escaped = text[++i];
-      switch (escaped) {
-        case 'n': value += '\n'; break;
-        case 't': value += '\t'; break;
-        case 'r': value += '\r'; break;
-        case '"': value += '"'; break;
-        case '\\': value += '\\'; break;
-        default:
-          problem(DiagnosticKind::InvalidLiteral,
-                  fmt::format("unknown escape '\\{}' (use \\n \\t \\r \\\" or \\\\)", escaped),
-                  span(node));
-      }
-    }
-    return value;
+    return build_.stringValue(node->getText(), span(node));
   }
 
   std::shared_ptr<const interp::SourceFile> file_;
-  std::vector<Diagnostic>& diagnostics_;
-  int functionDepth_ = 0;
-  int loopDepth_ = 0;
-  bool reportedDepth_ = false;
+  AstBuilder build_;
 };
 
 }  // namespace

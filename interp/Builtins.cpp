@@ -3,9 +3,58 @@
 #include <fmt/format.h>
 
 #include "interp/Evaluator.h"
+#include "interp/Object.h"
 #include "interp/TensorOps.h"
 
 namespace meshflow::interp {
+
+namespace {
+
+// Every builtin, made once per process and shared by every interpreter: a
+// builtin holds no state and its binding is not mutable (nothing writes it),
+// so sharing them changes nothing a script can see, and a new interpreter
+// costs a scope instead of ~300 builtins (a fifth of a short eval in the fuzzer).
+// It is never destroyed: at exit its destructor would run after the
+// thread-local parking of releaseWithoutRecursion is gone.
+const std::shared_ptr<Environment>& sharedBuiltins() {
+  static const auto* env = [] {
+    auto* built = new std::shared_ptr<Environment>(std::make_shared<Environment>());
+    installBuiltins(**built);
+    return built;
+  }();
+  return *env;
+}
+
+// The builtin values a script can change (records, lists: `math.pi = 3`),
+// copied into each interpreter's own scope. (A shallow copy: `math` holds
+// numbers and builtins.)
+const std::vector<std::string>& changeableBuiltins() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> found;
+    Environment& env = *sharedBuiltins();
+    for (const std::string& name : env.localNames()) {
+      ValueKind kind = env.findLocal(name)->value.kind();
+      if (kind == ValueKind::Record || kind == ValueKind::List) found.push_back(name);
+    }
+    return found;
+  }();
+  return names;
+}
+
+Value shallowCopy(const Value& value) {
+  if (value.kind() == ValueKind::Record)
+    return Value::record(static_cast<const RecordObject&>(*value.object()).fields);
+  return Value::list(static_cast<const ListObject&>(*value.object()).items);
+}
+
+}  // namespace
+
+std::shared_ptr<Environment> makeBuiltinScope() {
+  auto scope = std::make_shared<Environment>(sharedBuiltins());
+  for (const std::string& name : changeableBuiltins())
+    scope->define(name, Binding{shallowCopy(sharedBuiltins()->findLocal(name)->value), false, {}});
+  return scope;
+}
 
 void installBuiltins(Environment& env) {
   installCoreBuiltins(env);

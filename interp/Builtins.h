@@ -9,7 +9,11 @@
 
 namespace meshflow::interp {
 
-/// Defines every builtin in `env` (the root scope of all modules).
+/// A new interpreter's builtin scope (the root scope of all its modules): the
+/// builtins every interpreter shares, and its own copy of those a script can
+/// change (the `math` record).
+std::shared_ptr<Environment> makeBuiltinScope();
+/// Defines every builtin in `env`.
 void installBuiltins(Environment& env);
 
 // One group of builtins each, defined in their own files.

@@ -48,9 +48,8 @@ std::uintptr_t stackLimitOfThisThread() {
 InterpreterState::InterpreterState(Config configIn)
     : config(withDefaults(std::move(configIn))),
       heap(config.limits.maxMemoryBytes),
-      builtins(std::make_shared<Environment>()),
+      builtins(makeBuiltinScope()),
       globals(std::make_shared<Environment>(builtins)) {
-  installBuiltins(*builtins);
   planControl.watch(&interrupted);
   planControl.setTimeBudget(config.limits.timeBudgetSeconds);
   if (auto progress = config.planProgress)

@@ -17,4 +17,9 @@ void ParsedModules::remember(const std::string& path, const std::string& text,
   byPath_[path] = Entry{text, std::move(program)};
 }
 
+void ParsedModules::forget(const std::string& path) {
+  std::lock_guard lock(mutex_);
+  byPath_.erase(path);
+}
+
 }  // namespace meshflow::interp

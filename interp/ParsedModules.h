@@ -19,6 +19,8 @@ class ParsedModules {
   /// Keeps `program`, the parse of `text` at `path` (replacing an older text's).
   void remember(const std::string& path, const std::string& text,
                 std::shared_ptr<const ast::Program> program);
+  /// Drops the parse kept for `path`, if any.
+  void forget(const std::string& path);
 
  private:
   struct Entry {

@@ -26,9 +26,7 @@ bool holdsStdlib(const fs::path& folder) {
   return fs::is_regular_file(folder / "layers.mesh", error);
 }
 
-}  // namespace
-
-std::string defaultStdlibDir() {
+std::string findStdlibDir() {
   fs::path binary = loadedFrom();
   if (!binary.empty()) {
     // A library sits in PREFIX/lib, an executable in PREFIX/bin.
@@ -38,6 +36,16 @@ std::string defaultStdlibDir() {
     }
   }
   return MESHFLOW_STDLIB_DIR;
+}
+
+}  // namespace
+
+// Found once per process: the binary does not move, and the search (dladdr, a
+// canonical path, a stat per candidate) cost a tenth of a short script's eval
+// (the fuzzer's inputs, a host that makes an interpreter per request).
+std::string defaultStdlibDir() {
+  static const std::string dir = findStdlibDir();
+  return dir;
 }
 
 }  // namespace meshflow::interp

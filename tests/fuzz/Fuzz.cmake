@@ -42,6 +42,10 @@ endfunction()
 meshflow_fuzz_target(eval SOURCES FuzzEval.cpp LINKS meshflow_all
                      CORPUS ${CMAKE_SOURCE_DIR}/tests/golden ${CMAKE_SOURCE_DIR}/examples
                             ${CMAKE_SOURCE_DIR}/stdlib)
+# grammar first: it uses the units and diagnostics of interp.
+meshflow_fuzz_target(parse SOURCES FuzzParse.cpp LINKS meshflow_grammar meshflow_all
+                     CORPUS ${CMAKE_SOURCE_DIR}/tests/golden ${CMAKE_SOURCE_DIR}/examples
+                            ${CMAKE_SOURCE_DIR}/stdlib)
 meshflow_fuzz_target(set SOURCES FuzzSet.cpp LINKS meshflow_cli)
 meshflow_fuzz_target(sharding SOURCES FuzzSharding.cpp MUTATOR JsonMutator.cpp JsonMutatorMain.cpp
                      LINKS meshflow_passes)

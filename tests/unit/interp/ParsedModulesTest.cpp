@@ -87,3 +87,15 @@ TEST_CASE("a source parsed by eval is shared with check and later interpreters, 
   REQUIRE(second.diagnostics.size() == first.diagnostics.size());
   CHECK(renderAll(second.diagnostics) == renderAll(first.diagnostics));
 }
+
+TEST_CASE("a forgotten parse is not found again", "[parsed-modules]") {
+  interp::ParsedModules parsed;
+  auto program = std::make_shared<ast::Program>();
+  parsed.remember("a.mesh", "x = 1", program);
+  parsed.remember("b.mesh", "y = 2", program);
+  CHECK(parsed.find("a.mesh", "x = 1") == program);
+  parsed.forget("a.mesh");
+  CHECK(parsed.find("a.mesh", "x = 1") == nullptr);
+  CHECK(parsed.find("b.mesh", "y = 2") == program);
+  parsed.forget("missing.mesh");  // nothing to drop
+}
