@@ -3,6 +3,7 @@
 #include <coin/CbcEventHandler.hpp>
 #include <coin/CbcModel.hpp>
 #include <coin/CbcSolver.hpp>
+#include <coin/ClpEventHandler.hpp>
 #include <coin/OsiClpSolverInterface.hpp>
 #include <fmt/format.h>
 
@@ -29,6 +30,30 @@ class StopHandler : public CbcEventHandler {
  private:
   const std::atomic<bool>* flag_;
 };
+
+// The same for Clp, the LP solver under CBC (and under its preprocessing):
+// each simplex iteration asks, so a stop does not wait for a long LP. What a
+// stopped solve leaves is never used.
+class LpStopHandler : public ClpEventHandler {
+ public:
+  explicit LpStopHandler(const std::atomic<bool>* flag) : flag_(flag) {}
+  int event(Event) override {
+    return flag_ != nullptr && flag_->load(std::memory_order_relaxed) ? 5 : -1;
+  }
+  ClpEventHandler* clone() const override { return new LpStopHandler(*this); }
+
+ private:
+  const std::atomic<bool>* flag_;
+};
+
+// The stop flag of the solve on this thread, for the driver's callback (a plain
+// function, called between its phases: after preprocessing, before the branch
+// and bound), which ends the solve there when it returns non-zero.
+thread_local const std::atomic<bool>* driverStop = nullptr;
+
+int stopBetweenPhases(CbcModel*, int) {
+  return driverStop != nullptr && driverStop->load(std::memory_order_relaxed) ? 1 : 0;
+}
 
 // CBC's driver reads its arguments through process-wide state (the read
 // position in argv is a global), so two solves at once would read each
@@ -95,6 +120,8 @@ MilpResult Milp::solve(const MilpLimits& limits) const {
   for (int c = 0; c < columns(); ++c) {
     if (integer_[c]) lp.setInteger(c);
   }
+  LpStopHandler lpStop(limits.stop);
+  if (limits.stop != nullptr) lp.getModelPtr()->passInEventHandler(&lpStop);
   CbcModel model(lp);
   CbcSolverUsefulData data;
   CbcMain0(model, data);
@@ -103,12 +130,17 @@ MilpResult Milp::solve(const MilpLimits& limits) const {
   std::vector<std::string> args = driverArguments(left);
   std::vector<const char*> argv;
   for (const std::string& a : args) argv.push_back(a.c_str());
-  CbcMain1(static_cast<int>(argv.size()), argv.data(), model, nullptr, data);
+  driverStop = limits.stop;
+  CbcMain1(static_cast<int>(argv.size()), argv.data(), model, stopBetweenPhases, data);
+  driverStop = nullptr;
   r.stopped = limits.stop != nullptr && limits.stop->load();
   r.optimal = model.isProvenOptimal() && !r.stopped;
-  // Stopped by a limit, CBC may report "infeasible" for "found nothing yet".
+  // Stopped by a limit, CBC may report "infeasible" for "found nothing yet";
+  // out of time in its initial LP solve, it says "infeasible" without saying why.
+  double spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   bool limited = r.stopped || model.isSecondsLimitReached() || model.isNodeLimitReached() ||
-                 model.status() != 0;
+                 model.isInitialSolveAbandoned() || model.status() != 0 ||
+                 spent >= limits.seconds;
   r.infeasible = !limited && model.isProvenInfeasible();
   r.bound = model.getBestPossibleObjValue();
   if (const double* best = model.bestSolution()) {

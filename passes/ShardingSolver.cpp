@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <exception>
 
 #include "passes/ShardingCanonical.h"
 #include "passes/ShardingEvaluator.h"
@@ -222,8 +223,8 @@ Answer answerOf(const ShardingProblem& p, const EliminationPlan& plan, const Fol
   return a;
 }
 
-// CBC, racing the Lagrangian search, starts after this share of the time
-// budget: what the fast path settles at once (every transformer and planner
+// By default CBC, racing the Lagrangian search, starts after this share of the
+// time budget: what the fast path settles at once (every transformer and planner
 // problem under a budget but the (2,4) ones, in milliseconds) never starts it.
 constexpr double kHeadStart = 0.02;
 
@@ -232,7 +233,10 @@ constexpr double kHeadStart = 0.02;
 // with CBC beside it: the first share is done twice).
 constexpr uint64_t kQuickShare = 50;
 
-double headStartOf(const SolveOptions& options) { return kHeadStart * options.timeBudgetSeconds; }
+double headStartOf(const SolveOptions& options) {
+  return options.raceHeadStartSeconds >= 0 ? options.raceHeadStartSeconds
+                                           : kHeadStart * options.timeBudgetSeconds;
+}
 
 // Folds what can be folded and hands the rest to CBC until the deadline or
 // `stop` (the budgeted race's engine: the Lagrangian search is the branch and
@@ -304,14 +308,9 @@ Answer solveFree(const ShardingProblem& p, const CostGraph& g, const MemoryModel
   return a;
 }
 
-// A choice that fits, whatever it costs: the least memory any choice needs
-// (edges kept only as what they allow), by the search, stopping at the first
-// choice within the budget. It runs when the Lagrangian search ends without an
-// answer that fits; CBC, racing it on the budgeted problem, looks for one too,
-// so a binding budget does not end without an answer while one exists (as long
-// as one of them finds it in time).
-std::optional<std::vector<int>> firstFit(const CostGraph& g, const MemoryModel& mm,
-                                         const EliminationPlan& plan, uint64_t steps) {
+// The problem with memory as the cost and the edges kept only as what they
+// allow: its optimum is the least memory any choice needs.
+CostGraph memoryProblem(const CostGraph& g, const MemoryModel& mm) {
   CostGraph allowed = g;
   for (CostGraph::Edge& e : allowed.edges) {
     for (double& v : e.cost.values) v = std::isfinite(v) ? 0.0 : kInfinity;
@@ -321,14 +320,47 @@ std::optional<std::vector<int>> firstFit(const CostGraph& g, const MemoryModel& 
       if (std::isfinite(g.cost[i][k])) allowed.cost[i][k] = mm.budget.memory[i][k];
     }
   }
+  return allowed;
+}
+
+bool fitting(const CostGraph& g, const MemoryModel& mm, const std::optional<std::vector<int>>& c) {
+  return c && mm.budget.fits(*c) && std::isfinite(g.objective(*c));
+}
+
+// A choice that fits, whatever it costs, by the search on the memory problem,
+// stopping at the first choice within the budget. It runs when the Lagrangian
+// search ends without an answer that fits; CBC, racing it on the budgeted
+// problem, looks for one too.
+std::optional<std::vector<int>> firstFit(const CostGraph& g, const MemoryModel& mm,
+                                         const EliminationPlan& plan, uint64_t steps) {
+  CostGraph allowed = memoryProblem(g, mm);
   // The search sums memory in its own order: its cap has the tolerance, the
   // answer is then judged exactly.
   double cap = mm.budget.budget + tolerance(mm.budget.budget);
   ExactOutcome r = solveExactly(plan, allowed, allowed.cost, steps, cap, true);
-  if (r.choice && mm.budget.fits(*r.choice) && std::isfinite(g.objective(*r.choice))) {
-    return r.choice;
-  }
-  return std::nullopt;
+  return fitting(g, mm, r.choice) ? r.choice : std::nullopt;
+}
+
+// When the race ended without an answer that fits (CBC on the budgeted problem
+// found none, or judged a budget that a choice meets exactly infeasible by
+// rounding): CBC minimising memory, which always has an answer, for what is
+// left of the time budget but at least kRescueShare of it. So a binding budget
+// does not end without an answer while one exists.
+constexpr double kRescueShare = 0.1;
+
+std::optional<std::vector<int>> leastMemory(const CostGraph& g, const MemoryModel& mm,
+                                            const EliminationPlan& plan,
+                                            const SolveOptions& options,
+                                            Clock::time_point deadline) {
+  CostGraph allowed = memoryProblem(g, mm);
+  Folded f = fold(plan, allowed, allowed.cost);
+  if (f.infeasibleNode >= 0) return std::nullopt;
+  Residual residual = buildResidual(plan, f);
+  double seconds = std::max(secondsLeft(deadline), kRescueShare * options.timeBudgetSeconds);
+  MilpOutcome least = solveResidualMilp(residual, {seconds, 0, nullptr});
+  if (!least.choice) return std::nullopt;
+  std::optional<std::vector<int>> c = fullChoice(plan, f, residual, *least.choice);
+  return fitting(g, mm, c) ? c : std::nullopt;
 }
 
 // Of two answers that fit, the one with the lower objective; on equal
@@ -439,18 +471,19 @@ Answer solveBudgeted(const ShardingProblem& p, const CostGraph& g, const MemoryM
     cbc.stop();
   } else {
     cbc.startNow();
-    if (!a.choice && !cbc.proved()) {
-      a.choice = firstFit(g, mm, plan, options.searchLimit);
-      if (a.choice) ev.improveLocally(*a.choice);
-    }
+    if (!a.choice && !cbc.proved()) a.choice = firstFit(g, mm, plan, options.searchLimit);
+    std::exception_ptr milpError;
     try {
       cbc.finish();
       mergeMilp(g, mm, milp, a);
     } catch (const ShardingError&) {
       // The residual sums memory in another order; with an answer that fits in
-      // hand, a verdict of infeasible can only be rounding.
-      if (!a.choice) throw;
+      // hand (or found next), a verdict of infeasible can only be rounding.
+      milpError = std::current_exception();
     }
+    if (!a.choice) a.choice = leastMemory(g, mm, plan, options, deadline);
+    if (!a.choice && milpError) std::rethrow_exception(milpError);
+    if (a.choice && !a.optimal) ev.improveLocally(*a.choice);
   }
   if (a.optimal) canonicaliseBudgeted(lagrangian, g, mm, *a.choice);
   return a;
