@@ -16,6 +16,10 @@ namespace meshflow::passes::sharding {
 
 namespace {
 
+bool stopRequested(const std::atomic<bool>* flag) {
+  return flag != nullptr && flag->load(std::memory_order_relaxed);
+}
+
 // Stops CBC at its next event (a node done, a heuristic pass, a solution) once
 // the flag is set. CBC's driver copies the model, and the handler with it: the
 // copy shares the flag.
@@ -23,7 +27,7 @@ class StopHandler : public CbcEventHandler {
  public:
   explicit StopHandler(const std::atomic<bool>* flag) : flag_(flag) {}
   CbcAction event(CbcEvent) override {
-    return flag_ != nullptr && flag_->load(std::memory_order_relaxed) ? stop : noAction;
+    return stopRequested(flag_) ? stop : noAction;
   }
   CbcEventHandler* clone() const override { return new StopHandler(*this); }
 
@@ -38,7 +42,7 @@ class LpStopHandler : public ClpEventHandler {
  public:
   explicit LpStopHandler(const std::atomic<bool>* flag) : flag_(flag) {}
   int event(Event) override {
-    return flag_ != nullptr && flag_->load(std::memory_order_relaxed) ? 5 : -1;
+    return stopRequested(flag_) ? 5 : -1;  // 5: stopped by the event handler.
   }
   ClpEventHandler* clone() const override { return new LpStopHandler(*this); }
 
@@ -52,7 +56,7 @@ class LpStopHandler : public ClpEventHandler {
 thread_local const std::atomic<bool>* driverStop = nullptr;
 
 int stopBetweenPhases(CbcModel*, int) {
-  return driverStop != nullptr && driverStop->load(std::memory_order_relaxed) ? 1 : 0;
+  return stopRequested(driverStop) ? 1 : 0;
 }
 
 // CBC's driver reads its arguments through process-wide state (the read
@@ -103,7 +107,7 @@ MilpResult Milp::solve(const MilpLimits& limits) const {
   MilpResult r;
   auto start = std::chrono::steady_clock::now();
   std::lock_guard lock(driverMutex());
-  if (limits.stop != nullptr && limits.stop->load()) {
+  if (stopRequested(limits.stop)) {
     r.stopped = true;
     return r;
   }
@@ -133,7 +137,7 @@ MilpResult Milp::solve(const MilpLimits& limits) const {
   driverStop = limits.stop;
   CbcMain1(static_cast<int>(argv.size()), argv.data(), model, stopBetweenPhases, data);
   driverStop = nullptr;
-  r.stopped = limits.stop != nullptr && limits.stop->load();
+  r.stopped = stopRequested(limits.stop);
   r.optimal = model.isProvenOptimal() && !r.stopped;
   // Stopped by a limit, CBC may report "infeasible" for "found nothing yet";
   // out of time in its initial LP solve, it says "infeasible" without saying why.

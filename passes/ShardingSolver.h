@@ -99,8 +99,10 @@ class ShardingError : public std::runtime_error {
 /// (under a budget, with very many tied optima), is in local canonical form: no
 /// node can switch to a lower-numbered strategy without raising the objective.
 /// Throws ShardingError when the problem is malformed or infeasible.
-/// An optimum proven by CBC (what the fast path could not close) is in local
-/// canonical form: CBC is run single-threaded, so it too is deterministic.
+/// CBC races the fast path on a second thread when the fast path does not close
+/// the problem at once; which engine proves first never changes a proven answer
+/// (docs/sharding.md, "How the engines race"). The calling thread waits for it:
+/// no thread outlives the call.
 ShardingSolution solveSharding(const ShardingProblem& problem, const SolveOptions& options);
 
 }  // namespace meshflow::passes
