@@ -50,15 +50,6 @@ class LpStopHandler : public ClpEventHandler {
   const std::atomic<bool>* flag_;
 };
 
-// The stop flag of the solve on this thread, for the driver's callback (a plain
-// function, called between its phases: after preprocessing, before the branch
-// and bound), which ends the solve there when it returns non-zero.
-thread_local const std::atomic<bool>* driverStop = nullptr;
-
-int stopBetweenPhases(CbcModel*, int) {
-  return stopRequested(driverStop) ? 1 : 0;
-}
-
 // CBC's driver reads its arguments through process-wide state (the read
 // position in argv is a global), so two solves at once would read each
 // other's arguments: one solve at a time in the whole process.
@@ -134,9 +125,7 @@ MilpResult Milp::solve(const MilpLimits& limits) const {
   std::vector<std::string> args = driverArguments(left);
   std::vector<const char*> argv;
   for (const std::string& a : args) argv.push_back(a.c_str());
-  driverStop = limits.stop;
-  CbcMain1(static_cast<int>(argv.size()), argv.data(), model, stopBetweenPhases, data);
-  driverStop = nullptr;
+  CbcMain1(static_cast<int>(argv.size()), argv.data(), model, nullptr, data);
   r.stopped = stopRequested(limits.stop);
   r.optimal = model.isProvenOptimal() && !r.stopped;
   // Stopped by a limit, CBC may report "infeasible" for "found nothing yet";

@@ -343,11 +343,10 @@ std::optional<std::vector<int>> firstFit(const CostGraph& g, const MemoryModel& 
   return fitting(g, mm, r.choice) ? r.choice : std::nullopt;
 }
 
-// When the race ended without an answer that fits (CBC on the budgeted problem
-// found none, or judged a budget that a choice meets exactly infeasible by
-// rounding): CBC minimising memory, which always has an answer, for what is
-// left of the time budget but at least kRescueShare of it. So a binding budget
-// does not end without an answer while one exists.
+// When neither the Lagrangian search nor the first-fit search found an answer
+// that fits: CBC minimising memory, which always has an answer, with half the
+// time left but at least kRescueShare of the time budget. So a binding budget
+// does not end without an answer while one exists (as long as this finds it).
 constexpr double kRescueShare = 0.1;
 
 std::optional<std::vector<int>> leastMemory(const CostGraph& g, const MemoryModel& mm,
@@ -358,7 +357,7 @@ std::optional<std::vector<int>> leastMemory(const CostGraph& g, const MemoryMode
   Folded f = fold(plan, allowed, allowed.cost);
   if (f.infeasibleNode >= 0) return std::nullopt;
   Residual residual = buildResidual(plan, f);
-  double seconds = std::max(secondsLeft(deadline), kRescueShare * options.timeBudgetSeconds);
+  double seconds = std::max(secondsLeft(deadline) / 2, kRescueShare * options.timeBudgetSeconds);
   MilpOutcome least = solveResidualMilp(residual, {seconds, 0, nullptr});
   if (!least.choice) return std::nullopt;
   std::optional<std::vector<int>> c = fullChoice(plan, f, residual, *least.choice);
@@ -475,6 +474,11 @@ Answer solveBudgeted(const ShardingProblem& p, const CostGraph& g, const MemoryM
     cbc.startNow();
     if (!a.choice && !cbc.proved()) a.choice = firstFit(g, mm, plan, options.searchLimit);
     std::exception_ptr milpError;
+    // With no answer that fits in hand, finding one comes first: CBC on the
+    // budgeted problem is stopped (keeping what it found), CBC minimises
+    // memory, then CBC on the budgeted problem gets the rest of the time.
+    bool rescue = !a.choice && !cbc.proved();
+    if (rescue) cbc.stop();
     try {
       cbc.finish();
       mergeMilp(g, mm, milp, a);
@@ -483,7 +487,14 @@ Answer solveBudgeted(const ShardingProblem& p, const CostGraph& g, const MemoryM
       // hand (or found next), a verdict of infeasible can only be rounding.
       milpError = std::current_exception();
     }
-    if (!a.choice) a.choice = leastMemory(g, mm, plan, options, deadline);
+    if (rescue) {
+      if (!a.choice) a.choice = leastMemory(g, mm, plan, options, deadline);
+      try {
+        if (a.choice) mergeMilp(g, mm, solveByMilp(p, g, kept, mm, options, deadline, nullptr), a);
+      } catch (const ShardingError&) {
+        // Rounding, as above: an answer that fits is in hand.
+      }
+    }
     if (!a.choice && milpError) std::rethrow_exception(milpError);
     if (a.choice && !a.optimal) ev.improveLocally(*a.choice);
   }

@@ -115,7 +115,7 @@ TEST_CASE("race: the answer does not depend on which engine proves first",
 
 TEST_CASE("race: a binding budget yields an answer that fits in a short time budget under load",
           "[sharding][race][budget]") {
-  ShardingProblem free = meshflow::families::layeredDag(30, 4, 8, 7);
+  ShardingProblem free = meshflow::families::layeredDag(15, 4, 8, 7);
   double least = leastFeasibleMemory(free);
   double most = *meshflow::families::withBudget(free, 1.0).memoryBudget;
   SolveOptions quick;
