@@ -1,24 +1,76 @@
 #include "passes/ShardingCbc.h"
 
-#include <coin/Cbc_C_Interface.h>
+#include <coin/CbcEventHandler.hpp>
+#include <coin/CbcModel.hpp>
+#include <coin/CbcSolver.hpp>
+#include <coin/ClpEventHandler.hpp>
+#include <coin/OsiClpSolverInterface.hpp>
 #include <fmt/format.h>
 
-#include <memory>
+#include <algorithm>
+#include <chrono>
+#include <mutex>
 #include <string>
 
 namespace meshflow::passes::sharding {
 
 namespace {
 
-using Model = std::unique_ptr<Cbc_Model, decltype(&Cbc_deleteModel)>;
+bool stopRequested(const std::atomic<bool>* flag) {
+  return flag != nullptr && flag->load(std::memory_order_relaxed);
+}
 
-void setLimits(Cbc_Model* model, const MilpLimits& limits) {
-  Cbc_setParameter(model, "log", "0");
-  Cbc_setParameter(model, "slog", "0");
-  Cbc_setParameter(model, "threads", "0");
-  Cbc_setParameter(model, "timeMode", "elapsed");
-  Cbc_setParameter(model, "seconds", fmt::format("{:.3f}", limits.seconds).c_str());
-  if (limits.nodes > 0) Cbc_setParameter(model, "maxNodes", std::to_string(limits.nodes).c_str());
+// Stops CBC at its next event (a node done, a heuristic pass, a solution) once
+// the flag is set. CBC's driver copies the model, and the handler with it: the
+// copy shares the flag.
+class StopHandler : public CbcEventHandler {
+ public:
+  explicit StopHandler(const std::atomic<bool>* flag) : flag_(flag) {}
+  CbcAction event(CbcEvent) override {
+    return stopRequested(flag_) ? stop : noAction;
+  }
+  CbcEventHandler* clone() const override { return new StopHandler(*this); }
+
+ private:
+  const std::atomic<bool>* flag_;
+};
+
+// The same for Clp, the LP solver under CBC (and under its preprocessing):
+// each simplex iteration asks, so a stop does not wait for a long LP. What a
+// stopped solve leaves is never used.
+class LpStopHandler : public ClpEventHandler {
+ public:
+  explicit LpStopHandler(const std::atomic<bool>* flag) : flag_(flag) {}
+  int event(Event) override {
+    return stopRequested(flag_) ? 5 : -1;  // 5: stopped by the event handler.
+  }
+  ClpEventHandler* clone() const override { return new LpStopHandler(*this); }
+
+ private:
+  const std::atomic<bool>* flag_;
+};
+
+// CBC's driver reads its arguments through process-wide state (the read
+// position in argv is a global), so two solves at once would read each
+// other's arguments: one solve at a time in the whole process.
+std::mutex& driverMutex() {
+  static std::mutex m;
+  return m;
+}
+
+// CBC's own driver (what the cbc program and the C interface run: preprocessing,
+// cuts and heuristics at their defaults), single-threaded, silent, on the wall clock.
+std::vector<std::string> driverArguments(const MilpLimits& limits) {
+  std::vector<std::string> args{"meshflow", "-log",      "0",       "-slog",
+                                "0",        "-threads",  "0",       "-timeMode",
+                                "elapsed",  "-seconds",  fmt::format("{:.3f}", limits.seconds)};
+  if (limits.nodes > 0) {
+    args.push_back("-maxNodes");
+    args.push_back(std::to_string(limits.nodes));
+  }
+  args.push_back("-solve");
+  args.push_back("-quit");
+  return args;
 }
 
 }  // namespace
@@ -43,27 +95,51 @@ int Milp::addColumn(double objective, double upper, bool integer,
 }
 
 MilpResult Milp::solve(const MilpLimits& limits) const {
-  Model model(Cbc_newModel(), Cbc_deleteModel);
-  std::vector<double> columnLower(objective_.size(), 0.0);
-  Cbc_loadProblem(model.get(), columns(), static_cast<int>(rowLower_.size()), start_.data(),
-                  index_.data(), value_.data(), columnLower.data(), columnUpper_.data(),
-                  objective_.data(), rowLower_.data(), rowUpper_.data());
-  for (int c = 0; c < columns(); ++c) {
-    if (integer_[c]) Cbc_setInteger(model.get(), c);
-  }
-  setLimits(model.get(), limits);
-  Cbc_solve(model.get());
   MilpResult r;
-  r.optimal = Cbc_isProvenOptimal(model.get()) != 0;
-  // Stopped by a limit, CBC may report "infeasible" for "found nothing yet".
-  bool stopped = Cbc_isSecondsLimitReached(model.get()) || Cbc_isNodeLimitReached(model.get()) ||
-                 Cbc_status(model.get()) != 0;
-  r.infeasible = !stopped && Cbc_isProvenInfeasible(model.get()) != 0;
-  r.bound = Cbc_getBestPossibleObjValue(model.get());
-  if (const double* best = Cbc_bestSolution(model.get())) {
+  auto start = std::chrono::steady_clock::now();
+  std::lock_guard lock(driverMutex());
+  if (stopRequested(limits.stop)) {
+    r.stopped = true;
+    return r;
+  }
+  // Time spent waiting for another solve counts against this one's limit.
+  MilpLimits left = limits;
+  left.seconds = std::max(
+      0.001, limits.seconds -
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  OsiClpSolverInterface lp;
+  std::vector<double> columnLower(objective_.size(), 0.0);
+  lp.loadProblem(columns(), rows(), start_.data(), index_.data(), value_.data(),
+                 columnLower.data(), columnUpper_.data(), objective_.data(), rowLower_.data(),
+                 rowUpper_.data());
+  for (int c = 0; c < columns(); ++c) {
+    if (integer_[c]) lp.setInteger(c);
+  }
+  LpStopHandler lpStop(limits.stop);
+  if (limits.stop != nullptr) lp.getModelPtr()->passInEventHandler(&lpStop);
+  CbcModel model(lp);
+  CbcSolverUsefulData data;
+  CbcMain0(model, data);
+  StopHandler handler(limits.stop);
+  model.passInEventHandler(&handler);
+  std::vector<std::string> args = driverArguments(left);
+  std::vector<const char*> argv;
+  for (const std::string& a : args) argv.push_back(a.c_str());
+  CbcMain1(static_cast<int>(argv.size()), argv.data(), model, nullptr, data);
+  r.stopped = stopRequested(limits.stop);
+  r.optimal = model.isProvenOptimal() && !r.stopped;
+  // Stopped by a limit, CBC may report "infeasible" for "found nothing yet";
+  // out of time in its initial LP solve, it says "infeasible" without saying why.
+  double spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  bool limited = r.stopped || model.isSecondsLimitReached() || model.isNodeLimitReached() ||
+                 model.isInitialSolveAbandoned() || model.status() != 0 ||
+                 spent >= limits.seconds;
+  r.infeasible = !limited && model.isProvenInfeasible();
+  r.bound = model.getBestPossibleObjValue();
+  if (const double* best = model.bestSolution()) {
     r.values = std::vector<double>(best, best + columns());
   }
-  if (r.optimal && r.values) r.bound = Cbc_getObjValue(model.get());
+  if (r.optimal && r.values) r.bound = model.getObjValue();
   return r;
 }
 

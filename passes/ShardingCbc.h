@@ -1,10 +1,13 @@
 // Internal to solveSharding: a mixed-integer linear program handed to COIN-OR
-// CBC (Debian's coinor-libcbc-dev, the solver Alpa uses), through CBC's C
-// interface. Built column by column; solved single-threaded, which makes CBC
-// deterministic for the same model and limits (a wall-clock limit that ends the
-// search is the one exception: how far it got depends on the machine).
+// CBC (Debian's coinor-libcbc-dev, the solver Alpa uses), through its C++ API
+// (CBC's own driver on a CbcModel over Clp, with an event handler that stops
+// it from another thread). Built column by column; solved single-threaded,
+// which makes CBC deterministic for the same model and limits (a wall-clock
+// limit or a stop that ends the search is the exception: how far it got
+// depends on the machine).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -16,6 +19,9 @@ namespace meshflow::passes::sharding {
 struct MilpLimits {
   double seconds = 10.0;  ///< Wall clock; when it runs out the best answer so far.
   uint64_t nodes = 0;     ///< Branch-and-bound nodes (deterministic); 0 = no limit.
+  /// When set (by another thread), CBC stops at its next event: a node done, a
+  /// heuristic pass, a solution found. Null: never.
+  const std::atomic<bool>* stop = nullptr;
 };
 
 struct MilpResult {
@@ -23,6 +29,7 @@ struct MilpResult {
   double bound = -std::numeric_limits<double>::infinity();  ///< A proven lower bound.
   bool optimal = false;                                     ///< CBC proved `values` optimal.
   bool infeasible = false;                                  ///< CBC proved that no answer exists.
+  bool stopped = false;  ///< Stopped through MilpLimits::stop (then never optimal).
 };
 
 class Milp {
@@ -36,7 +43,8 @@ class Milp {
   int columns() const { return static_cast<int>(objective_.size()); }
   int rows() const { return static_cast<int>(rowLower_.size()); }
 
-  /// Minimises within the limits.
+  /// Minimises within the limits. One solve runs at a time in the process (CBC's
+  /// driver is not reentrant); a solve waiting for another loses the time it waits.
   MilpResult solve(const MilpLimits& limits) const;
 
  private:

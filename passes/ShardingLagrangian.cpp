@@ -261,7 +261,8 @@ void LagrangianSearch::offer(const Point& p) {
 }
 
 bool LagrangianSearch::outOfTime() {
-  return steps_->left() == 0 || steps_->exhausted() || Clock::now() > deadline_;
+  return steps_->left() == 0 || steps_->exhausted() || Clock::now() > deadline_ ||
+         (stopWhen_ && stopWhen_());
 }
 
 BudgetedOutcome LagrangianSearch::minimise() {

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -47,12 +48,17 @@ class LagrangianSearch {
   /// The least objective within the budget, by relaxation then branch and bound.
   BudgetedOutcome minimise();
 
-  /// Later searches have these limits instead.
+  /// Later searches have these limits instead (and no stopWhen).
   void limit(uint64_t perSearch, StepBudget& steps, Clock::time_point deadline) {
     perSearch_ = perSearch;
     steps_ = &steps;
     deadline_ = deadline;
+    stopWhen_ = nullptr;
   }
+
+  /// The search also gives up once `stop` returns true (asked between branches:
+  /// another engine proved first).
+  void stopWhen(std::function<bool()> stop) { stopWhen_ = std::move(stop); }
 
   /// A choice within the budget and with objective at most `cap`, among those
   /// `cost` allows (infinity rules a strategy out); nothing when there is none or
@@ -89,6 +95,7 @@ class LagrangianSearch {
   uint64_t perSearch_;
   StepBudget* steps_;
   Clock::time_point deadline_;
+  std::function<bool()> stopWhen_;
 
   // The search in progress: minimising, or looking for anything within cap_.
   bool findMode_ = false;

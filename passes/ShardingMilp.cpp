@@ -17,7 +17,13 @@ class ResidualProgram {
       for (size_t s = 0; s < r.cost[e.a].size(); ++s) milp_.addRow(0.0, 0.0);
       for (size_t t = 0; t < r.cost[e.b].size(); ++t) milp_.addRow(0.0, 0.0);
     }
-    if (r.memoryActive) memoryRow_ = milp_.addRow(-std::numeric_limits<double>::max(), r.budget);
+    // The residual's budget is what the folded nodes leave, summed in another
+    // order than the answer is judged in: the row has the tolerance, so that a
+    // choice on the budget exactly is not cut off by rounding (the answer is
+    // then judged exactly, and one over the budget is discarded).
+    if (r.memoryActive) {
+      memoryRow_ = milp_.addRow(-std::numeric_limits<double>::max(), r.budget + tolerance(r.budget));
+    }
     addNodeColumns();
     for (size_t e = 0; e < r.edges.size(); ++e) addEdgeColumns(e);
   }

@@ -3,12 +3,15 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <exception>
 
 #include "passes/ShardingCanonical.h"
 #include "passes/ShardingEvaluator.h"
 #include "passes/ShardingLagrangian.h"
 #include "passes/ShardingMilp.h"
+#include "passes/ShardingRace.h"
 #include "passes/ShardingValidation.h"
 
 namespace meshflow::passes {
@@ -22,16 +25,33 @@ using namespace sharding;
 // how an optimum was found never changes which one is printed.
 constexpr uint64_t kCanonicalSteps = 10000000;
 
-// Under a memory budget a query of the canonical form can cost as much as the
-// proof of optimality itself, and a problem with many tied optima asks many: the
-// canonical form may spend this floor plus twice the steps the solve spent, at
-// most kCanonicalSteps, before settling for the local canonical form.
+// Without a budget, when the branch and bound did not settle the residual
+// within its steps (CBC proved the optimum), the residual usually cannot be
+// enumerated either: the canonical form gets this many steps. Whether the
+// search settled is a matter of its step count, so this too is deterministic.
 constexpr uint64_t kCanonicalFloor = 200000;
+
+// Under a memory budget a query of the canonical form can cost as much as the
+// proof of optimality itself, and a problem with many tied optima asks many.
+// Each phase of the canonical form (the bounds, the lexicographic search, the
+// witness) may spend this many steps: a fixed count, so that whichever engine
+// proved the optimum first, the same phases complete.
+constexpr uint64_t kCanonicalBudgeted = 2000000;
 
 // The Lagrangian search under a memory budget may spend this many times
 // SolveOptions::searchLimit steps in all (each relaxed problem at most
 // searchLimit): it solves many relaxed problems, each usually a fold alone.
 constexpr uint64_t kLagrangianSearches = 100;
+
+// Once CBC races it, the Lagrangian search stops after this many times
+// SolveOptions::searchLimit steps and leaves the processor to CBC: on the
+// planner's problems its proofs took at most 3.5·10⁶ steps, and where it had
+// not closed the gap by 1.4·10⁷ it did not close it at all in 10 s, while
+// sharing the processor slowed CBC (GPT-1.3B layer on (2,4) under a budget:
+// 5.6 s alone, unproven in 10 s beside the full search, load 8; with this cap
+// at 10, GPT-1.3B's model on (1,8) as (2,4) was still unproven in 10 s under
+// load 11, where CBC alone proved it in 4.4 s).
+constexpr uint64_t kRacingSearches = 5;
 
 // A residual this small (a GPT's quotient problem leaves 4 nodes) keeps every
 // relaxed problem cheap, so the Lagrangian search keeps its full step budget:
@@ -158,38 +178,104 @@ double secondsLeft(Clock::time_point deadline) {
   return std::max(0.001, std::chrono::duration<double>(deadline - Clock::now()).count());
 }
 
-// Folds what can be folded and searches the rest, branch and bound first, then
-// CBC until the deadline. CBC is given no start: with one it skips its root
-// heuristics (the feasibility pump among them), and measured on a layered DAG
-// under a budget it then did not improve a poor start (103.7) in 10 s, where
-// on its own it found 67.1; the caller keeps the better answer instead.
-Answer solveFolded(const ShardingProblem& p, const CostGraph& g, const EliminationPlan& plan,
-                   const MemoryModel& mm, const SolveOptions& options, Clock::time_point deadline) {
-  Folded f = fold(plan, g, g.cost);
-  if (f.infeasibleNode >= 0) throw noStrategy(p, f.infeasibleNode, p.memoryBudget.has_value());
-  Residual r = buildResidual(plan, f);
+// What folding leaves of a problem: the folded part and the residual, whose
+// nodes carry their memory when the budget binds.
+struct FoldedProblem {
+  Folded folded;
+  Residual residual;
+};
+
+FoldedProblem foldProblem(const ShardingProblem& p, const CostGraph& g,
+                          const EliminationPlan& plan, const MemoryModel& mm) {
+  FoldedProblem fp{fold(plan, g, g.cost), {}};
+  if (fp.folded.infeasibleNode >= 0) {
+    throw noStrategy(p, fp.folded.infeasibleNode, p.memoryBudget.has_value());
+  }
+  fp.residual = buildResidual(plan, fp.folded);
+  Residual& r = fp.residual;
   for (size_t i = 0; i < r.nodes.size() && mm.active; ++i) {
     if (mm.coupled[r.nodes[i]]) r.memory[i] = mm.budget.memory[r.nodes[i]];
   }
   r.memoryActive = mm.active;
   r.budget = mm.coupledBudget;
+  return fp;
+}
+
+Answer answerOf(const ShardingProblem& p, const EliminationPlan& plan, const FoldedProblem& fp,
+                const SearchOutcome& s) {
+  if (!s.choice) throw residualInfeasible(p, fp.residual.nodes, p.memoryBudget.has_value());
   Answer a;
-  a.residualNodes = r.nodes.size();
-  a.lowerBound = shrinkingLowerBound(f, r);
-  SearchOutcome s = searchResidual(r, options.searchLimit);
-  if (s.complete) {
-    if (!s.choice) throw residualInfeasible(p, r.nodes, p.memoryBudget.has_value());
-    a.choice = fullChoice(plan, f, r, *s.choice);
-    a.optimal = true;
-    return a;
-  }
-  MilpOutcome milp = solveResidualMilp(r, {secondsLeft(deadline), options.resourceLimit});
-  if (milp.infeasible) throw residualInfeasible(p, r.nodes, p.memoryBudget.has_value());
+  a.residualNodes = fp.residual.nodes.size();
+  a.lowerBound = shrinkingLowerBound(fp.folded, fp.residual);
+  a.choice = fullChoice(plan, fp.folded, fp.residual, *s.choice);
+  a.optimal = true;
+  return a;
+}
+
+Answer answerOf(const ShardingProblem& p, const EliminationPlan& plan, const FoldedProblem& fp,
+                const MilpOutcome& milp) {
+  if (milp.infeasible) throw residualInfeasible(p, fp.residual.nodes, p.memoryBudget.has_value());
+  Answer a;
+  a.residualNodes = fp.residual.nodes.size();
+  a.lowerBound = std::max(shrinkingLowerBound(fp.folded, fp.residual),
+                          fp.folded.constant + milp.bound);
   a.optimal = milp.optimal;
   a.fromMilp = true;
-  a.lowerBound = std::max(a.lowerBound, f.constant + milp.bound);
-  if (milp.choice) a.choice = fullChoice(plan, f, r, *milp.choice);
+  if (milp.choice) a.choice = fullChoice(plan, fp.folded, fp.residual, *milp.choice);
   return a;
+}
+
+// By default CBC, racing the Lagrangian search, starts after this share of the
+// time budget: what the fast path settles at once (every transformer and planner
+// problem under a budget but the (2,4) ones, in milliseconds) never starts it.
+constexpr double kHeadStart = 0.02;
+
+// Without a budget, CBC starts when the branch and bound has spent this share
+// of its steps without settling the residual (then the search starts over,
+// with CBC beside it: the first share is done twice).
+constexpr uint64_t kQuickShare = 50;
+
+double headStartOf(const SolveOptions& options) {
+  return options.raceHeadStartSeconds >= 0 ? options.raceHeadStartSeconds
+                                           : kHeadStart * options.timeBudgetSeconds;
+}
+
+// Folds what can be folded and hands the rest to CBC until the deadline or
+// `stop` (the budgeted race's engine: the Lagrangian search is the branch and
+// bound beside it, so CBC starts at once). CBC is given no start: with one it
+// skips its root heuristics (the feasibility pump among them), and measured on
+// a layered DAG under a budget it then did not improve a poor start (103.7) in
+// 10 s, where on its own it found 67.1; the caller keeps the better answer.
+Answer solveByMilp(const ShardingProblem& p, const CostGraph& g, const EliminationPlan& plan,
+                   const MemoryModel& mm, const SolveOptions& options, Clock::time_point deadline,
+                   const std::atomic<bool>* stop) {
+  FoldedProblem fp = foldProblem(p, g, plan, mm);
+  MilpLimits limits{secondsLeft(deadline), options.resourceLimit, stop};
+  return answerOf(p, plan, fp, solveResidualMilp(fp.residual, limits));
+}
+
+// The same with CBC racing the branch and bound once the search has not settled
+// the residual within a share of its steps: the search's answer when it
+// completes within its steps (CBC is then stopped), else CBC's. Which one is
+// used depends on the search's step count, never on which finished first.
+Answer raceFolded(const ShardingProblem& p, const CostGraph& g, const EliminationPlan& plan,
+                  const MemoryModel& mm, const SolveOptions& options, Clock::time_point deadline) {
+  FoldedProblem fp = foldProblem(p, g, plan, mm);
+  SearchOutcome s = searchResidual(fp.residual, options.searchLimit / kQuickShare);
+  if (s.complete) return answerOf(p, plan, fp, s);
+  std::optional<MilpOutcome> milp;
+  RacingEngine cbc(
+      [&](const std::atomic<bool>& stop) {
+        milp = solveResidualMilp(fp.residual,
+                                 {secondsLeft(deadline), options.resourceLimit, &stop});
+        return milp->optimal;
+      },
+      0.0);
+  cbc.startNow();
+  s = searchResidual(fp.residual, options.searchLimit);
+  if (s.complete) return answerOf(p, plan, fp, s);  // Stops CBC.
+  cbc.finish();
+  return answerOf(p, plan, fp, *milp);
 }
 
 // The lexicographically smallest optimum of an unconstrained problem: exact
@@ -214,7 +300,7 @@ std::optional<std::vector<int>> canonicalFree(const CostGraph& g, const Eliminat
 Answer solveFree(const ShardingProblem& p, const CostGraph& g, const MemoryModel& mm,
                  const SolveOptions& options) {
   EliminationPlan plan = planElimination(g, std::vector<bool>(g.nodes(), false));
-  Answer a = solveFolded(p, g, plan, mm, options, deadlineOf(options));
+  Answer a = raceFolded(p, g, plan, mm, options, deadlineOf(options));
   if (a.optimal) {
     // A residual that the branch and bound could not settle within its steps
     // usually cannot be enumerated either: after CBC, the floor's steps only.
@@ -224,15 +310,9 @@ Answer solveFree(const ShardingProblem& p, const CostGraph& g, const MemoryModel
   return a;
 }
 
-// A choice that fits, whatever it costs. Its memory is minimised with edges
-// kept only as what they allow: first by the search, stopping at the first
-// choice within the budget, then, when the search runs out of steps, by CBC on
-// what folding leaves (with half the time left). Looking for one first means a
-// binding budget does not end without an answer while one exists (as long as
-// one of them finds it in time).
-std::optional<std::vector<int>> firstFit(const CostGraph& g, const MemoryModel& mm,
-                                         const EliminationPlan& plan, uint64_t steps,
-                                         Clock::time_point deadline) {
+// The problem with memory as the cost and the edges kept only as what they
+// allow: its optimum is the least memory any choice needs.
+CostGraph memoryProblem(const CostGraph& g, const MemoryModel& mm) {
   CostGraph allowed = g;
   for (CostGraph::Edge& e : allowed.edges) {
     for (double& v : e.cost.values) v = std::isfinite(v) ? 0.0 : kInfinity;
@@ -242,32 +322,131 @@ std::optional<std::vector<int>> firstFit(const CostGraph& g, const MemoryModel& 
       if (std::isfinite(g.cost[i][k])) allowed.cost[i][k] = mm.budget.memory[i][k];
     }
   }
-  auto fitting = [&](const std::optional<std::vector<int>>& c) {
-    return c && mm.budget.fits(*c) && std::isfinite(g.objective(*c));
-  };
+  return allowed;
+}
+
+bool fitting(const CostGraph& g, const MemoryModel& mm, const std::optional<std::vector<int>>& c) {
+  return c && mm.budget.fits(*c) && std::isfinite(g.objective(*c));
+}
+
+// A choice that fits, whatever it costs, by the search on the memory problem,
+// stopping at the first choice within the budget. It runs when the Lagrangian
+// search ends without an answer that fits; CBC, racing it on the budgeted
+// problem, looks for one too.
+std::optional<std::vector<int>> firstFit(const CostGraph& g, const MemoryModel& mm,
+                                         const EliminationPlan& plan, uint64_t steps) {
+  CostGraph allowed = memoryProblem(g, mm);
   // The search sums memory in its own order: its cap has the tolerance, the
   // answer is then judged exactly.
   double cap = mm.budget.budget + tolerance(mm.budget.budget);
   ExactOutcome r = solveExactly(plan, allowed, allowed.cost, steps, cap, true);
-  if (fitting(r.choice)) return r.choice;
-  if (r.complete) return std::nullopt;
-  Folded f = fold(plan, allowed, allowed.cost);
-  Residual residual = buildResidual(plan, f);
-  MilpOutcome least = solveResidualMilp(residual, {secondsLeft(deadline) / 2, 0});
-  if (!least.choice) return std::nullopt;
-  std::optional<std::vector<int>> c = fullChoice(plan, f, residual, *least.choice);
-  return fitting(c) ? c : std::nullopt;
+  return fitting(g, mm, r.choice) ? r.choice : std::nullopt;
 }
 
-// The budgeted problem: Lagrangian relaxation and its branch and bound; what they
-// cannot settle goes to CBC with memory as a constraint, and the better answer is
-// kept.
+// When neither the Lagrangian search nor the first-fit search found an answer
+// that fits: CBC minimising memory, which always has an answer, with half the
+// time left but at least kRescueShare of the time budget. So a binding budget
+// does not end without an answer while one exists (as long as this finds it).
+constexpr double kRescueShare = 0.1;
+
+std::optional<std::vector<int>> leastMemory(const CostGraph& g, const MemoryModel& mm,
+                                            const EliminationPlan& plan,
+                                            const SolveOptions& options,
+                                            Clock::time_point deadline) {
+  CostGraph allowed = memoryProblem(g, mm);
+  Folded f = fold(plan, allowed, allowed.cost);
+  if (f.infeasibleNode >= 0) return std::nullopt;
+  Residual residual = buildResidual(plan, f);
+  double seconds = std::max(secondsLeft(deadline) / 2, kRescueShare * options.timeBudgetSeconds);
+  MilpOutcome least = solveResidualMilp(residual, {seconds, 0, nullptr});
+  if (!least.choice) return std::nullopt;
+  std::optional<std::vector<int>> c = fullChoice(plan, f, residual, *least.choice);
+  return fitting(g, mm, c) ? c : std::nullopt;
+}
+
+// Of two answers that fit, the one with the lower objective; on equal
+// objectives the lexicographically smaller choice, whichever engine found it.
+bool preferred(const CostGraph& g, const std::vector<int>& x, const std::vector<int>& y) {
+  double ox = g.objective(x), oy = g.objective(y);
+  return ox < oy || (ox == oy && x < y);
+}
+
+// Merges CBC's answer into the Lagrangian search's (not proven): the preferred
+// of the two that fit; an optimum CBC proves is the optimum.
+void mergeMilp(const CostGraph& g, const MemoryModel& mm, const Answer& milp, Answer& a) {
+  bool fits = milp.choice && mm.budget.fits(*milp.choice);
+  if (fits && (!a.choice || preferred(g, *milp.choice, *a.choice))) {
+    a.choice = milp.choice;
+    a.residualNodes = milp.residualNodes;
+  }
+  // An optimum CBC proves is ours, or no better than ours; an answer of its
+  // that misses the budget by rounding proves nothing.
+  a.optimal = milp.optimal && fits;
+  a.lowerBound = std::max(a.lowerBound, milp.lowerBound);
+}
+
+// The canonical form of a proven optimum under a budget, from the problem and
+// the optimum's objective alone, whichever engine proved it: the
+// lexicographically smallest optimum from the answer in hand; if that runs out
+// of steps, the same from a witness that only the problem and the cap decide
+// (the Lagrangian search's first choice within the cap); if that runs out too,
+// the witness itself (solveSharding puts it in local canonical form). Each
+// phase has a fixed budget of steps, so how far it gets never depends on the
+// solve before it.
+void canonicaliseBudgeted(LagrangianSearch& lagrangian, const CostGraph& g, const MemoryModel& mm,
+                          std::vector<int>& choice) {
+  double objective = g.objective(choice);
+  double cap = objective + tolerance(objective);
+  auto limited = [&](StepBudget& steps) {
+    lagrangian.limit(kCanonicalSteps, steps, Clock::time_point::max());
+  };
+  StepBudget boundSteps(kCanonicalBudgeted);
+  limited(boundSteps);
+  auto bounds = lagrangian.bounds(cap);
+  WithinCap query = [&](const std::vector<std::vector<double>>& cost, bool& settled) {
+    return lagrangian.findWithin(cost, cap, settled);
+  };
+  Acceptable acceptable = [&](const std::vector<int>& c) {
+    return g.objective(c) <= cap && mm.budget.fits(c);
+  };
+  auto smallest = [&](const std::vector<int>& start) -> std::optional<std::vector<int>> {
+    if (!bounds) return std::nullopt;
+    StepBudget steps(kCanonicalBudgeted);
+    limited(steps);
+    return lexicographicallySmallest(g.cost, start, *bounds, cap, acceptable, query);
+  };
+  if (auto c = smallest(choice)) {
+    choice = std::move(*c);
+    return;
+  }
+  StepBudget witnessSteps(kCanonicalBudgeted);
+  limited(witnessSteps);
+  bool settled = true;
+  std::optional<std::vector<int>> witness = lagrangian.findWithin(g.cost, cap, settled);
+  if (!witness) return;  // The engine's own answer (see docs/sharding.md, Determinism).
+  std::optional<std::vector<int>> c = smallest(*witness);
+  choice = c ? std::move(*c) : std::move(*witness);
+}
+
+// The budgeted problem: the Lagrangian search (relaxation and its branch and
+// bound) on this thread races CBC on the problem with memory as a constraint
+// (the nodes whose memory varies kept), which starts after the head start. The
+// first to prove the optimum stops the other; when neither does, both run to
+// the deadline and the preferred answer is kept.
 Answer solveBudgeted(const ShardingProblem& p, const CostGraph& g, const MemoryModel& mm,
                      const Evaluator& ev, const SolveOptions& options) {
   Clock::time_point deadline = deadlineOf(options);
   EliminationPlan plan = planElimination(g, std::vector<bool>(g.nodes(), false));
   Folded unconstrained = fold(plan, g, g.cost);
   if (unconstrained.infeasibleNode >= 0) throw noStrategy(p, unconstrained.infeasibleNode, true);
+  EliminationPlan kept = planElimination(g, mm.coupled);
+  Answer milp;
+  RacingEngine cbc(
+      [&](const std::atomic<bool>& stop) {
+        milp = solveByMilp(p, g, kept, mm, options, deadline, &stop);
+        return milp.optimal && milp.choice && mm.budget.fits(*milp.choice);
+      },
+      headStartOf(options));
   // With a larger residual every relaxed problem is a real search, and CBC
   // closes the gap faster than the Lagrangian branch and bound: it gets one
   // search's steps.
@@ -275,10 +454,13 @@ Answer solveBudgeted(const ShardingProblem& p, const CostGraph& g, const MemoryM
   StepBudget steps(options.searchLimit > UINT64_MAX / searches ? UINT64_MAX
                                                                : options.searchLimit * searches);
   LagrangianSearch lagrangian(g, mm.budget, plan, options.searchLimit, steps, deadline);
+  uint64_t racing = std::min(steps.left(), kRacingSearches * options.searchLimit);
+  lagrangian.stopWhen([&] { return cbc.poll() || (cbc.started() && steps.used() >= racing); });
   BudgetedOutcome out = lagrangian.minimise();
   Answer a;
   a.residualNodes = plan.residual.size();
   if (out.infeasible) {
+    cbc.stop();
     ExactOutcome free = solveExactly(plan, g, g.cost, kCanonicalSteps);
     if (free.complete && !free.choice) throw residualInfeasible(p, plan.residual, true);
     throw overBudget(p);
@@ -286,47 +468,37 @@ Answer solveBudgeted(const ShardingProblem& p, const CostGraph& g, const MemoryM
   a.choice = out.choice;
   a.optimal = out.optimal;
   a.lowerBound = out.exact ? out.lower : -kInfinity;
-  if (!a.optimal) {
-    if (!a.choice) {
-      a.choice = firstFit(g, mm, plan, options.searchLimit, deadline);
-      if (a.choice) ev.improveLocally(*a.choice);
-    }
-    // CBC gets what is left of the time budget; the better answer is kept.
-    Answer milp;
+  if (a.optimal) {
+    cbc.stop();
+  } else {
+    cbc.startNow();
+    if (!a.choice && !cbc.proved()) a.choice = firstFit(g, mm, plan, options.searchLimit);
+    std::exception_ptr milpError;
+    // With no answer that fits in hand, finding one comes first: CBC on the
+    // budgeted problem is stopped (keeping what it found), CBC minimises
+    // memory, then CBC on the budgeted problem gets the rest of the time.
+    bool rescue = !a.choice && !cbc.proved();
+    if (rescue) cbc.stop();
     try {
-      milp = solveFolded(p, g, planElimination(g, mm.coupled), mm, options, deadline);
+      cbc.finish();
+      mergeMilp(g, mm, milp, a);
     } catch (const ShardingError&) {
       // The residual sums memory in another order; with an answer that fits in
-      // hand, a verdict of infeasible can only be rounding.
-      if (!a.choice) throw;
+      // hand (or found next), a verdict of infeasible can only be rounding.
+      milpError = std::current_exception();
     }
-    bool fits = milp.choice && mm.budget.fits(*milp.choice);
-    if (fits && (!a.choice || g.objective(*milp.choice) < g.objective(*a.choice))) {
-      a.choice = milp.choice;
-      a.residualNodes = milp.residualNodes;
+    if (rescue) {
+      if (!a.choice) a.choice = leastMemory(g, mm, plan, options, deadline);
+      try {
+        if (a.choice) mergeMilp(g, mm, solveByMilp(p, g, kept, mm, options, deadline, nullptr), a);
+      } catch (const ShardingError&) {
+        // Rounding, as above: an answer that fits is in hand.
+      }
     }
-    // An optimum CBC proves is ours, or no better than ours; an answer of its
-    // that misses the budget by rounding proves nothing.
-    a.optimal = milp.optimal && fits;
-    a.lowerBound = std::max(a.lowerBound, milp.lowerBound);
+    if (!a.choice && milpError) std::rethrow_exception(milpError);
+    if (a.choice && !a.optimal) ev.improveLocally(*a.choice);
   }
-  if (!a.optimal) return a;
-  StepBudget canonicalSteps(std::min(kCanonicalSteps, kCanonicalFloor + 2 * steps.used()));
-  lagrangian.limit(kCanonicalSteps, canonicalSteps, Clock::time_point::max());
-  double objective = g.objective(*a.choice);
-  double cap = objective + tolerance(objective);
-  auto bounds = lagrangian.bounds(cap);
-  if (!bounds) return a;
-  WithinCap query = [&](const std::vector<std::vector<double>>& cost, bool& settled) {
-    return lagrangian.findWithin(cost, cap, settled);
-  };
-  Acceptable acceptable = [&](const std::vector<int>& c) {
-    return g.objective(c) <= cap && mm.budget.fits(c);
-  };
-  if (auto canonical =
-          lexicographicallySmallest(g.cost, *a.choice, *bounds, cap, acceptable, query)) {
-    a.choice = canonical;
-  }
+  if (a.optimal) canonicaliseBudgeted(lagrangian, g, mm, *a.choice);
   return a;
 }
 

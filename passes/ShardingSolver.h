@@ -7,8 +7,9 @@
 // and bound search, and when that does not finish, to COIN-OR CBC (the residual
 // as Alpa's ILP) under a time budget. A binding memory budget is relaxed into the
 // costs (Lagrangian relaxation), which keeps the problem shrinkable; a branch and
-// bound on the relaxation's bounds closes the gap, and CBC takes over when it
-// cannot (the better of its answer and the best found before is kept).
+// bound on the relaxation's bounds closes the gap while CBC races it on a second
+// thread under the same time budget; the first to prove the optimum stops the
+// other, and the answer does not depend on which one that was.
 #pragma once
 
 #include <cstdint>
@@ -56,6 +57,12 @@ struct SolveOptions {
   /// than 8 nodes, whose relaxed problems are real searches), then hands what it
   /// has not proven to CBC.
   uint64_t searchLimit = 1000000;
+  /// Under a binding memory budget, CBC races the Lagrangian search on a second
+  /// thread from this many seconds on, unless the search has proven the optimum
+  /// by then (negative: 2% of timeBudgetSeconds, so what the fast path settles
+  /// in milliseconds never starts a thread). It changes the time taken, never a
+  /// proven answer (docs/sharding.md, "How the engines race").
+  double raceHeadStartSeconds = -1.0;
 };
 
 struct ShardingSolution {
@@ -92,8 +99,10 @@ class ShardingError : public std::runtime_error {
 /// (under a budget, with very many tied optima), is in local canonical form: no
 /// node can switch to a lower-numbered strategy without raising the objective.
 /// Throws ShardingError when the problem is malformed or infeasible.
-/// An optimum proven by CBC (what the fast path could not close) is in local
-/// canonical form: CBC is run single-threaded, so it too is deterministic.
+/// CBC races the fast path on a second thread when the fast path does not close
+/// the problem at once; which engine proves first never changes a proven answer
+/// (docs/sharding.md, "How the engines race"). The calling thread waits for it:
+/// no thread outlives the call.
 ShardingSolution solveSharding(const ShardingProblem& problem, const SolveOptions& options);
 
 }  // namespace meshflow::passes
