@@ -245,6 +245,9 @@ std::vector<FilterToken> filterView(const std::vector<Token>& tokens) {
 }
 
 std::vector<Token> scan(std::string_view s) {
+  // A byte-order mark opening the source is not part of it: ANTLR's input
+  // stream drops it too, so lines, columns and offsets start after it.
+  if (s.substr(0, 3) == "\xEF\xBB\xBF") s.remove_prefix(3);
   std::vector<Token> tokens;
   tokens.reserve(s.size() / 3 + 1);
   Cursor cursor(s);
