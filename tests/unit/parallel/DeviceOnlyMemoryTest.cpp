@@ -78,16 +78,7 @@ class DeviceOnlyHost final : public runtime::DeviceHost {
 RunResult runDeviceOnly(const passes::TrainingGraph& training, const runtime::ParallelPlan& plan, int devices) {
   runtime::ParallelOptions options = optionsFor(8);
   options.devices = devices;
-  runtime::ParallelTrainer trainer(training, plan, options, std::make_unique<DeviceOnlyHost>(devices));
-  RunResult r;
-  runtime::TensorMap state;
-  runtime::initializeParameters(training.graph, 5, state);
-  trainer.setState(state);
-  auto data = runtime::syntheticData(5);
-  for (int step = 1; step <= 2; ++step)
-    r.losses.push_back(trainer.step(data->batch(training.graph, 8, step - 1), step).loss);
-  r.state = trainer.state();
-  return r;
+  return runParallel(training, plan, options, 2, 5, std::make_unique<DeviceOnlyHost>(devices));
 }
 
 void requireSameBits(const RunResult& a, const RunResult& b) {
@@ -162,12 +153,7 @@ TEST_CASE("device-only memory hands blocks only to a memory of its place", "[par
 TEST_CASE("a pipelined, replicated step on device-only memory gives the cpu backend's bits", "[parallel][device-memory]") {
   ir::Graph forward = traceModel(kMlp3, "mlp3()");
   auto training = passes::buildTrainingGraph(forward, passes::OptimizerConfig::adam());
-  runtime::ParallelPlan plan;
-  plan.virtualStages = 2;
-  plan.stageOfForwardOp = evenStages(forward, 2);
-  plan.rankDevices = {{0, 2}, {1, 3}};
-  plan.schedule = "1f1b";
-  plan.microbatches = 2;
+  runtime::ParallelPlan plan = twoStagesTwoReplicas(forward);
   runtime::ParallelOptions options = optionsFor(8);
   options.devices = 4;
   const int downloads = DeviceOnlyBlocks::toHost;
@@ -200,12 +186,7 @@ TEST_CASE("a GPT with recomputation and sharded optimizer state on device-only m
           "[parallel][device-memory]") {
   ir::Graph forward = traceModel("", "gpt(layers = 2, hidden = 16, heads = 2, seq = 8, vocab = 24)");
   auto training = passes::buildTrainingGraph(forward, passes::OptimizerConfig::adam());
-  runtime::ParallelPlan plan;
-  plan.virtualStages = 2;
-  plan.stageOfForwardOp = evenStages(forward, 2);
-  plan.rankDevices = {{0, 2}, {1, 3}};
-  plan.schedule = "1f1b";
-  plan.microbatches = 2;
+  runtime::ParallelPlan plan = twoStagesTwoReplicas(forward);
   plan.recompute = {passes::Recompute::kFull, passes::Recompute::kSelective};
   plan.shardOptimizer = {true, true};
   runtime::ParallelOptions options = optionsFor(8);

@@ -67,7 +67,7 @@ ScopedRun runScoped(const passes::TrainingGraph& training, const runtime::Parall
   ScopedHost* host = owned.get();
   runtime::ParallelOptions options = optionsFor(8);
   options.devices = devices;
-  runtime::ParallelTrainer trainer(training, plan, options, std::move(owned));
+  runtime::ParallelTrainer trainer(training, plan, options, std::move(owned));  // owns the host: read it before it goes
   ScopedRun r;
   runtime::TensorMap state;
   runtime::initializeParameters(training.graph, 5, state);
@@ -83,16 +83,6 @@ ScopedRun runScoped(const passes::TrainingGraph& training, const runtime::Parall
   }
   r.memories = host->memories;
   return r;
-}
-
-runtime::ParallelPlan twoStagesTwoReplicas(const ir::Graph& forward) {
-  runtime::ParallelPlan plan;
-  plan.virtualStages = 2;
-  plan.stageOfForwardOp = evenStages(forward, 2);
-  plan.rankDevices = {{0, 2}, {1, 3}};
-  plan.schedule = "1f1b";
-  plan.microbatches = 2;
-  return plan;
 }
 
 }  // namespace

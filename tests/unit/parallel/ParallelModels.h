@@ -99,6 +99,18 @@ inline std::map<ir::OpId, runtime::PlannedSpecs> randomStrategies(const ir::Grap
   return planned;
 }
 
+/// Two pipeline stages, each on two data-parallel replicas (devices 0 and 2,
+/// 1 and 3), 1F1B over two microbatches.
+inline runtime::ParallelPlan twoStagesTwoReplicas(const ir::Graph& forward) {
+  runtime::ParallelPlan plan;
+  plan.virtualStages = 2;
+  plan.stageOfForwardOp = evenStages(forward, 2);
+  plan.rankDevices = {{0, 2}, {1, 3}};
+  plan.schedule = "1f1b";
+  plan.microbatches = 2;
+  return plan;
+}
+
 /// Options for a step of `batch` samples, everything else by default.
 inline runtime::ParallelOptions optionsFor(std::int64_t batch) {
   runtime::ParallelOptions options;
@@ -126,11 +138,13 @@ inline RunResult runSerial(const passes::TrainingGraph& training, std::int64_t b
   return r;
 }
 
-/// `steps` steps of the parallel runtime on `plan`.
+/// `steps` steps of the parallel runtime on `plan`, its devices on `host`
+/// (null: the cpu backend's threads).
 inline RunResult runParallel(const passes::TrainingGraph& training, const runtime::ParallelPlan& plan,
-                             runtime::ParallelOptions options, int steps, std::uint64_t seed) {
+                             runtime::ParallelOptions options, int steps, std::uint64_t seed,
+                             std::unique_ptr<runtime::DeviceHost> host = nullptr) {
   RunResult r;
-  runtime::ParallelTrainer trainer(training, plan, options);
+  runtime::ParallelTrainer trainer(training, plan, options, std::move(host));
   runtime::TensorMap state;
   runtime::initializeParameters(training.graph, seed, state);
   trainer.setState(state);
