@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <mutex>
 #include <string>
 
@@ -94,8 +95,18 @@ int Milp::addColumn(double objective, double upper, bool integer,
   return columns() - 1;
 }
 
+bool Milp::withinClpRange() const {
+  constexpr double kLargest = 1e20;
+  const auto small = [](double x) { return std::isfinite(x) && std::abs(x) < kLargest; };
+  return std::all_of(objective_.begin(), objective_.end(), small) && std::all_of(value_.begin(), value_.end(), small);
+}
+
 MilpResult Milp::solve(const MilpLimits& limits) const {
   MilpResult r;
+  if (!withinClpRange()) {
+    r.outOfRange = true;
+    return r;
+  }
   auto start = std::chrono::steady_clock::now();
   std::lock_guard lock(driverMutex());
   if (stopRequested(limits.stop)) {

@@ -30,6 +30,10 @@ struct MilpResult {
   bool optimal = false;                                     ///< CBC proved `values` optimal.
   bool infeasible = false;                                  ///< CBC proved that no answer exists.
   bool stopped = false;  ///< Stopped through MilpLimits::stop (then never optimal).
+  /// Not handed to CBC: an objective coefficient or matrix entry of 1e20 or
+  /// more in magnitude (Clp aborts on objective coefficients from 1e25). The
+  /// fast path alone answers such a problem.
+  bool outOfRange = false;
 };
 
 class Milp {
@@ -41,6 +45,9 @@ class Milp {
   int addColumn(double objective, double upper, bool integer,
                 const std::vector<std::pair<int, double>>& entries);
   int columns() const { return static_cast<int>(objective_.size()); }
+  /// Every objective coefficient and matrix entry below 1e20 in magnitude
+  /// (bounds may be anything: Clp reads 1e20 and more as infinite).
+  bool withinClpRange() const;
   int rows() const { return static_cast<int>(rowLower_.size()); }
 
   /// Minimises within the limits. One solve runs at a time in the process (CBC's
