@@ -21,19 +21,6 @@ SolveOptions cbcOnly() {
   return o;
 }
 
-// Costs rounded to halves: a larger problem with many equal optima.
-ShardingProblem withTies(ShardingProblem p) {
-  for (auto& n : p.nodes) {
-    for (double& c : n.costs) c = std::round(2 * c) / 2;
-  }
-  for (auto& e : p.edges) {
-    for (auto& row : e.costs) {
-      for (double& c : row) c = std::isfinite(c) ? std::round(2 * c) / 2 : c;
-    }
-  }
-  return p;
-}
-
 }  // namespace
 
 TEST_CASE("determinism: the same problem gives the same answer on every path",

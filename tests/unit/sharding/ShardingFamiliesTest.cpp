@@ -49,14 +49,7 @@ const Named kLarger[] = {
 // The least memory of any choice that avoids the infinite edges, by Alpa's ILP
 // with memory as the cost.
 double leastFeasibleMemory(const ShardingProblem& p) {
-  ShardingProblem memory = p;
-  for (auto& n : memory.nodes) n.costs = n.memory;
-  for (auto& e : memory.edges) {
-    for (auto& row : e.costs) {
-      for (double& c : row) c = std::isfinite(c) ? 0.0 : c;
-    }
-  }
-  passes::ReferenceIlpResult r = passes::solveReferenceIlp(memory, 120);
+  passes::ReferenceIlpResult r = passes::solveReferenceIlp(meshflow::test::memoryAsCost(p), 120);
   REQUIRE(r.optimal);
   return memoryOf(p, *r.choice);
 }

@@ -49,19 +49,6 @@ struct Named {
   ShardingProblem problem;
 };
 
-// Costs rounded to halves: many equal optima, so the canonical form matters.
-ShardingProblem withTies(ShardingProblem p) {
-  for (auto& n : p.nodes) {
-    for (double& c : n.costs) c = std::round(2 * c) / 2;
-  }
-  for (auto& e : p.edges) {
-    for (auto& row : e.costs) {
-      for (double& c : row) c = std::isfinite(c) ? std::round(2 * c) / 2 : c;
-    }
-  }
-  return p;
-}
-
 std::vector<Named> racedProblems() {
   namespace f = meshflow::families;
   return {
@@ -76,14 +63,7 @@ std::vector<Named> racedProblems() {
 // The least memory of any choice that avoids the infinite edges: the solver on
 // memory as the cost.
 double leastFeasibleMemory(const ShardingProblem& p) {
-  ShardingProblem memory = p;
-  for (auto& n : memory.nodes) n.costs = n.memory;
-  for (auto& e : memory.edges) {
-    for (auto& row : e.costs) {
-      for (double& c : row) c = std::isfinite(c) ? 0.0 : c;
-    }
-  }
-  ShardingSolution s = solveSharding(memory, {});
+  ShardingSolution s = solveSharding(memoryAsCost(p), {});
   REQUIRE(s.optimal);
   return memoryOf(p, s.choice);
 }

@@ -31,6 +31,27 @@ inline double memoryOf(const ShardingProblem& p, const std::vector<int>& c) {
 }
 
 // The objective of a full assignment, computed independently of the solver.
+/// Costs rounded to halves: many equal optima, so the canonical form matters.
+inline ShardingProblem withTies(ShardingProblem p) {
+  for (auto& n : p.nodes)
+    for (double& c : n.costs) c = std::round(2 * c) / 2;
+  for (auto& e : p.edges)
+    for (auto& row : e.costs)
+      for (double& c : row) c = std::isfinite(c) ? std::round(2 * c) / 2 : c;
+  return p;
+}
+
+/// The same choices with memory as their cost (edges free unless infinite):
+/// its optimum is the least memory of any choice that avoids infinite edges.
+inline ShardingProblem memoryAsCost(const ShardingProblem& p) {
+  ShardingProblem memory = p;
+  for (auto& n : memory.nodes) n.costs = n.memory;
+  for (auto& e : memory.edges)
+    for (auto& row : e.costs)
+      for (double& c : row) c = std::isfinite(c) ? 0.0 : c;
+  return memory;
+}
+
 inline double evaluate(const ShardingProblem& p, const std::vector<int>& c) {
   double total = 0.0;
   for (size_t i = 0; i < p.nodes.size(); ++i) total += p.nodes[i].costs[c[i]];
