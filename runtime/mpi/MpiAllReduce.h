@@ -1,6 +1,7 @@
 // The MPI transport's all-reduces (internal to meshflow_mpi): the
 // deterministic one — a direct reduce-scatter summed in group order, then an
-// all-gather, or one exchange of whole operands when they are small — that
+// all-gather, or one exchange of whole operands when they are small (posted
+// in the node's slots when every member runs on this node) — that
 // advances in the background while its rank waits for anything else, and
 // MPI's own MPI_Iallreduce for deterministic = false.
 #pragma once
@@ -24,6 +25,11 @@ namespace meshflow::runtime::mpi {
 // All-reduces of at most this many bytes exchange whole operands (one
 // round of messages, n - 1 times the bytes) rather than chunks (two rounds).
 constexpr std::size_t kWholeBytes = 16 * 1024;
+// All-reduces of at most this many bytes whose members all run on this node
+// post whole operands once in the node's slots, and every member sums them
+// all. Not larger: at 64 KiB every member summing every operand took 3x as
+// long (4 ranks on 2 cores) as the chunked MPI path, which sums each chunk once.
+constexpr std::size_t kWholeOnNodeBytes = 16 * 1024;
 
 // A deterministic all-reduce under way: stage 0 (headers and the
 // reduce-scatter) was posted at the start; advance() sums this member's
@@ -41,13 +47,15 @@ class AllReduceOp final : public BackgroundOp {
     buffers_->received.resize(buffers_->inputs.size() * n);
     std::size_t total = 0;
     for (const Tensor& input : buffers_->inputs) total += input.bytes();
-    whole_ = total <= kWholeBytes;
-    // Whole operands travel inside the header, one message (the same to each
-    // peer), when that message still goes eagerly: a 4 KiB operand and its
-    // header, past Open MPI's 4 KiB, waited for its receiver and took ~1.8x
-    // as long as with the limit raised to 8 KiB. Else header and operands go
-    // as two messages, each eagerly.
-    inHeader_ = whole_ && call_->messageBytes(total) <= world.eagerBytes;
+    bool onNode = total <= kWholeOnNodeBytes && call_->postOnNode(total);
+    whole_ = onNode || total <= kWholeBytes;
+    // Whole operands travel inside the header, one message: posted once in
+    // the node's slots when every member runs on this node (no MPI message
+    // at all), else the same to each peer when that message still goes
+    // eagerly (a 4 KiB operand and its header, past Open MPI's 4 KiB, waited
+    // for its receiver and took ~1.8x as long as with the limit raised to
+    // 8 KiB). Else header and operands go as two messages, each eagerly.
+    inHeader_ = onNode || (whole_ && call_->messageBytes(total) <= world.eagerBytes);
     if (inHeader_) {
       std::vector<std::byte> message = call_->headerWithRoom(total);
       std::byte* at = message.data() + (message.size() - total);

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "runtime/CallSignature.h"
+#include "runtime/mpi/MpiNodeCores.h"
 #include "runtime/mpi/MpiWire.h"
 #include "runtime/mpi/MpiWorld.h"
 
@@ -66,6 +67,14 @@ constexpr std::size_t payloadStart(std::size_t headerBytes) {
 // named by exchangeHeaders(); data receives are posted with a stage (0 or 1),
 // and poll(stage) says whether every header and every receive up to that
 // stage has arrived. Headers are checked as they arrive.
+//
+// A call whose members all run on this node may post its header message
+// once in the node's slots (postOnNode) instead of sending it to each peer:
+// its peers then take theirs from the slots. A peer that sent its header
+// through MPI instead called something else (the transport is chosen from
+// the call alone): the call then sends its own header to every peer through
+// MPI too and takes every peer's, so that each member, whichever way it
+// went, sees every header and reports the Mismatch, as the cpu backend does.
 class Call {
  public:
   Call(MpiWorld& world, Groups& groups, CallSignature info)
@@ -100,6 +109,7 @@ class Call {
   }
   const CallSignature& info() const { return info_; }
   std::size_t position() const { return position_; }
+  std::uint64_t number() const { return number_; }
   std::size_t members() const { return info_.group.size(); }
   int member(std::size_t k) const { return info_.group[k]; }
   /// Keeps the buffers of this call's receives alive if the call is abandoned.
@@ -120,10 +130,31 @@ class Call {
     if (payloadBytes > 0) message.resize(payloadStart(header_.size()) + payloadBytes);
     return message;
   }
+  /// Whether this call's header message, with `payloadBytes` after it, goes
+  /// through the node's slots (every member on this node, and it fits one);
+  /// if so, from now on sendHeader posts it there, once for all peers.
+  bool postOnNode(std::size_t payloadBytes) {
+    NodeCores* node = world_.nodeCores.get();
+    if (!node || !node->hasSlots() || members() < 2 ||
+        messageBytes(payloadBytes) > NodeSlots::kMessageBytes)
+      return false;
+    for (int m : info_.group)
+      if (node->slotOf(m) < 0) return false;
+    onNode_ = true;
+    key_ = {NodeSlots::setKey(info_.group), number_};
+    return true;
+  }
   /// Sends member k `message`: this call's header (headerWithRoom), and its
   /// payload if any. The same message may go to every peer.
   void sendHeader(std::size_t k, const std::shared_ptr<const std::vector<std::byte>>& message) {
-    world_.postSend(kCallHeaders, member(k), tag_, message->data(), message->size(), message);
+    if (!onNode_) {
+      world_.postSend(kCallHeaders, member(k), tag_, message->data(), message->size(), message);
+      return;
+    }
+    if (!toPost_) {
+      toPost_ = message;
+      post();
+    }
   }
   /// Sends member k the header alone.
   void sendHeader(std::size_t k) {
@@ -167,7 +198,10 @@ class Call {
     }
     for (std::size_t i = 0; i < requests_.size(); ++i)
       if (requests_[i] != MPI_REQUEST_NULL && receives_[i].stage <= stage) complete = false;
-    if (!headersIn) return false;
+    if (onNode_ && (!posted_ || mpiHeadersIn_ < mpiHeadersExpected_)) complete = false;
+    // After a peer's header came through MPI, every peer's does: all are
+    // taken before the call is judged.
+    if (!headersIn || mpiHeadersIn_ < mpiHeadersExpected_) return false;
     if (!checked_) {
       checked_ = true;
       if (auto differs = difference())
@@ -192,6 +226,10 @@ class Call {
     try {
       world_.await(whatText(), world_.options.timeout, ready, missing);
     } catch (const CommError& e) {
+      // A member may never read this call's post: one that failed or left.
+      // (On a Mismatch every member has read every post before judging.)
+      if (e.kind() == CommError::Kind::Timeout || e.kind() == CommError::Kind::Aborted)
+        retract();
       if (e.kind() != CommError::Kind::Timeout) throw;
       if (auto differs = difference())
         throw world_.error(CommError::Kind::Mismatch, describe() + ": " + *differs);
@@ -309,6 +347,10 @@ class Call {
   // one per peer: a probe that finds nothing is an MPI poll, which yields
   // the core when MPI yields when idle.
   void receiveHeaders() {
+    if (onNode_) {
+      receiveOnNode();
+      return;
+    }
     if (headersIn_ == expectedHeaders()) return;
     for (;;) {
       int flag = 0;
@@ -323,6 +365,75 @@ class Call {
         return;
       }
       receiveHeader(k, status);
+    }
+  }
+
+  // Posts this call's message in a free slot, if it is not posted yet and
+  // one is free, and rings the peers.
+  void post() {
+    if (posted_ || !toPost_) return;
+    NodeCores& node = *world_.nodeCores;
+    if (!node.slots().post(key_, *toPost_, static_cast<std::uint32_t>(members() - 1))) return;
+    posted_ = true;
+    for (std::size_t k = 0; k < members(); ++k)
+      if (k != position_) node.ring(member(k));
+  }
+
+  // Takes this call's post back (or gives up posting it): some member will
+  // not read it.
+  void retract() {
+    if (!onNode_) return;
+    if (posted_) world_.nodeCores->slots().retract(key_);
+    toPost_.reset();
+    posted_ = true;
+  }
+
+  // Node slots: posts, looks for headers sent through MPI (a peer that called
+  // something else, or one that saw such a peer), and takes the expected
+  // peers' messages from their slots.
+  void receiveOnNode() {
+    post();
+    for (;;) {
+      int flag = 0;
+      MPI_Status status;
+      MPI_Iprobe(MPI_ANY_SOURCE, tag_, world_.comms[kCallHeaders], &flag, &status);
+      if (!flag) break;
+      std::size_t k = positionOf(status.MPI_SOURCE);
+      if (k >= peers_.size() || k == position_) break;  // not from a member: not this call's
+      if (!sentThroughMpi_) sendEveryPeerThroughMpi();
+      int length = 0;
+      MPI_Get_count(&status, MPI_BYTE, &length);
+      std::vector<std::byte> message(static_cast<std::size_t>(length));
+      checkMpi(MPI_Recv(message.data(), length, MPI_BYTE, member(k), tag_,
+                        world_.comms[kCallHeaders], MPI_STATUS_IGNORE),
+               "MPI_Recv");
+      ++mpiHeadersIn_;
+      if (!peers_[k].arrived) takeHeader(k, std::move(message));
+    }
+    NodeCores& node = *world_.nodeCores;
+    for (std::size_t k = 0; k < peers_.size(); ++k) {
+      Peer& peer = peers_[k];
+      if (!peer.headerExpected || peer.arrived) continue;
+      std::vector<std::byte> message;
+      if (node.slots().take(node.slotOf(member(k)), key_, message)) takeHeader(k, std::move(message));
+    }
+  }
+
+  // A peer went through MPI: this call's plain header goes to every peer
+  // through MPI, and every peer's comes (each member that sees one does the
+  // same), so that all of them are taken off MPI's queue.
+  void sendEveryPeerThroughMpi() {
+    sentThroughMpi_ = true;
+    // The member that went through MPI never reads this call's post, and
+    // the others now take this header from MPI too.
+    retract();
+    if (!headerOnly_) headerOnly_ = std::make_shared<const std::vector<std::byte>>(header_);
+    for (std::size_t k = 0; k < members(); ++k) {
+      if (k == position_) continue;
+      world_.postSend(kCallHeaders, member(k), tag_, headerOnly_->data(), headerOnly_->size(),
+                      headerOnly_);
+      peers_[k].headerExpected = true;
+      ++mpiHeadersExpected_;
     }
   }
 
@@ -353,6 +464,18 @@ class Call {
     checkMpi(MPI_Recv(peer.message.data(), length, MPI_BYTE, member(k), tag_,
                       world_.comms[kCallHeaders], MPI_STATUS_IGNORE),
              "MPI_Recv");
+    markArrived(k);
+  }
+
+  // Takes `message` as member k's header (from a node slot).
+  void takeHeader(std::size_t k, std::vector<std::byte> message) {
+    peers_[k].message = std::move(message);
+    markArrived(k);
+  }
+
+  // Member k's header message is in: compares it with this call's own.
+  void markArrived(std::size_t k) {
+    Peer& peer = peers_[k];
     peer.arrived = true;
     ++headersIn_;
     // A header equal to this call's own, number included, is a call that
@@ -381,6 +504,15 @@ class Call {
   std::vector<Receive> receives_;
   std::size_t headersIn_ = 0;  // headers received
   std::shared_ptr<const void> holder_;
+  // Through the node's slots: this call's key there, its message, whether it
+  // is posted, and the headers that also go through MPI after a peer's came
+  // that way.
+  bool onNode_ = false;
+  NodeSlots::Key key_;
+  std::shared_ptr<const std::vector<std::byte>> toPost_;
+  bool posted_ = false;
+  bool sentThroughMpi_ = false;
+  std::size_t mpiHeadersExpected_ = 0, mpiHeadersIn_ = 0;
 };
 
 }  // namespace meshflow::runtime::mpi

@@ -57,7 +57,7 @@ int NodeCores::hostCores() {
   return static_cast<int>(std::thread::hardware_concurrency());
 }
 
-std::unique_ptr<NodeCores> NodeCores::share(MPI_Comm node, int worldRank, int cores) {
+std::unique_ptr<NodeCores> NodeCores::share(MPI_Comm node, int worldRank, int cores, bool slots) {
   int nodeRank = 0, nodeSize = 1, worldSize = 1;
   MPI_Comm_rank(node, &nodeRank);
   MPI_Comm_size(node, &nodeSize);
@@ -65,7 +65,8 @@ std::unique_ptr<NodeCores> NodeCores::share(MPI_Comm node, int worldRank, int co
   if (nodeSize < 2) return nullptr;
   int gateCores = cores > 0 && nodeSize > cores ? cores : 0;
   std::size_t bellsAt = roundUp(cpu::CoreGate::sharedBytes(nodeSize), alignof(Bell));
-  std::size_t bytes = bellsAt + static_cast<std::size_t>(nodeSize) * sizeof(Bell);
+  std::size_t slotsAt = roundUp(bellsAt + static_cast<std::size_t>(nodeSize) * sizeof(Bell), 64);
+  std::size_t bytes = slotsAt + NodeSlots::sharedBytes(nodeSize);
   // The node's first rank makes the memory and the gate in it, then names it
   // to the others (an empty name: none could be made).
   std::array<char, kNameBytes> name{};
@@ -75,6 +76,8 @@ std::unique_ptr<NodeCores> NodeCores::share(MPI_Comm node, int worldRank, int co
     shared.reset(new NodeCores(memory, bytes));
     shared->bellsAt_ = bellsAt;
     shared->slot_ = nodeRank;
+    shared->slots_ = std::make_unique<NodeSlots>(static_cast<char*>(memory) + slotsAt, nodeSize,
+                                                 nodeRank);
     shared->gate_ = cpu::CoreGate::attach(memory, create, gateCores, nodeSize, worldRank, nodeRank,
                                           std::chrono::milliseconds(0));
   };
@@ -91,10 +94,15 @@ std::unique_ptr<NodeCores> NodeCores::share(MPI_Comm node, int worldRank, int co
   MPI_Bcast(name.data(), static_cast<int>(name.size()), MPI_CHAR, 0, node);
   if (name[0] == '\0') return nullptr;
   if (nodeRank != 0) attach(mapShared(name.data(), bytes, false), false);
-  // Every rank has mapped it: the name can go, and the memory goes with the
-  // last rank to unmap it, however the job ends.
-  MPI_Barrier(node);
+  // Every rank has tried to map it: the name can go, and the memory goes
+  // with the last rank to unmap it, however the job ends. Shared by all the
+  // node's ranks or by none: a rank without it would not read its peers'
+  // slots.
+  int agreed[2] = {shared ? 1 : 0, slots ? 1 : 0};
+  MPI_Allreduce(MPI_IN_PLACE, agreed, 2, MPI_INT, MPI_MIN, node);
   if (nodeRank == 0) shm_unlink(name.data());
+  if (!agreed[0]) return nullptr;
+  if (!agreed[1]) shared->slots_.reset();
   if (shared) {
     // Which world ranks are on this node, and in which slot.
     MPI_Group worldGroup, nodeGroup;
@@ -114,6 +122,7 @@ std::unique_ptr<NodeCores> NodeCores::share(MPI_Comm node, int worldRank, int co
 
 NodeCores::~NodeCores() {
   gate_.reset();
+  slots_.reset();
   munmap(memory_, bytes_);
 }
 
@@ -122,9 +131,7 @@ NodeCores::Bell& NodeCores::bellOf(int slot) const {
 }
 
 void NodeCores::ring(int worldRank) {
-  int slot = worldRank >= 0 && static_cast<std::size_t>(worldRank) < slotOfRank_.size()
-                 ? slotOfRank_[static_cast<std::size_t>(worldRank)]
-                 : -1;
+  int slot = slotOf(worldRank);
   if (slot < 0 || slot == slot_) return;
   Bell& bell = bellOf(slot);
   // Sequentially consistent, against sleepUntilRung's: either the sleeper

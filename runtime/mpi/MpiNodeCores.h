@@ -11,6 +11,9 @@
 // Doorbells: a rank that has waited a while sleeps between looks for its
 // messages; every send rings the receiver's bell, which ends that sleep at
 // once, so a message from a rank of the node is seen the moment it is sent.
+//
+// Slots (NodeSlots): where the node's ranks post the messages of small
+// collectives for each other.
 #pragma once
 
 #include <mpi.h>
@@ -22,6 +25,7 @@
 #include <vector>
 
 #include "runtime/cpu/CoreGate.h"
+#include "runtime/mpi/NodeSlots.h"
 
 namespace meshflow::runtime::mpi {
 
@@ -30,15 +34,26 @@ class NodeCores {
   /// Collective over `node`, the ranks of this node (MPI_Comm_split_type),
   /// `worldRank` being this rank: the memory they share, with a gate of
   /// `cores` cores (none when the node has no more ranks than cores, or
-  /// `cores` is 0). Null for a rank alone on its node, or when the memory
-  /// cannot be made (each rank then computes freely and polls).
-  static std::unique_ptr<NodeCores> share(MPI_Comm node, int worldRank, int cores);
+  /// `cores` is 0), and message slots unless `slots` is false on any of
+  /// them. Null for a rank alone on its node, or when the memory cannot be
+  /// made (each rank then computes freely and polls).
+  static std::unique_ptr<NodeCores> share(MPI_Comm node, int worldRank, int cores, bool slots);
   ~NodeCores();
   NodeCores(const NodeCores&) = delete;
   NodeCores& operator=(const NodeCores&) = delete;
 
   /// The gate of the node's cores; null when each rank has a core.
   cpu::CoreGate* gate() { return gate_->cores() > 0 ? gate_.get() : nullptr; }
+
+  /// The node's message slots (none without hasSlots()).
+  bool hasSlots() const { return slots_ != nullptr; }
+  NodeSlots& slots() { return *slots_; }
+  /// The node slot of `worldRank`, -1 when it runs on another node.
+  int slotOf(int worldRank) const {
+    return worldRank >= 0 && static_cast<std::size_t>(worldRank) < slotOfRank_.size()
+               ? slotOfRank_[static_cast<std::size_t>(worldRank)]
+               : -1;
+  }
 
   /// Rings the bell of `worldRank` if it runs on this node (after a send to it).
   void ring(int worldRank);
@@ -61,6 +76,7 @@ class NodeCores {
   std::size_t bytes_;
   std::size_t bellsAt_ = 0;          // where the bells start in memory_
   std::unique_ptr<cpu::CoreGate> gate_;
+  std::unique_ptr<NodeSlots> slots_;
   std::vector<int> slotOfRank_;      // world rank -> node slot, -1 off this node
   int slot_ = 0;
 };

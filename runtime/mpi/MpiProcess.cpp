@@ -110,7 +110,8 @@ MpiWorld::MpiWorld(int* argc, char*** argv, MpiOptions options) : options(option
   int onNode = 1;
   MPI_Comm_size(node, &onNode);
   int cores = NodeCores::hostCores();
-  nodeCores = NodeCores::share(node, rank, cores);
+  const char* slots = std::getenv("MESHFLOW_NODE_SLOTS");
+  nodeCores = NodeCores::share(node, rank, cores, !(slots && std::string(slots) == "0"));
   if (nodeCores && nodeCores->gate()) nodeCores->gate()->setWaitLimit(options.timeout);
   MPI_Comm_free(&node);
   if (onNode > cores) spinBeforeYield = std::chrono::microseconds(0);
@@ -400,6 +401,10 @@ void MpiProcess::setOptions(const MpiOptions& options) {
 }
 
 Communicator& MpiProcess::communicator() { return *state_->communicator; }
+
+bool MpiProcess::postsOnNode() const {
+  return state_->world.nodeCores && state_->world.nodeCores->hasSlots();
+}
 
 cpu::CoreGate* MpiProcess::hostCores() {
   return state_->world.nodeCores ? state_->world.nodeCores->gate() : nullptr;

@@ -59,6 +59,11 @@ class MpiProcess {
   /// MpiNodeCores.h): this rank's device computes only while it holds one
   /// and gives it up in every wait. Null when the node has a core per rank.
   cpu::CoreGate* hostCores();
+  /// Whether collectives whose members all run on this node post small
+  /// messages in the node's shared memory (runtime/mpi/NodeSlots.h):
+  /// on unless MESHFLOW_NODE_SLOTS=0 on any rank, or the node's ranks could
+  /// not share memory.
+  bool postsOnNode() const;
 
   /// Control messages: bytes from the controller to a worker and back, in
   /// order per (sender, receiver), never mixed with the communicator's.

@@ -24,7 +24,15 @@ function(meshflow_mpi_test name ranks expected max pattern case)
 endfunction()
 
 foreach(ranks 2 3 4 8)
-  meshflow_mpi_test(mpi.operations.np${ranks} ${ranks} 0 120 "every operation checked" operations)
+  meshflow_mpi_test(mpi.operations.np${ranks} ${ranks} 0 120 "every operation checked.*slots on" operations)
+endforeach()
+# Every message through MPI, as between nodes (the small collectives of
+# ranks on one node otherwise go through its shared memory).
+foreach(ranks 3 4)
+  meshflow_mpi_test(mpi.operations.no_slots.np${ranks} ${ranks} 0 120
+                    "every operation checked.*slots off" operations)
+  set_tests_properties(mpi.operations.no_slots.np${ranks} PROPERTIES
+                       ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;MESHFLOW_NODE_SLOTS=0")
 endforeach()
 foreach(ranks 2 4)
   meshflow_mpi_test(mpi.timeout.np${ranks} ${ranks} 0 60 "timed out after 1500 ms, waiting for device" timeout)

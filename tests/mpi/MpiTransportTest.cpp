@@ -562,7 +562,9 @@ int main(int argc, char** argv) {
     if (which == "sigstop") return sigstopCase(process);
     auto start = Clock::now();
     checkOperations(process);
-    if (me == 0) fmt::print("rank 0: every operation checked in {:.0f} ms\n", millisSince(start));
+    if (me == 0)
+      fmt::print("rank 0: every operation checked in {:.0f} ms (node slots {})\n",
+                 millisSince(start), process.postsOnNode() ? "on" : "off");
   } catch (const std::exception& e) {
     check(false, std::string("uncaught: ") + e.what());
     process.abort(e.what());
