@@ -8,8 +8,9 @@
 //      the tiny GPT and the GPT of hidden size 512: bytes held at the peak,
 //      page faults and time per step, the two alternating step by step.
 //
-//   bench_memory [grid|serial] [ROUNDS] [tiny|wide]   (default both; 9 rounds of
-//   the wide GPT, 4 × that of the tiny one)
+//   bench_memory [grid|serial] [ROUNDS] [tiny|wide|both] [WIDE_BATCH]   (default
+//   both parts; 9 rounds of the wide GPT, 4 × that of the tiny one; the wide
+//   GPT at batch 8, the tiny one at 16)
 #include <fmt/format.h>
 #include <sys/resource.h>
 
@@ -246,12 +247,12 @@ void reportSerial(const std::string& model, std::int64_t batch, int rounds) {
              planMs / serialMs, fastest(planSide) / fastest(serialSide));
 }
 
-void reportSerial(int rounds, const std::string& models) {
+void reportSerial(int rounds, const std::string& models, std::int64_t wideBatch) {
   fmt::print("== 2. one device: the parallel runtime against the serial executor ==\n");
   if (models != "wide")
     reportSerial("gpt(layers = 2, hidden = 64, heads = 4, seq = 64, vocab = 96)", 16, rounds * 4);
   if (models != "tiny")
-    reportSerial("gpt(layers = 4, hidden = 512, heads = 8, seq = 64, vocab = 512)", 8, rounds);
+    reportSerial("gpt(layers = 4, hidden = 512, heads = 8, seq = 64, vocab = 512)", wideBatch, rounds);
 }
 
 }  // namespace
@@ -260,6 +261,7 @@ int main(int argc, char** argv) {
   const std::string only = argc > 1 ? argv[1] : "";
   const int rounds = argc > 2 ? std::max(1, std::atoi(argv[2])) : 9;
   if (only != "serial") reportGrid();
-  if (only != "grid") reportSerial(rounds, argc > 3 ? argv[3] : "both");
+  const std::int64_t wideBatch = argc > 4 ? std::max(1, std::atoi(argv[4])) : 8;
+  if (only != "grid") reportSerial(rounds, argc > 3 ? argv[3] : "both", wideBatch);
   return 0;
 }
