@@ -303,6 +303,7 @@ std::optional<SpmdLayout> reduceToShapeLayout(const std::vector<ShardingSpec>& h
                                               const ir::LogicalMesh& mesh) {
   if (in.size() != 2 || out.size() != 1 || in[1].size() > in[0].size()) return std::nullopt;
   const ShardingSpec dy = withoutPartial(preferred(held, planned, 0));
+  if (dy.isReplicated()) return std::nullopt;
   const std::size_t shift = in[0].size() - in[1].size();
   std::vector<MeshAxes> kept(in[1].size(), MeshAxes::kNone);
   MeshAxes summed = MeshAxes::kNone;
@@ -313,7 +314,6 @@ std::optional<SpmdLayout> reduceToShapeLayout(const std::vector<ShardingSpec>& h
     else
       kept[d - shift] = dy.dim(d);
   }
-  if (dy.isReplicated()) return std::nullopt;
   SpmdLayout l{{dy, ShardingSpec::fromDims(kept)}, {ShardingSpec::fromDims(kept, summed)}};
   if (!layoutFits(l, in, out, mesh)) return std::nullopt;
   return l;
