@@ -5,10 +5,12 @@
 //      DeviceMemory's accounting of every tensor, by category — beside the
 //      plan's per-device prediction, and the error's spread.
 //   2. A 1-device plan on the parallel runtime against the serial executor on
-//      the GPT of hidden size 512: bytes held at the peak, page faults and time
-//      per step.
+//      the tiny GPT and the GPT of hidden size 512: bytes held at the peak,
+//      page faults and time per step, the two alternating step by step.
 //
-//   bench_memory [grid|serial]   (default both)
+//   bench_memory [grid|serial] [ROUNDS] [tiny|wide|both] [WIDE_BATCH]   (default
+//   both parts; 9 rounds of the wide GPT, 4 × that of the tiny one; the wide
+//   GPT at batch 8, the tiny one at 16)
 #include <fmt/format.h>
 #include <sys/resource.h>
 
@@ -163,13 +165,26 @@ void reportGrid() {
              100.0 * within / double(ratios.size()));
 }
 
-void reportSerial() {
-  const std::string model = "gpt(layers = 4, hidden = 512, heads = 8, seq = 64, vocab = 512)";
-  const std::int64_t batch = 8;
-  const int steps = 5;
-  fmt::print(
-      "== 2. one device: the parallel runtime against the serial executor ==\n  {} batch {}\n",
-      model, batch);
+// One side of part 2: its step times and page faults, and the bytes at its peak.
+struct Side {
+  std::vector<double> times;
+  long faults = 0;
+};
+
+template <class Step>
+void timeStep(Side& side, Step&& step) {
+  long before = minorFaults();
+  auto start = Clock::now();
+  step();
+  side.times.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+  side.faults += minorFaults() - before;
+}
+
+// The serial executor and the 1-device plan on the same model, state and
+// batches, one step of each per round, the order alternating between rounds
+// (a drift of the host's speed affects both alike), after one warm-up step each.
+void reportSerial(const std::string& model, std::int64_t batch, int rounds) {
+  fmt::print("  {} batch {}, {} alternating rounds\n", model, batch, rounds);
   ir::Graph forward = trace(model);
   auto training = passes::buildTrainingGraph(forward, passes::OptimizerConfig::adam());
   auto data = runtime::syntheticData(1);
@@ -180,25 +195,6 @@ void reportSerial() {
 
   runtime::SerialExecutor serial(training.graph, {batch, true});
   runtime::TensorMap serialState = state;
-  std::vector<double> serialTimes;
-  std::size_t serialPeak = 0;
-  long faults = 0;
-  for (int step = 1; step <= steps + 1; ++step) {
-    auto inputs = data->batch(training.graph, batch, step - 1);
-    long before = minorFaults();
-    auto start = Clock::now();
-    serial.run(inputs, serialState, step);
-    if (step == 1) continue;
-    serialTimes.push_back(std::chrono::duration<double>(Clock::now() - start).count());
-    faults += minorFaults() - before;
-    serialPeak = std::max(serialPeak, serial.lastStats().peakIntermediateBytes);
-  }
-  fmt::print(
-      "  serial:   {:>8} MiB at the peak (state {} + intermediates {}), {:>6} page faults/step, "
-      "{:.1f} ms/step\n",
-      mib(double(stateBytes + serialPeak)), mib(double(stateBytes)), mib(double(serialPeak)),
-      faults / steps, 1e3 * median(serialTimes));
-
   passes::PlanRequest request;
   request.globalBatch = batch;
   request.stages = 1;
@@ -208,35 +204,64 @@ void reportSerial() {
   options.batch = batch;
   runtime::ParallelTrainer trainer(training, runtime::parallelPlanOf(forward, plan), options);
   trainer.setState(state);
-  std::vector<double> times;
-  std::int64_t peak = 0;
-  faults = 0;
-  std::int64_t reused = 0, allocations = 0;
-  for (int step = 1; step <= steps + 1; ++step) {
-    auto inputs = data->batch(training.graph, batch, step - 1);
-    long before = minorFaults();
-    auto start = Clock::now();
-    auto result = trainer.step(inputs, step);
-    if (step == 1) continue;
-    times.push_back(std::chrono::duration<double>(Clock::now() - start).count());
-    faults += minorFaults() - before;
+
+  Side serialSide, planSide;
+  std::size_t serialPeak = 0;
+  std::int64_t peak = 0, reused = 0, allocations = 0;
+  auto serialStep = [&](int step) {
+    serial.run(data->batch(training.graph, batch, step - 1), serialState, step);
+    serialPeak = std::max(serialPeak, serial.lastStats().peakIntermediateBytes);
+  };
+  auto planStep = [&](int step) {
+    auto result = trainer.step(data->batch(training.graph, batch, step - 1), step);
     peak = std::max(peak, result.memory[0].peak);
     reused += result.memory[0].reused;
     allocations += result.memory[0].allocations;
+  };
+  serialStep(1);
+  planStep(1);
+  for (int round = 0; round < rounds; ++round) {
+    const int step = round + 2;
+    // The batch is made inside the timed step on both sides alike.
+    if (round % 2 == 0) {
+      timeStep(serialSide, [&] { serialStep(step); });
+      timeStep(planSide, [&] { planStep(step); });
+    } else {
+      timeStep(planSide, [&] { planStep(step); });
+      timeStep(serialSide, [&] { serialStep(step); });
+    }
   }
+  const double serialMs = 1e3 * median(serialSide.times), planMs = 1e3 * median(planSide.times);
+  const auto fastest = [](const Side& s) { return 1e3 * *std::min_element(s.times.begin(), s.times.end()); };
   fmt::print(
-      "  parallel: {:>8} MiB at the peak (planned {}), {:>6} page faults/step, {:.1f} ms/step, "
-      "{:.0f}% of "
-      "allocations from the cache\n",
-      mib(double(peak)), mib(plan.stages[0].peakMemoryBytes), faults / steps, 1e3 * median(times),
-      100.0 * double(reused) / double(std::max<std::int64_t>(1, allocations)));
+      "  serial:   {:>8} MiB at the peak (state {} + intermediates {}), {:>6} page faults/step, "
+      "{:.1f} ms/step (fastest {:.1f})\n",
+      mib(double(stateBytes + serialPeak)), mib(double(stateBytes)), mib(double(serialPeak)),
+      serialSide.faults / rounds, serialMs, fastest(serialSide));
+  fmt::print(
+      "  parallel: {:>8} MiB at the peak (planned {}), {:>6} page faults/step, {:.1f} ms/step "
+      "(fastest {:.1f}), {:.0f}% of allocations from the cache\n",
+      mib(double(peak)), mib(plan.stages[0].peakMemoryBytes), planSide.faults / rounds, planMs,
+      fastest(planSide), 100.0 * double(reused) / double(std::max<std::int64_t>(1, allocations)));
+  fmt::print("  1-device plan / serial executor: {:.3f} by the medians, {:.3f} by the fastest steps\n\n",
+             planMs / serialMs, fastest(planSide) / fastest(serialSide));
+}
+
+void reportSerial(int rounds, const std::string& models, std::int64_t wideBatch) {
+  fmt::print("== 2. one device: the parallel runtime against the serial executor ==\n");
+  if (models != "wide")
+    reportSerial("gpt(layers = 2, hidden = 64, heads = 4, seq = 64, vocab = 96)", 16, rounds * 4);
+  if (models != "tiny")
+    reportSerial("gpt(layers = 4, hidden = 512, heads = 8, seq = 64, vocab = 512)", wideBatch, rounds);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   const std::string only = argc > 1 ? argv[1] : "";
+  const int rounds = argc > 2 ? std::max(1, std::atoi(argv[2])) : 9;
   if (only != "serial") reportGrid();
-  if (only != "grid") reportSerial();
+  const std::int64_t wideBatch = argc > 4 ? std::max(1, std::atoi(argv[4])) : 8;
+  if (only != "grid") reportSerial(rounds, argc > 3 ? argv[3] : "both", wideBatch);
   return 0;
 }

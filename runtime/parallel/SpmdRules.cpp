@@ -1,6 +1,7 @@
 #include "runtime/parallel/SpmdRules.h"
 
 #include <initializer_list>
+#include <variant>
 
 namespace meshflow::runtime {
 namespace {
@@ -200,7 +201,133 @@ std::optional<SpmdLayout> moeLayout(const ir::Op& op, const std::vector<Sharding
   return std::nullopt;
 }
 
+// Ops whose rows along the leading dimension are independent: a split of
+// dimension 0 passes through them. How each operand and result goes with it.
+enum class RowRole : std::uint8_t { kRows, kWhole, kPartial };
+
+struct RowOp {
+  std::size_t lead = 0;  ///< The input whose dimension-0 split the op takes.
+  std::vector<RowRole> inputs, outputs;
+};
+
+std::int64_t axisOf(const ir::Op& op, std::size_t rank) {
+  auto it = op.attrs.find("axis");
+  std::int64_t a = it == op.attrs.end() ? -1 : std::get<std::int64_t>(it->second);
+  return a < 0 ? a + static_cast<std::int64_t>(rank) : a;
+}
+
+std::optional<RowOp> rowOp(const ir::Op& op, const Shapes& in, const Shapes& out) {
+  using R = RowRole;
+  const std::size_t rank = in.empty() ? 0 : in[0].size();
+  switch (op.kind) {
+    case OpKind::Softmax:
+    case OpKind::CausalMask:
+    case OpKind::CausalMaskGrad:
+    case OpKind::SplitHeads:
+    case OpKind::MergeHeads:
+      return RowOp{0, {R::kRows}, {R::kRows}};
+    case OpKind::SoftmaxGrad:
+      return RowOp{0, {R::kRows, R::kRows}, {R::kRows}};
+    case OpKind::LayerNorm:
+      return RowOp{0, {R::kRows, R::kWhole, R::kWhole}, {R::kRows}};
+    case OpKind::LayerNormGrad:  // dgamma and dbeta sum over the rows
+      return RowOp{0, {R::kRows, R::kWhole, R::kRows}, {R::kRows, R::kPartial, R::kPartial}};
+    case OpKind::EmbeddingGrad:  // the rows' scatter-adds into the table
+      return RowOp{1, {R::kRows, R::kRows}, {R::kPartial}};
+    case OpKind::Split:
+      if (axisOf(op, rank) == 0) return std::nullopt;
+      return RowOp{0, {R::kRows}, std::vector<R>(out.size(), R::kRows)};
+    case OpKind::Concat:
+      if (axisOf(op, rank) == 0) return std::nullopt;
+      return RowOp{0, std::vector<R>(in.size(), R::kRows), {R::kRows}};
+    default:
+      return std::nullopt;
+  }
+}
+
+ShardingSpec rowSpec(RowRole role, std::size_t rank, MeshAxes rows) {
+  switch (role) {
+    case RowRole::kRows: return ShardingSpec::split(rank, 0, rows);
+    case RowRole::kPartial: return ShardingSpec::replicated(rank).withPartial(rows);
+    case RowRole::kWhole: break;
+  }
+  return ShardingSpec::replicated(rank);
+}
+
+// The lead operand's dimension-0 split through a row-wise op; other splits of
+// it are gathered.
+std::optional<SpmdLayout> rowsLayout(const ir::Op& op, const std::vector<ShardingSpec>& held,
+                                     const Shapes& in, const Shapes& out,
+                                     const std::vector<ShardingSpec>& planned,
+                                     const ir::LogicalMesh& mesh) {
+  std::optional<RowOp> r = rowOp(op, in, out);
+  if (!r || r->lead >= in.size() || r->inputs.size() != in.size() || r->outputs.size() != out.size() ||
+      in[r->lead].empty())
+    return std::nullopt;
+  const MeshAxes rows = preferred(held, planned, r->lead).dim(0);
+  if (rows == MeshAxes::kNone) return std::nullopt;
+  SpmdLayout l;
+  for (std::size_t i = 0; i < in.size(); ++i) l.inputs.push_back(rowSpec(r->inputs[i], in[i].size(), rows));
+  for (std::size_t o = 0; o < out.size(); ++o) l.outputs.push_back(rowSpec(r->outputs[o], out[o].size(), rows));
+  if (!layoutFits(l, in, out, mesh)) return std::nullopt;
+  return l;
+}
+
+// x -> y of another shape: a split of dimension 0 is a contiguous run of rows
+// on both sides, and a split of the last dimension, where both keep it,
+// splits the same elements of each row. Other splits are gathered.
+std::optional<SpmdLayout> reshapeLayout(const std::vector<ShardingSpec>& held, const Shapes& in,
+                                        const Shapes& out, const std::vector<ShardingSpec>& planned,
+                                        const ir::LogicalMesh& mesh) {
+  if (in.size() != 1 || out.size() != 1 || in[0].size() < 2 || out[0].size() < 2) return std::nullopt;
+  const ShardingSpec& x = preferred(held, planned, 0);
+  const std::size_t rx = in[0].size(), ry = out[0].size();
+  const MeshAxes rows = x.dim(0);
+  const MeshAxes columns = in[0].back() == out[0].back() ? x.dim(rx - 1) : MeshAxes::kNone;
+  for (MeshAxes keep : {columns, MeshAxes::kNone}) {
+    if (rows == MeshAxes::kNone && keep == MeshAxes::kNone) break;
+    std::vector<MeshAxes> a(rx, MeshAxes::kNone), y(ry, MeshAxes::kNone);
+    a[0] = y[0] = rows;
+    a[rx - 1] = y[ry - 1] = keep;
+    SpmdLayout l{{ShardingSpec::fromDims(a)}, {ShardingSpec::fromDims(y)}};
+    if (layoutFits(l, in, out, mesh)) return l;
+  }
+  return std::nullopt;
+}
+
+// dy, like -> dx, dy summed over the dimensions `like` broadcasts: dy's splits
+// of the dimensions kept stay, those of the dimensions summed make dx a
+// partial sum over their axes. `like` is read for its shape only.
+std::optional<SpmdLayout> reduceToShapeLayout(const std::vector<ShardingSpec>& held, const Shapes& in,
+                                              const Shapes& out, const std::vector<ShardingSpec>& planned,
+                                              const ir::LogicalMesh& mesh) {
+  if (in.size() != 2 || out.size() != 1 || in[1].size() > in[0].size()) return std::nullopt;
+  const ShardingSpec dy = withoutPartial(preferred(held, planned, 0));
+  if (dy.isReplicated()) return std::nullopt;
+  const std::size_t shift = in[0].size() - in[1].size();
+  std::vector<MeshAxes> kept(in[1].size(), MeshAxes::kNone);
+  MeshAxes summed = MeshAxes::kNone;
+  for (std::size_t d = 0; d < in[0].size(); ++d) {
+    const bool reduced = d < shift || (in[1][d - shift] == 1 && in[0][d] != 1);
+    if (reduced)
+      summed = summed | dy.dim(d);
+    else
+      kept[d - shift] = dy.dim(d);
+  }
+  SpmdLayout l{{dy, ShardingSpec::fromDims(kept)}, {ShardingSpec::fromDims(kept, summed)}};
+  if (!layoutFits(l, in, out, mesh)) return std::nullopt;
+  return l;
+}
+
 }  // namespace
+
+ShardingSpec cutTarget(const std::vector<ShardingSpec>& held, const Shapes& inputShapes,
+                       const std::vector<std::int64_t>& outputShape) {
+  for (std::size_t i = 0; i < held.size(); ++i)
+    if (inputShapes[i] == outputShape && held[i].partial() == MeshAxes::kNone && !held[i].isReplicated())
+      return held[i];
+  return ShardingSpec::replicated(outputShape.size());
+}
 
 SpmdLayout spmdLayout(const ir::Op& op, const std::vector<ShardingSpec>& held, const Shapes& inputShapes,
                       const Shapes& outputShapes, const std::vector<ShardingSpec>& planned,
@@ -239,7 +366,14 @@ SpmdLayout spmdLayout(const ir::Op& op, const std::vector<ShardingSpec>& held, c
     case OpKind::MoeCombineGrad:
       layout = moeLayout(op, held, inputShapes, outputShapes, planned, mesh);
       break;
+    case OpKind::Reshape:
+      layout = reshapeLayout(held, inputShapes, outputShapes, planned, mesh);
+      break;
+    case OpKind::ReduceToShape:
+      layout = reduceToShapeLayout(held, inputShapes, outputShapes, planned, mesh);
+      break;
     default:
+      layout = rowsLayout(op, held, inputShapes, outputShapes, planned, mesh);
       break;
   }
   return layout ? *layout : whole(inputShapes, outputShapes);

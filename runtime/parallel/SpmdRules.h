@@ -21,9 +21,19 @@
 //   a partial sum over the expert split. The batch split follows the gates, so
 //   slots held split over the experts are resharded to the batch split by an
 //   all-to-all (expert parallelism).
+// - Row-wise ops (softmax, the causal mask, layer norm, the heads' layout,
+//   reshape, split and concat off dimension 0, and the gradients of softmax,
+//   the mask, layer norm, embedding and broadcasting over the batch) take the
+//   dimension-0 split of their leading operand: each device runs its rows.
+//   What they sum over the rows (layer norm's dgamma and dbeta, an embedding
+//   table's gradient, a bias gradient) is a partial sum over the split.
 // - Every other op runs whole on every device (its inputs gathered to
 //   replicated): always correct, not parallel. Dropout must be among them: its
-//   mask hashes the element's index in the whole tensor.
+//   mask hashes the element's index in the whole tensor; so must cross
+//   entropy and its gradient, whose mean divides by the positions it sees.
+//   An unplanned op run whole has its outputs cut locally (no communication)
+//   to the layout of an input of the same shape (cutTarget), so that a
+//   backward keeps the forward's split instead of holding whole gradients.
 // A planned forward op takes the input specs of its strategy; its outputs are
 // then resharded to the strategy's output specs by the caller.
 #pragma once
@@ -52,5 +62,12 @@ SpmdLayout spmdLayout(const ir::Op& op, const std::vector<ir::ShardingSpec>& hel
                       const std::vector<std::vector<std::int64_t>>& inputShapes,
                       const std::vector<std::vector<std::int64_t>>& outputShapes,
                       const std::vector<ir::ShardingSpec>& planned, const ir::LogicalMesh& mesh);
+
+/// Where an unplanned op that ran whole keeps an output of `outputShape`: the
+/// spec of the first input of that very shape `held` split (no partial sum),
+/// else replicated — a local cut of the whole result.
+ir::ShardingSpec cutTarget(const std::vector<ir::ShardingSpec>& held,
+                           const std::vector<std::vector<std::int64_t>>& inputShapes,
+                           const std::vector<std::int64_t>& outputShape);
 
 }  // namespace meshflow::runtime

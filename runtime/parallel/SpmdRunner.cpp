@@ -106,9 +106,14 @@ void SpmdRunner::run(std::span<const ir::OpId> ops, ShardedValues& values, const
       runtime::runKernel(op, in, out, cpu::KernelContext{step, id, dropoutElementOffset(graph_, id, microbatch_, firstSample)});
       for (std::size_t j = 0; j < op.outputs.size(); ++j) {
         ir::ShardingSpec spec = layout.outputs[j];
-        if (!plan.outputs.empty() && plan.outputs[j] != spec) {
-          results[j] = reshard(std::move(results[j]), outShapes[j], spec, plan.outputs[j], place, comm);
-          spec = plan.outputs[j];
+        ir::ShardingSpec target = spec;
+        if (!plan.outputs.empty())
+          target = plan.outputs[j];
+        else if (op.phase == ir::Phase::Backward && spec.isReplicated())
+          target = cutTarget(held, inShapes, outShapes[j]);
+        if (target != spec) {
+          results[j] = reshard(std::move(results[j]), outShapes[j], spec, target, place, comm);
+          spec = target;
         }
         values[op.outputs[j]] = ShardedValue{std::move(results[j]), spec};
       }

@@ -4,8 +4,9 @@
 // recomputation, sharded optimizer state), each device's
 // measured peak (its DeviceMemory's accounting) within 10% of the plan's
 // peakMemoryBytes for its stage — or, where the model is known to leave
-// something out, within the wider bound of the category that names it (and
-// four devices in five off tensor-parallel meshes within 10%).
+// something out, within the wider bound of the category that names it; at
+// least 95% of all devices, and every device of a tensor-parallel mesh, within
+// 10%.
 // MESHFLOW_MEMORY_REPORT=1 prints every device's figures.
 #include <cstdlib>
 
@@ -114,7 +115,7 @@ TEST_CASE("each device's measured peak is within 10% of the plan's prediction",
   };
   std::mt19937 rng(20261127);
   int devices = 0, within = 0, planned = 0;
-  int plain = 0, plainWithin = 0;  // devices off tensor-parallel meshes
+  int spmdDevices = 0, spmdWithin = 0;  // devices of tensor-parallel meshes
   std::vector<std::string> unexplained;
   for (const std::string& model : models) {
     ir::Graph forward = traceModel("", model);
@@ -139,37 +140,42 @@ TEST_CASE("each device's measured peak is within 10% of the plan's prediction",
                         runtime::bytesText(c.predicted), ratio);
         if (std::getenv("MESHFLOW_MEMORY_REPORT")) fmt::print("{}\n", text);
         const bool spmd = tensorParallel(plan);
-        plain += spmd ? 0 : 1;
+        spmdDevices += spmd ? 1 : 0;
         if (std::abs(ratio - 1) <= 0.10) {
           ++within;
-          plainWithin += spmd ? 0 : 1;
+          spmdWithin += spmd ? 1 : 0;
           continue;
         }
-        // Activations on tensor-parallel meshes: the SPMD runtime's backward
-        // makes resharded copies (activations and gradients gathered or
-        // sliced into the next op's layout, partial sums before their
-        // reduction) that live beside the stash until their last use; the
-        // plan counts the stash, not them. Measured: +1.5 MiB within the
-        // backward RUN over a 2.9 MiB stash on bench_memory's tiny GPT.
-        if (spmd && ratio >= 0.9 && ratio <= 1.35) continue;
+        // Tensor-parallel meshes have no category of their own: their
+        // backward keeps the forward's split (runtime/parallel/SpmdRules.h),
+        // so they hold what the plan prices. (Until the row-wise rules every
+        // backward op after the loss ran whole on every device, 1.15-1.38×
+        // the prediction.)
         // Small devices (a peak under 1 MiB, e.g. an interleaved rank holding
         // the embedding): the values a RUN makes and frees again (its largest
         // op's inputs and outputs, a received carry) are not counted and are a
-        // large share of so little, and when a received message arrives
-        // (how early, under load) moves them.
+        // large share of so little, and a message stays charged to its sender
+        // until the receiver takes it, so when the peer receives (under load,
+        // how late) moves them by a few of these messages.
         if (c.predicted < (1 << 20) && ratio >= 0.5 && ratio <= 2) continue;
         // Over-predicted by up to 15%: the safe side of the model's upper
         // bounds (a backward's layer taken to make all its weight gradients
-        // before it frees any of its stash).
+        // before it frees any of its stash; a value one layer makes and only
+        // the next layer's backward reads counted in both when they share a
+        // stage: 80 KiB per microbatch on the GPipe last stage of 4
+        // microbatches that lands at 0.897). Both offset the backward's
+        // working set, which is not counted (docs/planning.md, "Memory").
         if (ratio >= 0.85 && ratio < 1) continue;
         unexplained.push_back(text);
       }
     }
   }
-  INFO(within << " of " << devices << " devices within 10%; off tensor-parallel meshes "
-              << plainWithin << " of " << plain);
+  INFO(within << " of " << devices << " devices within 10%; on tensor-parallel meshes "
+              << spmdWithin << " of " << spmdDevices);
   CHECK(planned >= 18);
-  CHECK(plainWithin >= plain * 4 / 5);
+  CHECK(spmdDevices >= 10);
+  CHECK(spmdWithin == spmdDevices);
+  CHECK(within >= devices * 95 / 100);
   std::string list;
   for (const std::string& u : unexplained) list += u + "\n";
   INFO(list);

@@ -42,7 +42,8 @@ runtime::TensorMap boxesOf(const ir::Graph& graph, const runtime::SpmdRunner& ru
 // each device as its boxes.
 RunResult runSpmd(const passes::TrainingGraph& training, std::array<std::int64_t, 2> meshShape,
                   const std::map<ir::OpId, runtime::PlannedSpecs>& planned, std::int64_t batch,
-                  int steps, std::uint64_t seed, CollectiveCounts* counts = nullptr) {
+                  int steps, std::uint64_t seed, CollectiveCounts* counts = nullptr,
+                  runtime::ShardedValues* lastValues = nullptr) {
   const int n = int(meshShape[0] * meshShape[1]);
   RunResult r;
   runtime::initializeParameters(training.graph, seed, r.state);
@@ -68,6 +69,7 @@ RunResult runSpmd(const passes::TrainingGraph& training, std::array<std::int64_t
       runner.run(ops, values, boxesOf(training.graph, runner, r.state, place), inputs, step, place, comm,
                  nullptr, 0, &dropped[std::size_t(device)]);
       losses[std::size_t(device)] = runner.whole(training.graph.outputs[0], values, place, comm).item();
+      if (lastValues && place.index == 0) *lastValues = values;
       for (const passes::WriteBack& w : training.writeBacks)
         next[std::size_t(device)][runtime::bindingName(training.graph, w.target)] =
             runner.whole(w.updated, values, place, comm);
@@ -162,4 +164,69 @@ TEST_CASE("expert-parallel MoE steps exchange slots by all-to-all and equal the 
       ++cases;
     }
   CHECK(cases == 12);
+}
+
+namespace {
+
+// Every forward op data-parallel over mesh dimension 1 where a strategy does
+// that (its outputs split along dimension 0 only, parameters replicated),
+// replicated otherwise.
+std::map<ir::OpId, runtime::PlannedSpecs> batchSplitStrategies(const ir::Graph& forward, std::int64_t batch,
+                                                               std::array<std::int64_t, 2> meshShape) {
+  ir::LogicalMesh mesh;
+  mesh.shape = meshShape;
+  auto batchSplit = [](const ir::ShardingSpec& s) {
+    for (std::size_t d = 1; d < s.rank(); ++d)
+      if (s.dim(d) != ir::MeshAxes::kNone) return false;
+    return s.rank() == 0 || s.dim(0) == ir::MeshAxes::k1;
+  };
+  std::map<ir::OpId, runtime::PlannedSpecs> planned;
+  for (ir::OpId id = 0; id < forward.ops().size(); ++id) {
+    const ir::Op& op = forward.op(id);
+    if (op.kind == ir::OpKind::Constant) continue;
+    passes::OpContext ctx{forward, id, batch, mesh, std::vector<bool>(op.inputs.size(), true), {}};
+    std::optional<passes::Strategy> chosen;
+    for (passes::Strategy& s : passes::strategiesFor(ctx)) {
+      const bool parameter = op.kind == ir::OpKind::Parameter;
+      bool fits = !s.outputs.empty();
+      for (const ir::ShardingSpec& o : s.outputs)
+        fits = fits && (parameter ? o.isReplicated() : batchSplit(o) && o.rank() > 0);
+      if (fits || (!chosen && std::all_of(s.outputs.begin(), s.outputs.end(),
+                                          [](const ir::ShardingSpec& o) { return o.isReplicated(); })))
+        chosen = s;
+      if (fits) break;
+    }
+    if (chosen) planned[id] = {chosen->inputs, chosen->outputs};
+  }
+  return planned;
+}
+
+}  // namespace
+
+TEST_CASE("a data-parallel mesh runs its backward on split rows and equals the serial reference",
+          "[parallel][spmd]") {
+  // Layer norm, softmax, the heads' layout, reshapes and the bias, layer-norm
+  // and embedding gradients keep the batch split (SpmdRules.h); cross
+  // entropy's gradient runs whole and is cut back to it. Before, each of
+  // them gathered its operands and every later backward op ran on the whole
+  // batch, holding whole gradients on every device.
+  ir::Graph forward = traceModel(kMlp, "gpt(layers = 1, hidden = 8, heads = 2, seq = 4, vocab = 12)");
+  auto training = passes::buildTrainingGraph(forward, passes::OptimizerConfig::adam(1e-2));
+  const std::int64_t batch = 6, rows = batch * 4;  // batch × seq positions (no parameter is as long)
+  auto planned = batchSplitStrategies(forward, batch, {1, 2});
+  runtime::ShardedValues values;
+  requireSameRun(runSpmd(training, {1, 2}, planned, batch, 2, 7, nullptr, &values),
+                 runSerial(training, batch, 2, 7));
+  int split = 0;
+  const ir::Graph& g = training.graph;
+  for (const auto& [v, sv] : values) {
+    const ir::Op& producer = g.op(g.value(v).producer);
+    const runtime::Shape shape = runtime::boundShape(g.value(v).type, batch);
+    if (producer.phase != ir::Phase::Backward || shape.size() < 2 || (shape[0] != batch && shape[0] != rows))
+      continue;
+    INFO("value " << v << " of " << ir::opName(producer.kind) << " held " << sv.spec.toString());
+    CHECK(sv.spec.dim(0) == ir::MeshAxes::k1);
+    ++split;
+  }
+  CHECK(split > 20);
 }
