@@ -130,12 +130,12 @@ std::string parallelPlanText(const ParallelPlan& plan, std::int64_t batch, const
   bool sharded = false;
   for (std::size_t r = 0; r < ranks; ++r)
     sharded = sharded || (plan.shardsOptimizer(static_cast<int>(r)) && replicas > 1);
-  return fmt::format("{} stage{}{} × {} replica{}{}{}, {}, {} microbatch{} of {}, {} devices", ranks,
+  return fmt::format("{} stage{}{} × {} replica{}{}{}, {}, {} microbatch{} of {}, {} device{}", ranks,
                      ranks == 1 ? "" : "s", chunks, replicas, replicas == 1 ? "" : "s", meshText(plan, planned),
                      sharded ? " (sharded optimizer)" : "", plan.schedule,
                      plan.microbatches, plan.microbatches == 1 ? "" : "es",
                      batch / std::max<std::int64_t>(1, plan.microbatches * static_cast<std::int64_t>(replicas)),
-                     devices);
+                     devices, devices == 1 ? "" : "s");
 }
 
 }  // namespace meshflow::runtime
