@@ -7,7 +7,9 @@
 #pragma once
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cstring>
 #include <exception>
 #include <memory>
@@ -33,7 +35,9 @@ constexpr std::size_t kWholeOnNodeBytes = 16 * 1024;
 
 // A deterministic all-reduce under way: stage 0 (headers and the
 // reduce-scatter) was posted at the start; advance() sums this member's
-// chunks once stage 0 is in and sends them out (stage 1).
+// chunks once stage 0 is in and sends them out (stage 1). Between members
+// that all run on this node, up to 16 KiB posts whole operands in the node's
+// slots, and more posts each peer its chunks there, then the summed chunks.
 class AllReduceOp final : public BackgroundOp {
  public:
   AllReduceOp(MpiWorld& world, Groups& groups, CallSignature info, std::vector<Tensor> inputs)
@@ -49,27 +53,29 @@ class AllReduceOp final : public BackgroundOp {
     for (const Tensor& input : buffers_->inputs) total += input.bytes();
     bool onNode = total <= kWholeOnNodeBytes && call_->postOnNode(total);
     whole_ = onNode || total <= kWholeBytes;
+    // Chunks through the node's slots: each member's chunks of every peer's
+    // operand come in that peer's header message for it, and its summed
+    // chunks go out as one post for all (a call takes a slot per member).
+    chunksOnNode_ = !whole_ && n <= NodeSlots::kSlots && call_->postOnNode(largestChunks());
     // Whole operands travel inside the header, one message: posted once in
     // the node's slots when every member runs on this node (no MPI message
     // at all), else the same to each peer when that message still goes
     // eagerly (a 4 KiB operand and its header, past Open MPI's 4 KiB, waited
     // for its receiver and took ~1.8x as long as with the limit raised to
     // 8 KiB). Else header and operands go as two messages, each eagerly.
-    inHeader_ = onNode || (whole_ && call_->messageBytes(total) <= world.eagerBytes);
-    if (inHeader_) {
-      std::vector<std::byte> message = call_->headerWithRoom(total);
-      std::byte* at = message.data() + (message.size() - total);
-      for (const Tensor& input : buffers_->inputs) {
-        auto raw = std::as_const(input).raw();
-        if (!raw.empty()) std::memcpy(at, raw.data(), raw.size());
-        at += raw.size();
-      }
-      auto shared = std::make_shared<const std::vector<std::byte>>(std::move(message));
+    inHeader_ = onNode || chunksOnNode_ || (whole_ && call_->messageBytes(total) <= world.eagerBytes);
+    if (chunksOnNode_) {
       for (std::size_t k = 0; k < n; ++k) {
         if (k == me) continue;
-        call_->sendHeader(k, shared);
+        call_->sendHeader(k, headerWithChunks(k));
         call_->expectHeader(k);
       }
+      return;
+    }
+    if (inHeader_) {
+      call_->sendHeaderToAll(headerWithChunks(me));  // whole: every chunk is all of it
+      for (std::size_t k = 0; k < n; ++k)
+        if (k != me) call_->expectHeader(k);
       return;
     }
     for (std::size_t k = 0; k < n; ++k) {
@@ -98,7 +104,7 @@ class AllReduceOp final : public BackgroundOp {
         sumAndSend();
         stage_ = whole_ ? 2 : 1;
       }
-      if (stage_ == 1 && call_->poll(1)) stage_ = 2;
+      if (stage_ == 1 && (chunksOnNode_ ? gatheredOnNode() : call_->poll(1))) stage_ = 2;
     } catch (...) {
       error_ = std::current_exception();
     }
@@ -107,7 +113,7 @@ class AllReduceOp final : public BackgroundOp {
 
   void finish(std::vector<Tensor*>& tensors) {
     // The world's progress advances it (it is among the background operations).
-    call_->waitFor([&] { return done(); }, [&] { return call_->missingText(stage_); });
+    call_->waitFor([&] { return done(); }, [&] { return missingText(); });
     if (error_) std::rethrow_exception(error_);
     for (std::size_t i = 0; i < tensors.size(); ++i) *tensors[i] = buffers_->outputs[i];
   }
@@ -133,34 +139,95 @@ class AllReduceOp final : public BackgroundOp {
     return {begin * size, (end - begin) * size};
   }
 
+  // The bytes of chunk k of every tensor, back to back.
+  std::size_t chunksBytes(std::size_t k) const {
+    std::size_t bytes = 0;
+    for (std::size_t i = 0; i < buffers_->inputs.size(); ++i) bytes += chunk(i, k).second;
+    return bytes;
+  }
+  std::size_t largestChunks() const {
+    std::size_t largest = 0;
+    for (std::size_t k = 0; k < call_->members(); ++k) largest = std::max(largest, chunksBytes(k));
+    return largest;
+  }
+
+  // This call's header with chunk k of every input after it.
+  std::shared_ptr<const std::vector<std::byte>> headerWithChunks(std::size_t k) const {
+    std::vector<std::byte> message = call_->headerWithRoom(chunksBytes(k));
+    std::byte* at = message.data() + (message.size() - chunksBytes(k));
+    for (std::size_t i = 0; i < buffers_->inputs.size(); ++i) {
+      auto [begin, bytes] = chunk(i, k);
+      if (bytes > 0) std::memcpy(at, std::as_const(buffers_->inputs[i]).raw().data() + begin, bytes);
+      at += bytes;
+    }
+    return std::make_shared<const std::vector<std::byte>>(std::move(message));
+  }
+
   // Where member k's part of tensor i is: this member's own input, the
-  // operands in k's header (whole, when they fit it), or k's operand or
+  // operands or chunks in k's header (when they fit it), or k's operand or
   // chunk received.
   const std::byte* partOf(std::size_t i, std::size_t k, std::size_t begin) const {
     if (k == call_->position()) return std::as_const(buffers_->inputs[i]).raw().data() + begin;
     if (!inHeader_) return buffers_->received[i * call_->members() + k].data();
     std::size_t offset = 0;
-    for (std::size_t j = 0; j < i; ++j) offset += buffers_->inputs[j].bytes();
+    for (std::size_t j = 0; j < i; ++j) offset += chunk(j, call_->position()).second;
     return call_->payload(k).data() + offset;
   }
 
-  // Whole operands: every peer's header carried all of them (a header that
-  // agrees with this call but with other bytes is a Mismatch, as a data
-  // message of another size is).
+  CommError sizeMismatch(std::size_t k) const {
+    return world_.error(CommError::Kind::Mismatch,
+                        fmt::format("{}: device {} sent a message of another size than this call "
+                                    "expects",
+                                    call_->describe(), call_->member(k)));
+  }
+
+  // Operands or chunks in the headers: every peer's header carried this
+  // member's (a header that agrees with this call but with other bytes is a
+  // Mismatch, as a data message of another size is).
   void checkPayloads() const {
-    std::size_t total = 0;
-    for (const Tensor& input : buffers_->inputs) total += input.bytes();
+    std::size_t expected = chunksBytes(call_->position());
     for (std::size_t k = 0; k < call_->members(); ++k)
-      if (k != call_->position() && call_->payload(k).size() != total)
-        throw world_.error(CommError::Kind::Mismatch,
-                           fmt::format("{}: device {} sent a message of another size than this "
-                                       "call expects",
-                                       call_->describe(), call_->member(k)));
+      if (k != call_->position() && call_->payload(k).size() != expected) throw sizeMismatch(k);
+  }
+
+  // Chunks through the node's slots: takes the peers' summed chunks that are
+  // posted; whether all are in (and this member's posted for them).
+  bool gatheredOnNode() {
+    call_->poll(1);  // a look at MPI too: a poll that yields the core when MPI yields when idle
+    std::size_t n = call_->members();
+    if (gathered_.empty()) gathered_.assign(n, false);
+    std::vector<std::byte> bytes;
+    for (std::size_t k = 0; k < n; ++k) {
+      if (k == call_->position() || gathered_[k] || !call_->takeData(k, bytes)) continue;
+      if (bytes.size() != chunksBytes(k)) throw sizeMismatch(k);
+      std::size_t offset = 0;
+      for (std::size_t i = 0; i < buffers_->inputs.size(); ++i) {
+        auto [begin, size] = chunk(i, k);
+        if (size > 0) std::memcpy(buffers_->outputs[i].raw().data() + begin, bytes.data() + offset, size);
+        offset += size;
+      }
+      gathered_[k] = true;
+      ++gatheredCount_;
+    }
+    return gatheredCount_ + 1 == n && call_->allPosted();
+  }
+
+  // ", waiting for device 2": whom a wait that timed out waited for.
+  std::string missingText() const {
+    if (!chunksOnNode_ || stage_ != 1) return call_->missingText(stage_);
+    std::vector<int> missing;
+    for (std::size_t k = 0; k < call_->members(); ++k)
+      if (k != call_->position() && (gathered_.empty() || !gathered_[k]))
+        missing.push_back(call_->member(k));
+    if (missing.empty()) return "";
+    return fmt::format(", waiting for device{} {}", missing.size() == 1 ? "" : "s",
+                       fmt::join(missing, ", "));
   }
 
   void sumAndSend() {
     std::size_t n = call_->members(), me = call_->position();
     if (inHeader_) checkPayloads();
+    std::vector<std::byte> gather;  // the summed chunks, to post on the node
     for (std::size_t i = 0; i < buffers_->inputs.size(); ++i) {
       Tensor& out = buffers_->outputs[i];
       auto [begin, bytes] = chunk(i, me);
@@ -169,9 +236,15 @@ class AllReduceOp final : public BackgroundOp {
       std::size_t size = ir::dtypeBytes(out.dtype());
       orderedSum(out.dtype(), parts, out.raw().data() + begin, bytes / size);
       if (whole_) continue;
+      if (chunksOnNode_) {
+        const std::byte* summed = out.raw().data() + begin;
+        gather.insert(gather.end(), summed, summed + bytes);
+        continue;
+      }
       for (std::size_t k = 0; k < n; ++k)
         if (k != me) call_->sendData(k, kCallGather, out.raw().data() + begin, bytes, buffers_);
     }
+    if (chunksOnNode_) call_->postData(std::move(gather));
     // The reduce-scatter's buffers are no longer needed.
     for (auto& received : buffers_->received) world_.giveScratch(std::move(received));
   }
@@ -182,6 +255,9 @@ class AllReduceOp final : public BackgroundOp {
   int stage_ = 0;
   bool whole_ = false;     // small tensors: one exchange of whole operands
   bool inHeader_ = false;  // ... inside the header's message
+  bool chunksOnNode_ = false;  // chunks through the node's slots
+  std::vector<bool> gathered_;  // ... and which peers' summed chunks are in
+  std::size_t gatheredCount_ = 0;
   std::exception_ptr error_;
 };
 

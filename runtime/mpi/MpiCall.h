@@ -130,9 +130,10 @@ class Call {
     if (payloadBytes > 0) message.resize(payloadStart(header_.size()) + payloadBytes);
     return message;
   }
-  /// Whether this call's header message, with `payloadBytes` after it, goes
-  /// through the node's slots (every member on this node, and it fits one);
-  /// if so, from now on sendHeader posts it there, once for all peers.
+  /// Whether this call's messages — headers with at most `payloadBytes`
+  /// after them — go through the node's slots (every member on this node,
+  /// and each fits one); if so, from now on sendHeader and sendHeaderToAll
+  /// post them there.
   bool postOnNode(std::size_t payloadBytes) {
     NodeCores* node = world_.nodeCores.get();
     if (!node || !node->hasSlots() || members() < 2 ||
@@ -141,20 +142,46 @@ class Call {
     for (int m : info_.group)
       if (node->slotOf(m) < 0) return false;
     onNode_ = true;
-    key_ = {NodeSlots::setKey(info_.group), number_};
+    set_ = NodeSlots::setKey(info_.group);
     return true;
   }
   /// Sends member k `message`: this call's header (headerWithRoom), and its
-  /// payload if any. The same message may go to every peer.
+  /// payload if any.
   void sendHeader(std::size_t k, const std::shared_ptr<const std::vector<std::byte>>& message) {
-    if (!onNode_) {
+    if (onNode_)
+      addPost(forRank(member(k)), message, 1);
+    else
       world_.postSend(kCallHeaders, member(k), tag_, message->data(), message->size(), message);
+  }
+  /// Sends every peer the same `message` (posted once on the node).
+  void sendHeaderToAll(const std::shared_ptr<const std::vector<std::byte>>& message) {
+    if (onNode_) {
+      addPost(kForAll, message, static_cast<std::uint32_t>(members() - 1));
       return;
     }
-    if (!toPost_) {
-      toPost_ = message;
-      post();
-    }
+    for (std::size_t k = 0; k < members(); ++k)
+      if (k != position_) sendHeader(k, message);
+  }
+  /// On the node: posts `bytes` for every peer to take with takeData (after
+  /// the headers: e.g. an all-reduce's summed chunk).
+  void postData(std::vector<std::byte> bytes) {
+    addPost(kData, std::make_shared<const std::vector<std::byte>>(std::move(bytes)),
+            static_cast<std::uint32_t>(members() - 1));
+  }
+  /// On the node: member k's postData bytes, if posted; posts what this
+  /// call has not posted yet.
+  bool takeData(std::size_t k, std::vector<std::byte>& into) {
+    post();
+    NodeCores& node = *world_.nodeCores;
+    return node.slots().take(node.slotOf(member(k)), keyOf(kData), into);
+  }
+  /// On the node: whether every message of this call is posted (its peers
+  /// may need them even once this member has all it needs).
+  bool allPosted() {
+    post();
+    for (const Post& p : posts_)
+      if (!p.posted) return false;
+    return true;
   }
   /// Sends member k the header alone.
   void sendHeader(std::size_t k) {
@@ -198,7 +225,7 @@ class Call {
     }
     for (std::size_t i = 0; i < requests_.size(); ++i)
       if (requests_[i] != MPI_REQUEST_NULL && receives_[i].stage <= stage) complete = false;
-    if (onNode_ && (!posted_ || mpiHeadersIn_ < mpiHeadersExpected_)) complete = false;
+    if (onNode_ && (!allPosted() || mpiHeadersIn_ < mpiHeadersExpected_)) complete = false;
     // After a peer's header came through MPI, every peer's does: all are
     // taken before the call is judged.
     if (!headersIn || mpiHeadersIn_ < mpiHeadersExpected_) return false;
@@ -368,24 +395,46 @@ class Call {
     }
   }
 
-  // Posts this call's message in a free slot, if it is not posted yet and
-  // one is free, and rings the peers.
-  void post() {
-    if (posted_ || !toPost_) return;
-    NodeCores& node = *world_.nodeCores;
-    if (!node.slots().post(key_, *toPost_, static_cast<std::uint32_t>(members() - 1))) return;
-    posted_ = true;
-    for (std::size_t k = 0; k < members(); ++k)
-      if (k != position_) node.ring(member(k));
+  // The parts of a call's messages in the node's slots: the one message for
+  // every peer, the one for world rank r alone (kForRank + r: by rank, not by
+  // position, so that a peer that orders the group otherwise still finds its
+  // message, and reports the Mismatch), data after the headers.
+  static constexpr std::uint32_t kForAll = 0, kData = 1, kForRank = 2;
+  static std::uint32_t forRank(int rank) { return kForRank + static_cast<std::uint32_t>(rank); }
+  NodeSlots::Key keyOf(std::uint32_t part) const { return {set_, number_, part}; }
+
+  void addPost(std::uint32_t part, std::shared_ptr<const std::vector<std::byte>> message,
+               std::uint32_t readers) {
+    posts_.push_back({keyOf(part), std::move(message), readers, false});
+    post();
   }
 
-  // Takes this call's post back (or gives up posting it): some member will
-  // not read it.
+  // Posts this call's messages that are not posted yet in free slots, as
+  // long as there are free ones, and rings the peers.
+  void post() {
+    if (posts_.empty()) return;
+    NodeCores& node = *world_.nodeCores;
+    bool any = false;
+    for (Post& p : posts_) {
+      if (p.posted) continue;
+      if (!node.slots().post(p.key, *p.message, p.readers)) break;
+      p.posted = any = true;
+      p.message.reset();
+    }
+    if (any)
+      for (std::size_t k = 0; k < members(); ++k)
+        if (k != position_) node.ring(member(k));
+  }
+
+  // Takes this call's posts back (and gives up posting the rest): some
+  // member will not read them.
   void retract() {
     if (!onNode_) return;
-    if (posted_) world_.nodeCores->slots().retract(key_);
-    toPost_.reset();
-    posted_ = true;
+    for (Post& p : posts_) {
+      if (p.posted) world_.nodeCores->slots().retract(p.key);
+      p.posted = true;
+      p.message.reset();
+    }
   }
 
   // Node slots: posts, looks for headers sent through MPI (a peer that called
@@ -410,12 +459,17 @@ class Call {
       ++mpiHeadersIn_;
       if (!peers_[k].arrived) takeHeader(k, std::move(message));
     }
+    // A peer's message for every peer, or for this member alone (a peer that
+    // called something else may have posted either).
     NodeCores& node = *world_.nodeCores;
     for (std::size_t k = 0; k < peers_.size(); ++k) {
       Peer& peer = peers_[k];
       if (!peer.headerExpected || peer.arrived) continue;
       std::vector<std::byte> message;
-      if (node.slots().take(node.slotOf(member(k)), key_, message)) takeHeader(k, std::move(message));
+      int slot = node.slotOf(member(k));
+      if (node.slots().take(slot, keyOf(kForAll), message) ||
+          node.slots().take(slot, keyOf(forRank(world_.rank)), message))
+        takeHeader(k, std::move(message));
     }
   }
 
@@ -508,9 +562,15 @@ class Call {
   // is posted, and the headers that also go through MPI after a peer's came
   // that way.
   bool onNode_ = false;
-  NodeSlots::Key key_;
-  std::shared_ptr<const std::vector<std::byte>> toPost_;
-  bool posted_ = false;
+  std::uint64_t set_ = 0;  // the member set's key
+  // A message to post, and whether it is (then its bytes are in the slot).
+  struct Post {
+    NodeSlots::Key key;
+    std::shared_ptr<const std::vector<std::byte>> message;
+    std::uint32_t readers = 0;
+    bool posted = false;
+  };
+  std::vector<Post> posts_;
   bool sentThroughMpi_ = false;
   std::size_t mpiHeadersExpected_ = 0, mpiHeadersIn_ = 0;
 };

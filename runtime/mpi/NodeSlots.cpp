@@ -14,6 +14,7 @@ struct alignas(64) NodeSlots::Slot {
   std::atomic<std::uint64_t> stamp;
   std::atomic<std::uint64_t> set;
   std::atomic<std::uint64_t> number;
+  std::atomic<std::uint32_t> part;
   std::atomic<std::uint32_t> readersLeft;
   std::atomic<std::uint32_t> reading;
   std::atomic<std::uint32_t> bytes;
@@ -53,6 +54,7 @@ bool NodeSlots::post(Key key, std::span<const std::byte> message, std::uint32_t 
     std::atomic_thread_fence(std::memory_order_release);
     slot.set.store(key.set, std::memory_order_relaxed);
     slot.number.store(key.number, std::memory_order_relaxed);
+    slot.part.store(key.part, std::memory_order_relaxed);
     slot.bytes.store(static_cast<std::uint32_t>(message.size()), std::memory_order_relaxed);
     slot.readersLeft.store(readers, std::memory_order_relaxed);
     slot.reading.store(0, std::memory_order_relaxed);
@@ -69,7 +71,8 @@ bool NodeSlots::take(int rank, Key key, std::vector<std::byte>& into) {
     std::uint64_t stamp = slot.stamp.load(std::memory_order_acquire);
     if (stamp == 0) continue;
     bool ours = slot.set.load(std::memory_order_relaxed) == key.set &&
-                slot.number.load(std::memory_order_relaxed) == key.number;
+                slot.number.load(std::memory_order_relaxed) == key.number &&
+                slot.part.load(std::memory_order_relaxed) == key.part;
     if (!ours) continue;
     // Copying: a retract waits for it to end. A stamp changed under the key
     // or since: the slot is being posted again (for another call, since this
@@ -96,7 +99,8 @@ void NodeSlots::retract(Key key) {
     Slot& slot = slotOf(self_, i);
     if (slot.stamp.load(std::memory_order_relaxed) == 0 ||
         slot.set.load(std::memory_order_relaxed) != key.set ||
-        slot.number.load(std::memory_order_relaxed) != key.number)
+        slot.number.load(std::memory_order_relaxed) != key.number ||
+        slot.part.load(std::memory_order_relaxed) != key.part)
       continue;
     // No reader starts a copy once the stamp is 0; the ones under way end
     // within a copy's time.

@@ -39,10 +39,13 @@ class NodeSlots {
   /// it), this rank's being those of node slot `self`.
   NodeSlots(void* memory, int ranks, int self) : memory_(memory), ranks_(ranks), self_(self) {}
 
-  /// Which call a message belongs to: its member set and number.
+  /// Which call a message belongs to — its member set and number — and
+  /// which of the call's messages it is (the caller's numbering: e.g. one
+  /// for every peer, or one per reader).
   struct Key {
     std::uint64_t set = 0;
     std::uint64_t number = 0;
+    std::uint32_t part = 0;
   };
   /// The key of the member set `members` (any order).
   static std::uint64_t setKey(std::vector<int> members);

@@ -222,12 +222,17 @@ void checkOperations(mpi::MpiProcess& process) {
             // (Open MPI's 4 KiB): the header, then the operands.
             Tensor whole = input(dtype, {2000}, seedOf(test, device, 5));
             c.allReduce(group, {&whole});
-            // Big enough to go in chunks, and in chunks of unequal sizes.
+            // Big enough to go in chunks, and in chunks of unequal sizes
+            // (through the node's slots when the chunks fit one).
             Tensor big = input(dtype, {9001}, seedOf(test, device, 4));
             ptrs.push_back(&big);
             c.allReduce(group, ptrs);
+            // Chunks too long for a node slot: through MPI.
+            Tensor bigger = input(dtype, {40001}, seedOf(test, device, 6));
+            c.allReduce(group, {&bigger});
             ts.push_back(big);
             ts.push_back(whole);
+            ts.push_back(bigger);
             return ts;
           });
       ++test;
@@ -363,6 +368,13 @@ void checkOperations(mpi::MpiProcess& process) {
   if (devices >= 2) {
     compare(cluster, comm, "mismatched group order", [&](Communicator& c, int device) {
       Tensor t = Tensor::full({8}, 1.0f);
+      c.allReduce(
+          device == 0 ? groupOf("reversed", device, devices) : groupOf("all", device, devices),
+          {&t});
+      return Outcome{t};
+    });
+    compare(cluster, comm, "mismatched group order in chunks", [&](Communicator& c, int device) {
+      Tensor t = Tensor::full({9001}, 1.0f);
       c.allReduce(
           device == 0 ? groupOf("reversed", device, devices) : groupOf("all", device, devices),
           {&t});

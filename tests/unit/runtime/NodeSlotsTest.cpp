@@ -1,4 +1,4 @@
-// mpi::NodeSlots: posts keyed by call, taken once per reader, free again
+// mpi::NodeSlots: posts keyed by call and part, taken once per reader, free again
 // once every reader took them or their writer retracted them; and a post
 // racing takes on other threads never hands a reader a torn message.
 #include "runtime/mpi/NodeSlots.h"
@@ -44,6 +44,7 @@ TEST_CASE("a post is taken by key, once by each reader, then its slot is free") 
   REQUIRE(writer.post(key, sent, 2));
   CHECK_FALSE(readerA.take(0, {key.set, 6}, got));  // another call's number
   CHECK_FALSE(readerA.take(0, {key.set + 1, 5}, got));  // another member set's
+  CHECK_FALSE(readerA.take(0, {key.set, 5, 1}, got));  // another part of the call
   REQUIRE(readerA.take(0, key, got));
   CHECK(got == sent);
   REQUIRE(readerB.take(0, key, got));
