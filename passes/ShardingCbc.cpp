@@ -69,6 +69,10 @@ std::vector<std::string> driverArguments(const MilpLimits& limits) {
     args.push_back("-maxNodes");
     args.push_back(std::to_string(limits.nodes));
   }
+  if (std::isfinite(limits.cutoff)) {
+    args.push_back("-cutoff");
+    args.push_back(fmt::format("{:.17g}", limits.cutoff));
+  }
   args.push_back("-solve");
   args.push_back("-quit");
   return args;
