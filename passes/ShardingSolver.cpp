@@ -11,6 +11,7 @@
 #include "passes/ShardingEvaluator.h"
 #include "passes/ShardingLagrangian.h"
 #include "passes/ShardingMilp.h"
+#include "passes/ShardingNeighbourhood.h"
 #include "passes/ShardingRace.h"
 #include "passes/ShardingValidation.h"
 
@@ -113,9 +114,19 @@ MemoryModel buildMemoryModel(const ShardingProblem& p, CostGraph& g) {
   return mm;
 }
 
-Clock::time_point deadlineOf(const SolveOptions& options) {
-  return Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                            std::chrono::duration<double>(options.timeBudgetSeconds));
+// An answer that no engine proved is polished by re-solving windows of nodes
+// (ShardingNeighbourhood) in the last share of the time budget: the engines
+// stop this much before the deadline, and the polish has at least this much
+// even when CBC overran its own (it looks at its clock between its steps).
+// Measured on the synthetic families, the polish takes milliseconds and
+// lowers CBC's unproven answers by up to 30%.
+constexpr double kPolishShare = 0.02;
+
+// The polish's steps (about 50 ns each): a fixed count, and the deadline.
+constexpr uint64_t kPolishSteps = 20000000;
+
+Clock::time_point after(Clock::time_point start, double seconds) {
+  return start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
 }
 
 // ---------------------------------------------------------------------------
@@ -356,9 +367,8 @@ std::optional<std::vector<int>> canonicalFree(const CostGraph& g, const Eliminat
 }
 
 Answer solveFree(const ShardingProblem& p, const CostGraph& g, const MemoryModel& mm,
-                 const SolveOptions& options) {
+                 const SolveOptions& options, Clock::time_point deadline) {
   EliminationPlan plan = planElimination(g, std::vector<bool>(g.nodes(), false));
-  Clock::time_point deadline = deadlineOf(options);
   Answer a = raceFolded(p, g, plan, mm, options, deadline);
   if (a.optimal) {
     // A residual that the branch and bound could not settle within its steps
@@ -408,6 +418,18 @@ std::optional<std::vector<int>> firstFit(const CostGraph& g, const MemoryModel& 
 // time left but at least kRescueShare of the time budget. So a binding budget
 // does not end without an answer while one exists (as long as this finds it).
 constexpr double kRescueShare = 0.1;
+
+// The Lagrangian search stops this share of the time left before the engines'
+// deadline (CBC races on to it): when it found no answer that fits, finding
+// one (first fit, CBC minimising memory) still has time.
+constexpr double kFeasibilityShare = 0.2;
+
+// The point `share` of the way from now to `deadline`.
+Clock::time_point shareOf(Clock::time_point deadline, double share) {
+  Clock::time_point now = Clock::now();
+  if (deadline <= now) return deadline;
+  return now + std::chrono::duration_cast<Clock::duration>((deadline - now) * share);
+}
 
 std::optional<std::vector<int>> leastMemory(const CostGraph& g, const MemoryModel& mm,
                                             const EliminationPlan& plan,
@@ -471,8 +493,8 @@ void canonicaliseBudgeted(LagrangianSearch& lagrangian, const CostGraph& g, cons
 // first to prove the optimum stops the other; when neither does, both run to
 // the deadline and the preferred answer is kept.
 Answer solveBudgeted(const ShardingProblem& p, const CostGraph& g, const MemoryModel& mm,
-                     const Evaluator& ev, const SolveOptions& options) {
-  Clock::time_point deadline = deadlineOf(options);
+                     const Evaluator& ev, const SolveOptions& options,
+                     Clock::time_point deadline) {
   EliminationPlan plan = planElimination(g, std::vector<bool>(g.nodes(), false));
   Folded unconstrained = fold(plan, g, g.cost);
   if (unconstrained.infeasibleNode >= 0) throw noStrategy(p, unconstrained.infeasibleNode, true);
@@ -490,10 +512,11 @@ Answer solveBudgeted(const ShardingProblem& p, const CostGraph& g, const MemoryM
   // closes the gap faster than the Lagrangian branch and bound: it gets one
   // search's steps.
   uint64_t searches = plan.residual.size() <= kSmallResidual ? kLagrangianSearches : 1;
+  Clock::time_point searchEnd = shareOf(deadline, 1 - kFeasibilityShare);
   StepBudget steps(options.searchLimit > UINT64_MAX / searches ? UINT64_MAX
                                                                : options.searchLimit * searches,
-                   deadline);
-  LagrangianSearch lagrangian(g, mm.budget, plan, options.searchLimit, steps, deadline);
+                   searchEnd);
+  LagrangianSearch lagrangian(g, mm.budget, plan, options.searchLimit, steps, searchEnd);
   uint64_t racing = std::min(steps.left(), kRacingSearches * options.searchLimit);
   lagrangian.stopWhen([&] {
     // Read by CBC's thread only when this poll starts it (the thread's start
@@ -557,12 +580,15 @@ Answer solveBudgeted(const ShardingProblem& p, const CostGraph& g, const MemoryM
 }  // namespace
 
 ShardingSolution solveSharding(const ShardingProblem& problem, const SolveOptions& options) {
+  Clock::time_point start = Clock::now();
+  Clock::time_point deadline = after(start, options.timeBudgetSeconds);
+  Clock::time_point engines = after(start, options.timeBudgetSeconds * (1 - kPolishShare));
   validateProblem(problem);
   CostGraph graph = buildCostGraph(problem);
   MemoryModel memory = buildMemoryModel(problem, graph);
   Evaluator ev(problem);
-  Answer a = memory.active ? solveBudgeted(problem, graph, memory, ev, options)
-                           : solveFree(problem, graph, memory, options);
+  Answer a = memory.active ? solveBudgeted(problem, graph, memory, ev, options, engines)
+                           : solveFree(problem, graph, memory, options, engines);
   ShardingSolution solution;
   solution.residualNodes = a.residualNodes;
   solution.optimal = a.optimal;
@@ -579,6 +605,9 @@ ShardingSolution solveSharding(const ShardingProblem& problem, const SolveOption
           "shrinking); infeasibility not proven",
           options.timeBudgetSeconds, a.residualNodes));
     }
+    StepBudget steps(kPolishSteps,
+                     std::max(deadline, after(Clock::now(), kPolishShare * options.timeBudgetSeconds)));
+    improveByWindows(graph, memory.active ? &memory.budget : nullptr, *a.choice, steps);
   }
   // A no-op on a lexicographically smallest optimum; otherwise (not proven, or
   // its lexicographic form ran out of steps) the local canonical form.
