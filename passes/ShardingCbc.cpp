@@ -26,16 +26,23 @@ bool stopRequested(const std::atomic<bool>* flag) {
 // What ends a solve early: the caller's flag, or the wall-clock deadline.
 // CBC's own time limit is looked at between its phases only (measured: 2.2 s
 // of preprocessing and root cuts on a 200-op random DAG given 0.001 s), so
-// the handlers below look at the deadline too.
+// the handlers below look at the deadline too: CBC's at the limit (a clean
+// stop between nodes, which keeps CBC's bound), Clp's this share of the
+// limit later (inside an LP, which costs the bound): CBC in its tree stops
+// cleanly first, CBC stuck in its root is cut short.
+constexpr double kLpGraceShare = 0.03;
+
 struct StopSignal {
   const std::atomic<bool>* flag = nullptr;
   Clock::time_point deadline;
+  Clock::time_point lpDeadline;
   // Clp stopped an LP at the deadline: CBC may then have judged a node by an
   // unfinished LP, so neither its bound nor a proof can be trusted.
   std::atomic<bool> lpCutShort{false};
 
   bool flagged() const { return stopRequested(flag); }
   bool late() const { return Clock::now() > deadline; }
+  bool lpLate() const { return Clock::now() > lpDeadline; }
 };
 
 // Stops CBC at its next event (a node done, a heuristic pass, a solution) once
@@ -63,7 +70,7 @@ class LpStopHandler : public ClpEventHandler {
   int event(Event) override {
     constexpr int kStopped = 5;  // Stopped by the event handler.
     if (signal_->flagged()) return kStopped;
-    if (!signal_->late()) return -1;
+    if (!signal_->lpLate()) return -1;
     signal_->lpCutShort.store(true, std::memory_order_relaxed);
     return kStopped;
   }
@@ -154,8 +161,11 @@ MilpResult Milp::solve(const MilpLimits& limits) const {
   }
   StopSignal signal;
   signal.flag = limits.stop;
-  signal.deadline = start + std::chrono::duration_cast<Clock::duration>(
-                                std::chrono::duration<double>(limits.seconds));
+  auto after = [&](double seconds) {
+    return start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  };
+  signal.deadline = after(limits.seconds);
+  signal.lpDeadline = after(limits.seconds * (1 + kLpGraceShare));
   LpStopHandler lpStop(&signal);
   lp.getModelPtr()->passInEventHandler(&lpStop);
   CbcModel model(lp);
