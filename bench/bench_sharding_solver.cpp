@@ -7,6 +7,8 @@
 // same problem, one after the other, under the same time budget.
 //
 // Usage: bench_sharding_solver [TIME_BUDGET_SECONDS] [FAMILY...]   (default 10, all)
+// A FAMILY argument may name one case, `FAMILY:LABEL` (e.g.
+// "random:100 ops x 2..16 budget").
 //
 // Per case: each solver's time, objective and whether it proved it optimal (for
 // meshflow, the gap to its proven bound when not). Per family: how many cases
@@ -285,7 +287,8 @@ int main(int argc, char** argv) {
   std::vector<std::string> order;
   std::vector<Tally> tallies;
   for (const Case& c : allCases()) {
-    if (!wanted.empty() && std::find(wanted.begin(), wanted.end(), c.family) == wanted.end()) {
+    if (!wanted.empty() && std::find(wanted.begin(), wanted.end(), c.family) == wanted.end() &&
+        std::find(wanted.begin(), wanted.end(), c.family + ":" + c.label) == wanted.end()) {
       continue;
     }
     auto it = std::find(order.begin(), order.end(), c.family);

@@ -22,13 +22,18 @@ struct MilpLimits {
   /// When set (by another thread), CBC stops at its next event: a node done, a
   /// heuristic pass, a solution found. Null: never.
   const std::atomic<bool>* stop = nullptr;
+  /// Every answer must have an objective below this (CBC's cutoff): an answer
+  /// already in hand prunes CBC's tree from the start. CBC is given no start,
+  /// only the bound, so its root heuristics still run. Infinity: none.
+  double cutoff = std::numeric_limits<double>::infinity();
 };
 
 struct MilpResult {
   std::optional<std::vector<double>> values;  ///< Per column; none when no answer was found.
   double bound = -std::numeric_limits<double>::infinity();  ///< A proven lower bound.
   bool optimal = false;                                     ///< CBC proved `values` optimal.
-  bool infeasible = false;                                  ///< CBC proved that no answer exists.
+  /// CBC proved that no answer exists (below the cutoff, when one was given).
+  bool infeasible = false;
   bool stopped = false;  ///< Stopped through MilpLimits::stop (then never optimal).
   /// Not handed to CBC: an objective coefficient or matrix entry of 1e20 or
   /// more in magnitude (Clp aborts on objective coefficients from 1e25). The

@@ -112,7 +112,8 @@ std::optional<LagrangianSearch::Point> LagrangianSearch::leastMemory(const Costs
 // Solves `cost` on `graph` exactly within the step budget; the point is the
 // choice with its objective on the real graph and its memory.
 std::optional<LagrangianSearch::Point> LagrangianSearch::solve(const CostGraph& graph, Costs cost) {
-  ExactOutcome r = solveExactly(plan_, graph, std::move(cost), std::min(perSearch_, steps_->left()));
+  ExactOutcome r = solveExactly(plan_, graph, std::move(cost), std::min(perSearch_, steps_->left()),
+                                kInfinity, false, deadline_);
   steps_->spend(plan_.foldSteps + r.visits, r.complete);
   exact_ = exact_ && r.complete;
   if (!r.choice) return std::nullopt;
@@ -272,7 +273,6 @@ BudgetedOutcome LagrangianSearch::minimise() {
   exact_ = complete_ = true;
   BudgetedOutcome out;
   Dual root = dual(graph_.cost, 0.0);
-  out.exact = exact_;
   if (exact_ && root.infeasible) {
     out.infeasible = true;
     return out;
@@ -282,7 +282,6 @@ BudgetedOutcome LagrangianSearch::minimise() {
     out.lower = root.lower;
     if (useful(root.lower)) branch(graph_.cost, root.lambda);
   }
-  out.exact = exact_;
   out.choice = best_;
   out.upper = upper_;
   if (exact_ && complete_) {

@@ -14,7 +14,6 @@
 // minimisers disagree.
 #pragma once
 
-#include <chrono>
 #include <functional>
 #include <optional>
 #include <vector>
@@ -23,16 +22,14 @@
 
 namespace meshflow::passes::sharding {
 
-using Clock = std::chrono::steady_clock;
-
 struct BudgetedOutcome {
   std::optional<std::vector<int>> choice;  ///< The best choice found that fits.
   double upper = kInfinity;                ///< Its objective.
-  double lower = -kInfinity;               ///< A proven lower bound on the optimum.
+  /// A proven lower bound on the optimum (the root's, or the optimum itself);
+  /// -infinity when the root's relaxed problems were too hard to solve exactly.
+  double lower = -kInfinity;
   bool optimal = false;                    ///< upper is proven optimal.
   bool infeasible = false;                 ///< Proven: no choice fits.
-  bool exact = true;  ///< False when a relaxed problem was too hard to solve exactly
-                      ///< (then `lower` proves nothing and the search gave up).
 };
 
 class LagrangianSearch {
@@ -55,6 +52,9 @@ class LagrangianSearch {
     deadline_ = deadline;
     stopWhen_ = nullptr;
   }
+
+  /// The best objective found so far within the budget (infinity: none yet).
+  double upper() const { return upper_; }
 
   /// The search also gives up once `stop` returns true (asked between branches:
   /// another engine proved first).

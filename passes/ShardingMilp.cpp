@@ -89,13 +89,20 @@ class ResidualProgram {
 
 }  // namespace
 
+double cutoffAbove(double residualObjective) {
+  // CBC sums the objective in its own order: a margin well above rounding.
+  return residualObjective + 1e3 * tolerance(residualObjective);
+}
+
 MilpOutcome solveResidualMilp(const Residual& residual, const MilpLimits& limits) {
   ResidualProgram program(residual);
   MilpResult r = program.milp().solve(limits);
   MilpOutcome out;
   out.optimal = r.optimal && r.values.has_value();
-  out.infeasible = r.infeasible;
-  out.bound = r.bound;
+  bool cut = std::isfinite(limits.cutoff);
+  out.infeasible = r.infeasible && !cut;
+  out.nothingBelowCutoff = r.infeasible && cut;
+  out.bound = out.nothingBelowCutoff ? limits.cutoff : r.bound;
   if (r.values) out.choice = program.choice(*r.values);
   return out;
 }

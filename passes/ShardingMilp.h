@@ -24,8 +24,15 @@ struct MilpOutcome {
   std::optional<std::vector<int>> choice;  ///< Per residual node.
   bool optimal = false;                    ///< CBC proved it optimal.
   bool infeasible = false;                 ///< CBC proved that nothing is feasible.
+  /// Under a cutoff, CBC proved that no answer is below it: an answer in hand
+  /// whose objective is within the cutoff is optimal (`bound` is the cutoff).
+  bool nothingBelowCutoff = false;
   double bound = -kInfinity;  ///< A proven lower bound, without the residual's constant.
 };
+
+/// The cutoff for CBC from the residual objective of an answer in hand: just
+/// above it, so that an answer as good is still accepted.
+double cutoffAbove(double residualObjective);
 
 /// Minimises the residual's objective under its memory budget.
 MilpOutcome solveResidualMilp(const Residual& residual, const MilpLimits& limits);

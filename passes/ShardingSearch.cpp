@@ -26,14 +26,15 @@ class Enumerator {
   using Visitor = std::function<void(const std::vector<int>&, double)>;
 
   Enumerator(const Residual& r, uint64_t maxVisits, double cap, bool firstWithinCap,
-             Visitor everyWithinCap = nullptr)
+             Clock::time_point deadline, Visitor everyWithinCap = nullptr)
       : r_(r),
         choice_(r.nodes.size()),
         incident_(r.nodes.size()),
         bound_(cap),
         firstWithinCap_(firstWithinCap),
         everyWithinCap_(std::move(everyWithinCap)),
-        maxVisits_(maxVisits) {
+        maxVisits_(maxVisits),
+        deadline_(deadline) {
     for (size_t e = 0; e < r.edges.size(); ++e) incident_[r.edges[e].b].push_back(e);
     size_t n = r.nodes.size();
     suffixMemory_.assign(n + 1, 0.0);
@@ -49,7 +50,7 @@ class Enumerator {
     SearchOutcome out;
     out.choice = best_;
     out.value = best_ ? bound_ : kInfinity;
-    out.complete = visits_ <= maxVisits_;
+    out.complete = visits_ <= maxVisits_ && !timedOut_;
     out.visits = std::min(visits_, maxVisits_);
     return out;
   }
@@ -74,8 +75,17 @@ class Enumerator {
     return best_ && !everyWithinCap_ ? lowerBound >= bound_ : lowerBound > bound_;
   }
 
+  // Past the deadline (read every kClockStride steps) the search stops where
+  // it is, as it does when its steps run out.
+  bool pastDeadline() {
+    if (timedOut_) return true;
+    if (visits_ % kClockStride != 0 || deadline_ == kNoDeadline) return false;
+    timedOut_ = Clock::now() > deadline_;
+    return timedOut_;
+  }
+
   void visit(size_t i, double cost, double memory) {
-    if (stop_ || ++visits_ > maxVisits_) return;
+    if (stop_ || ++visits_ > maxVisits_ || pastDeadline()) return;
     if (cut(cost + suffixCost_[i])) return;
     if (r_.memoryActive && memory + suffixMemory_[i] > r_.budget) return;
     if (i == r_.nodes.size()) {
@@ -106,6 +116,8 @@ class Enumerator {
   bool stop_ = false;
   uint64_t maxVisits_;
   uint64_t visits_ = 0;
+  Clock::time_point deadline_;
+  bool timedOut_ = false;
 };
 
 // The residual's capped min-marginals, for single nodes and for the pairs that a
@@ -143,7 +155,7 @@ class ResidualTables {
         v = std::min(v, total);
       }
     };
-    Enumerator e(r_, budget.left(), cap_ - r_.constant, false, record);
+    Enumerator e(r_, budget.left(), cap_ - r_.constant, false, budget.deadline(), record);
     SearchOutcome out = e.run();
     budget.spend(out.visits, out.complete);
     return out.complete;
@@ -185,7 +197,7 @@ Residual buildResidual(const EliminationPlan& plan, const Folded& folded) {
 }
 
 SearchOutcome searchResidual(const Residual& residual, uint64_t maxVisits, double cap,
-                             bool firstWithinCap) {
+                             bool firstWithinCap, Clock::time_point deadline) {
   if (residual.nodes.empty()) {
     // Nothing to search: the one empty choice, whatever the step limit.
     SearchOutcome out;
@@ -195,17 +207,17 @@ SearchOutcome searchResidual(const Residual& residual, uint64_t maxVisits, doubl
     }
     return out;
   }
-  return Enumerator(residual, maxVisits, cap, firstWithinCap).run();
+  return Enumerator(residual, maxVisits, cap, firstWithinCap, deadline).run();
 }
 
 ExactOutcome solveExactly(const EliminationPlan& plan, const CostGraph& graph,
                           std::vector<std::vector<double>> cost, uint64_t maxVisits, double cap,
-                          bool firstWithinCap) {
+                          bool firstWithinCap, Clock::time_point deadline) {
   ExactOutcome out;
   Folded f = fold(plan, graph, std::move(cost));
   if (f.infeasibleNode >= 0 || f.constant > cap) return out;
   Residual r = buildResidual(plan, f);
-  SearchOutcome s = searchResidual(r, maxVisits, cap - f.constant, firstWithinCap);
+  SearchOutcome s = searchResidual(r, maxVisits, cap - f.constant, firstWithinCap, deadline);
   out.complete = s.complete;
   out.visits = s.visits;
   if (!s.choice) return out;

@@ -2,6 +2,7 @@
 // fold away) and its depth-first branch and bound.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -9,6 +10,11 @@
 #include "passes/ShardingElimination.h"
 
 namespace meshflow::passes::sharding {
+
+using Clock = std::chrono::steady_clock;
+
+/// No deadline: a search limited by its steps alone.
+inline constexpr Clock::time_point kNoDeadline = Clock::time_point::max();
 
 struct Residual {
   struct Edge {
@@ -32,7 +38,7 @@ Residual buildResidual(const EliminationPlan& plan, const Folded& folded);
 struct SearchOutcome {
   std::optional<std::vector<int>> choice;  ///< Per residual node.
   double value = kInfinity;                ///< Its objective, without the constant.
-  bool complete = true;                    ///< False when the step limit ran out.
+  bool complete = true;  ///< False when the step limit or the deadline ran out.
   uint64_t visits = 0;
 };
 
@@ -40,27 +46,37 @@ struct SearchOutcome {
 /// increasing order. Finds the least objective (without the constant) no greater
 /// than `cap`, and among equal ones the lexicographically smallest; with
 /// `firstWithinCap`, stops at the first choice within the cap (the
-/// lexicographically smallest within it). Gives up after `maxVisits` steps.
+/// lexicographically smallest within it). Gives up after `maxVisits` steps or
+/// at `deadline` (the clock is read every kClockStride steps), keeping the best
+/// choice found so far.
 SearchOutcome searchResidual(const Residual& residual, uint64_t maxVisits, double cap = kInfinity,
-                             bool firstWithinCap = false);
+                             bool firstWithinCap = false, Clock::time_point deadline = kNoDeadline);
+
+/// How often (in search steps) a search reads the clock: a step is a few
+/// nanoseconds to a microsecond, so a deadline is seen within a millisecond.
+inline constexpr uint64_t kClockStride = 1024;
 
 /// The exact unconstrained solve of a graph by a plan without kept nodes: fold,
 /// search the residual, back-substitute.
 struct ExactOutcome {
   std::optional<std::vector<int>> choice;  ///< Every node; none when infeasible.
   double objective = kInfinity;            ///< As the folded problem sums it.
-  bool complete = true;                    ///< False when the search ran out of steps.
+  bool complete = true;  ///< False when the search ran out of steps or time.
   uint64_t visits = 0;
 };
 ExactOutcome solveExactly(const EliminationPlan& plan, const CostGraph& graph,
                           std::vector<std::vector<double>> cost, uint64_t maxVisits,
-                          double cap = kInfinity, bool firstWithinCap = false);
+                          double cap = kInfinity, bool firstWithinCap = false,
+                          Clock::time_point deadline = kNoDeadline);
 
-/// A budget of search steps shared by many searches.
+/// A budget of search steps shared by many searches, and the wall-clock
+/// deadline they all stop at.
 class StepBudget {
  public:
-  explicit StepBudget(uint64_t steps) : total_(steps), left_(steps) {}
+  explicit StepBudget(uint64_t steps, Clock::time_point deadline = kNoDeadline)
+      : total_(steps), left_(steps), deadline_(deadline) {}
   uint64_t left() const { return left_; }
+  Clock::time_point deadline() const { return deadline_; }
   uint64_t used() const { return total_ - left_; }
   bool exhausted() const { return exhausted_; }
   void spend(uint64_t steps, bool complete) {
@@ -71,13 +87,14 @@ class StepBudget {
  private:
   uint64_t total_;
   uint64_t left_;
+  Clock::time_point deadline_;
   bool exhausted_ = false;
 };
 
 /// Min-marginals of `cost` on the whole graph (see minMarginals), capped; the
 /// residual's come from one enumeration of every residual choice within the cap,
-/// drawing on `budget`. Returns nothing when the budget ran out (the marginals
-/// would not be exact).
+/// drawing on `budget` (and stopping at its deadline). Returns nothing when the
+/// budget ran out (the marginals would not be exact).
 std::optional<std::vector<std::vector<double>>> exactMarginals(
     const EliminationPlan& plan, const CostGraph& graph, std::vector<std::vector<double>> cost,
     double cap, StepBudget& budget);
