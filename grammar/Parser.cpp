@@ -225,6 +225,25 @@ ParseResult parseTokens(const std::shared_ptr<const interp::SourceFile>& file,
 }
 
 
+// ANTLR's generated lexer over a source. Its tokens read their text from its
+// input stream, so it outlives them.
+struct AntlrLexer {
+  explicit AntlrLexer(const std::string& text) : input(text), lexer(&input) {
+    lexer.removeErrorListeners();
+  }
+  antlr4::ANTLRInputStream input;
+  MeshLexer lexer;
+};
+
+// Everything of a token that ANTLR's parser, the error collector and the
+// transformer read.
+bool sameToken(const antlr4::Token& a, const antlr4::Token& b) {
+  return a.getType() == b.getType() && a.getChannel() == b.getChannel() &&
+         a.getLine() == b.getLine() && a.getCharPositionInLine() == b.getCharPositionInLine() &&
+         a.getStartIndex() == b.getStartIndex() && a.getStopIndex() == b.getStopIndex() &&
+         a.getText() == b.getText();
+}
+
 ParseResult invalidUtf8(const interp::SourceSpan& where) {
   ParseResult result;
   result.diagnostics.push_back(interp::makeDiagnostic(
@@ -250,10 +269,18 @@ std::shared_ptr<ast::Program> parseClean(std::shared_ptr<const interp::SourceFil
 
 ParseResult parseWithAntlr(std::shared_ptr<const interp::SourceFile> file) {
   if (auto bad = findInvalidUtf8(*file)) return invalidUtf8(*bad);
-  antlr4::ANTLRInputStream input(file->text());
-  MeshLexer lexer(&input);
-  lexer.removeErrorListeners();
-  return parseTokens(file, lexer.getAllTokens());
+  AntlrLexer lexed(file->text());
+  return parseTokens(file, lexed.lexer.getAllTokens());
+}
+
+bool scannerAgreesWithAntlr(const interp::SourceFile& file) {
+  if (findInvalidUtf8(file)) return false;
+  ScannedTokenSource source;
+  const auto scanned = antlrTokens(scan(file.text()), source);
+  AntlrLexer lexed(file.text());
+  const auto lexedTokens = lexed.lexer.getAllTokens();
+  return std::equal(scanned.begin(), scanned.end(), lexedTokens.begin(), lexedTokens.end(),
+                    [](const auto& a, const auto& b) { return sameToken(*a, *b); });
 }
 
 }  // namespace meshflow::grammar

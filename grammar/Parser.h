@@ -36,5 +36,11 @@ ParseResult parse(std::shared_ptr<const interp::SourceFile> file);
 std::shared_ptr<ast::Program> parseClean(std::shared_ptr<const interp::SourceFile> file);
 /// The ANTLR front end alone (for tests that compare the two).
 ParseResult parseWithAntlr(std::shared_ptr<const interp::SourceFile> file);
+/// Whether the hand-written scanner makes exactly the tokens of ANTLR's
+/// generated lexer (types, texts, lines, columns, character indices); false
+/// for a source that is not valid UTF-8. Where it does and the direct parser
+/// gives up, `parse` and `parseWithAntlr` run ANTLR's parser on equal tokens,
+/// so fuzz_parse compares the tokens instead of parsing twice.
+bool scannerAgreesWithAntlr(const interp::SourceFile& file);
 
 }  // namespace meshflow::grammar

@@ -137,12 +137,16 @@ StageCosts costsFromJson(const JsonReader& r) {
   number("parameter_bytes", c.parameterBytes);
   number("optimizer_state_bytes", c.optimizerStateBytes);
   number("gradient_bytes", c.gradientBytes);
-  number("recompute_s", c.recomputeSeconds);
-  number("recompute_bytes", c.recomputeBytes);
   if (r.has("recompute")) {
     c.recompute = r.at("recompute").string();
     if (c.recompute != "none" && c.recompute != "selective" && c.recompute != "full")
       r.at("recompute").fail("expected \"none\", \"selective\" or \"full\"");
+  }
+  // What recomputing costs means nothing without recomputation (costsToJson
+  // leaves it out): read, it would not survive the plan's next save.
+  if (c.recompute != "none") {
+    number("recompute_s", c.recomputeSeconds);
+    number("recompute_bytes", c.recomputeBytes);
   }
   if (r.has("gradient_sync_bytes")) {
     const JsonReader list = r.at("gradient_sync_bytes");

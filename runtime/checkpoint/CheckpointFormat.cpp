@@ -164,6 +164,16 @@ ir::DType readDType(ByteReader& in) {
 std::size_t payloadElements(ByteReader& in, const Shape& shape, std::size_t elementBytes) {
   for (auto d : shape)
     if (d < 0) in.fail("local shape " + shapeText(shape) + " has a negative dimension");
+  // A block with a zero dimension is empty, but the tensor multiplies every
+  // dimension in turn: the others must not overflow int64 either.
+  std::uint64_t nonZero = 1;
+  for (auto d : shape)
+    if (d > 0) {
+      if (nonZero > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()) /
+                        static_cast<std::uint64_t>(d))
+        in.fail("local shape " + shapeText(shape) + " has more elements than a tensor can hold");
+      nonZero *= static_cast<std::uint64_t>(d);
+    }
   for (auto d : shape)
     if (d == 0) return 0;
   const std::uint64_t limit = in.remaining() / elementBytes;

@@ -235,3 +235,36 @@ TEST_CASE("the direct parser agrees with ANTLR where the lexer or the grammar is
     CHECK(compare(text).agree);
   }
 }
+
+// fuzz_parse compares the two front ends' tokens instead of parsing a source
+// with errors twice (grammar::scannerAgreesWithAntlr): the scanner must make
+// exactly the ANTLR lexer's tokens, error tokens included.
+TEST_CASE("the scanner makes exactly the ANTLR lexer's tokens", "[parser]") {
+  auto agrees = [](const std::string& text) {
+    return grammar::scannerAgreesWithAntlr(interp::SourceFile("t.mesh", text));
+  };
+  // Sources that are not UTF-8 (two goldens; a byte removed from a multi-byte
+  // character) have no tokens to compare.
+  auto utf8 = [](const std::string& text) {
+    auto parsed = grammar::parse(std::make_shared<interp::SourceFile>("t.mesh", text));
+    return parsed.diagnostics.empty() ||
+           parsed.diagnostics.front().kind != DiagnosticKind::InvalidUtf8;
+  };
+  std::size_t compared = 0;
+  for (const std::string& text : treeSources())
+    for (std::size_t k = 0; k <= 3 && !text.empty(); ++k) {
+      std::string variant = text;
+      if (k > 0) variant.erase(text.size() * k / 4, 1);
+      if (!utf8(variant)) continue;
+      INFO(variant);
+      CHECK(agrees(variant));
+      ++compared;
+    }
+  CHECK(compared > 1000);
+  for (const char* text : {"x = \"open", "x = \"abc\\\nd", "x = @ é \x01", "\xEF\xBB\xBFx = 1",
+                           "x = 1 \\\n + 2 # note", "x = 5MB/sx 1e+5s 1__0", ""}) {
+    INFO(text);
+    CHECK(agrees(text));
+  }
+  CHECK_FALSE(agrees("x = \"\xFF\""));  // not UTF-8: nothing to compare
+}

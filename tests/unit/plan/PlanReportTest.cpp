@@ -214,6 +214,22 @@ TEST_CASE("a plan file round-trips with its cluster and alternatives", "[plan][f
   CHECK(back.plan.alternatives[0].plan->simulatedStepTime == 0.25);
 }
 
+// Found by fuzz_plan: recompute_s beside "recompute": "none" was read, then left
+// out of the save, so a loaded plan did not save back to itself.
+TEST_CASE("recomputation costs without recomputation are not read", "[plan][file]") {
+  nlohmann::json j = planFileToJson({"gpt", p3_16xlarge(2), megatronLike(2, {2, 4})});
+  auto& costs = j["plan"]["stages"][0]["costs"];
+  costs["recompute"] = "none";
+  costs["recompute_s"] = 0.5;
+  costs["recompute_bytes"] = 1024.0;
+  const PlanFile file = planFileFromJson(j);
+  CHECK(file.plan.stages[0].costs.recomputeSeconds == 0);
+  CHECK(file.plan.stages[0].costs.recomputeBytes == 0);
+  CHECK(planFileFromJson(nlohmann::json::parse(planFileToJson(file).dump())).plan == file.plan);
+  costs["recompute"] = "full";
+  CHECK(planFileFromJson(j).plan.stages[0].costs.recomputeSeconds == 0.5);
+}
+
 TEST_CASE("a corrupt or wrong-version plan file names the field", "[plan][file]") {
   nlohmann::json good = planFileToJson({"gpt", p3_16xlarge(2), megatronLike(2, {2, 4})});
   auto broken = [&](auto edit) {
