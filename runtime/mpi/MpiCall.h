@@ -379,11 +379,8 @@ class Call {
       return;
     }
     if (headersIn_ == expectedHeaders()) return;
-    for (;;) {
-      int flag = 0;
-      MPI_Status status;
-      MPI_Iprobe(MPI_ANY_SOURCE, tag_, world_.comms[kCallHeaders], &flag, &status);
-      if (!flag) return;
+    MPI_Status status;
+    while (probeHeader(MPI_ANY_SOURCE, status)) {
       std::size_t k = positionOf(status.MPI_SOURCE);
       if (k >= peers_.size() || !peers_[k].headerExpected || peers_[k].arrived) {
         // Not a header this call waits for (no member sends one): look per peer.
@@ -442,20 +439,12 @@ class Call {
   // peers' messages from their slots.
   void receiveOnNode() {
     post();
-    for (;;) {
-      int flag = 0;
-      MPI_Status status;
-      MPI_Iprobe(MPI_ANY_SOURCE, tag_, world_.comms[kCallHeaders], &flag, &status);
-      if (!flag) break;
+    MPI_Status status;
+    while (probeHeader(MPI_ANY_SOURCE, status)) {
       std::size_t k = positionOf(status.MPI_SOURCE);
       if (k >= peers_.size() || k == position_) break;  // not from a member: not this call's
       if (!sentThroughMpi_) sendEveryPeerThroughMpi();
-      int length = 0;
-      MPI_Get_count(&status, MPI_BYTE, &length);
-      std::vector<std::byte> message(static_cast<std::size_t>(length));
-      checkMpi(MPI_Recv(message.data(), length, MPI_BYTE, member(k), tag_,
-                        world_.comms[kCallHeaders], MPI_STATUS_IGNORE),
-               "MPI_Recv");
+      std::vector<std::byte> message = receiveProbed(k, status);
       ++mpiHeadersIn_;
       if (!peers_[k].arrived) takeHeader(k, std::move(message));
     }
@@ -503,33 +492,37 @@ class Call {
   }
 
   void receiveHeader(std::size_t k) {
-    int flag = 0;
     MPI_Status status;
-    MPI_Iprobe(member(k), tag_, world_.comms[kCallHeaders], &flag, &status);
-    if (flag) receiveHeader(k, status);
+    if (probeHeader(member(k), status)) receiveHeader(k, status);
+  }
+
+  // Whether a header message from `source` (a rank, or MPI_ANY_SOURCE) has
+  // come on this call's tag; `status` then says whose and how long.
+  bool probeHeader(int source, MPI_Status& status) {
+    int flag = 0;
+    MPI_Iprobe(source, tag_, world_.comms[kCallHeaders], &flag, &status);
+    return flag != 0;
+  }
+
+  // Receives the header message from member k that `status` (a probe's) says has come.
+  std::vector<std::byte> receiveProbed(std::size_t k, MPI_Status& status) {
+    int length = 0;
+    MPI_Get_count(&status, MPI_BYTE, &length);
+    std::vector<std::byte> message(static_cast<std::size_t>(length));
+    checkMpi(MPI_Recv(message.data(), length, MPI_BYTE, member(k), tag_,
+                      world_.comms[kCallHeaders], MPI_STATUS_IGNORE),
+             "MPI_Recv");
+    return message;
   }
 
   // Receives member k's header, which `status` (a probe's) says has come.
-  void receiveHeader(std::size_t k, MPI_Status& status) {
-    int length = 0;
-    MPI_Get_count(&status, MPI_BYTE, &length);
-    Peer& peer = peers_[k];
-    peer.message.resize(static_cast<std::size_t>(length));
-    checkMpi(MPI_Recv(peer.message.data(), length, MPI_BYTE, member(k), tag_,
-                      world_.comms[kCallHeaders], MPI_STATUS_IGNORE),
-             "MPI_Recv");
-    markArrived(k);
-  }
+  void receiveHeader(std::size_t k, MPI_Status& status) { takeHeader(k, receiveProbed(k, status)); }
 
-  // Takes `message` as member k's header (from a node slot).
+  // Takes `message` (through MPI or a node slot) as member k's header, and
+  // compares it with this call's own.
   void takeHeader(std::size_t k, std::vector<std::byte> message) {
-    peers_[k].message = std::move(message);
-    markArrived(k);
-  }
-
-  // Member k's header message is in: compares it with this call's own.
-  void markArrived(std::size_t k) {
     Peer& peer = peers_[k];
+    peer.message = std::move(message);
     peer.arrived = true;
     ++headersIn_;
     // A header equal to this call's own, number included, is a call that
