@@ -1,7 +1,7 @@
 // The MPI transport's all-reduces (internal to meshflow_mpi): the
 // deterministic one — a direct reduce-scatter summed in group order, then an
-// all-gather, or one exchange of whole operands when they are small (posted
-// in the node's slots when every member runs on this node) — that
+// all-gather, or one exchange of whole operands when they are small (both
+// through the node's slots when every member runs on this node) — that
 // advances in the background while its rank waits for anything else, and
 // MPI's own MPI_Iallreduce for deterministic = false.
 #pragma once
