@@ -20,6 +20,16 @@ void MemoryAccount::charge(std::size_t bytes) {
   used_ += bytes;
 }
 
+void MemoryAccount::checkRoom(std::size_t bytes, const std::string& what) const {
+  if (bytes > limit_ || used_ > limit_ - bytes)
+    throw ScriptError(DiagnosticKind::MemoryLimit,
+                      fmt::format("{} would take {} ({} bytes) beside the {} values hold, more "
+                                  "than the limit of {} ({} bytes; raise it with --max-memory)",
+                                  what, ir::formatBytes(static_cast<double>(bytes)), bytes,
+                                  ir::formatBytes(static_cast<double>(used_)),
+                                  ir::formatBytes(static_cast<double>(limit_)), limit_));
+}
+
 Heap::~Heap() {
   // Break every cycle first; the objects then die with their last owner.
   for (auto& weak : containers_)

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace meshflow::interp {
@@ -19,6 +20,9 @@ class MemoryAccount {
   /// Adds `bytes`; throws a MemoryLimit ScriptError if that passes the limit.
   void charge(std::size_t bytes);
   void release(std::size_t bytes) { used_ -= bytes < used_ ? bytes : used_; }
+  /// Throws the MemoryLimit ScriptError charge() would, naming `what`, if
+  /// `bytes` more would pass the limit; charges nothing.
+  void checkRoom(std::size_t bytes, const std::string& what) const;
   std::size_t used() const { return used_; }
   std::size_t limit() const { return limit_; }
 

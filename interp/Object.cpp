@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "interp/Units.h"
 
 namespace meshflow::interp {
@@ -20,6 +22,10 @@ void Object::chargeMore(std::size_t bytes) {
   if (!account_) return;
   account_->charge(bytes);
   charged_ += bytes;
+}
+
+void Object::checkTextRoom(std::size_t bytes) const {
+  if (account_) account_->checkRoom(bytes, "the text of a " + typeName());
 }
 
 void releaseWithoutRecursion(std::vector<Value>& values) {
@@ -62,18 +68,51 @@ std::string StringObject::repr(int) const {
   return out + "\"";
 }
 
+namespace {
+
+// The containers whose text is being made on this thread, outermost first: a
+// container met again inside itself prints as `[...]` / `{...}` (a list that
+// holds itself twice would otherwise print 2^kMaxReprDepth copies).
+thread_local std::vector<const Object*> printing;
+
+// Marks `object` as being printed for a scope; false when it already is.
+class Printing {
+ public:
+  explicit Printing(const Object* object) : entered_(std::find(printing.begin(), printing.end(), object) == printing.end()) {
+    if (entered_) printing.push_back(object);
+  }
+  ~Printing() {
+    if (entered_) printing.pop_back();
+  }
+  Printing(const Printing&) = delete;
+  Printing& operator=(const Printing&) = delete;
+  bool entered() const { return entered_; }
+
+ private:
+  bool entered_;
+};
+
+}  // namespace
+
 std::string ListObject::repr(int depth) const {
-  if (depth > kMaxReprDepth) return "[...]";
+  Printing self(this);
+  if (!self.entered() || depth > kMaxReprDepth) return "[...]";
   std::string out = "[";
-  for (std::size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + items[i].repr(depth + 1);
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    out += (i ? ", " : "") + items[i].repr(depth + 1);
+    checkTextRoom(out.size());
+  }
   return out + "]";
 }
 
 std::string RecordObject::repr(int depth) const {
-  if (depth > kMaxReprDepth) return "{...}";
+  Printing self(this);
+  if (!self.entered() || depth > kMaxReprDepth) return "{...}";
   std::string out = "{";
-  for (std::size_t i = 0; i < fields.size(); ++i)
+  for (std::size_t i = 0; i < fields.size(); ++i) {
     out += (i ? ", " : "") + fields[i].first + ": " + fields[i].second.repr(depth + 1);
+    checkTextRoom(out.size());
+  }
   return out + "}";
 }
 

@@ -34,6 +34,10 @@ class Object : public std::enable_shared_from_this<Object> {
   void setAccount(std::shared_ptr<MemoryAccount> account, std::size_t bytes);
   /// Grows the charged size, e.g. when a list is appended to.
   void chargeMore(std::size_t bytes);
+  /// Throws a MemoryLimit ScriptError when `bytes` more (a text being made
+  /// of this value, not yet held) would pass the memory limit: a list that
+  /// holds one list many times over has a text exponential in its size.
+  void checkTextRoom(std::size_t bytes) const;
 
  private:
   std::shared_ptr<MemoryAccount> account_;
@@ -92,7 +96,8 @@ class RangeObject final : public Object {
   std::int64_t begin, end, step;
 };
 
-/// Values nested deeper than this print as `...` (a list may contain itself).
+/// Values nested deeper than this print as `...`; so does a container inside
+/// itself (a list may contain itself).
 inline constexpr int kMaxReprDepth = 32;
 
 /// Approximate bytes a value of each shape holds, for the memory limit.

@@ -35,6 +35,8 @@ function(meshflow_fuzz_target name)
       list(APPEND inputs ${fuzz_seeds}/${name})
     endif()
     add_test(NAME fuzz.replay.${name} COMMAND replay_${name} ${inputs})
+    # A saved hang fails in minutes, not at ctest's default 25.
+    set_tests_properties(fuzz.replay.${name} PROPERTIES TIMEOUT 300)
     if(NOT F_CORPUS)
       set_tests_properties(fuzz.replay.${name} PROPERTIES FIXTURES_REQUIRED fuzz_seeds)
     endif()
