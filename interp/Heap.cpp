@@ -11,7 +11,7 @@
 namespace meshflow::interp {
 
 void MemoryAccount::charge(std::size_t bytes) {
-  if (bytes > limit_ || used_ > limit_ - bytes)
+  if (wouldPass(bytes))
     throw ScriptError(DiagnosticKind::MemoryLimit,
                       fmt::format("values would hold {} ({} bytes), more than the limit of {} "
                                   "({} bytes; raise it with --max-memory)",
@@ -21,7 +21,7 @@ void MemoryAccount::charge(std::size_t bytes) {
 }
 
 void MemoryAccount::checkRoom(std::size_t bytes, const std::string& what) const {
-  if (bytes > limit_ || used_ > limit_ - bytes)
+  if (wouldPass(bytes))
     throw ScriptError(DiagnosticKind::MemoryLimit,
                       fmt::format("{} would take {} ({} bytes) beside the {} values hold, more "
                                   "than the limit of {} ({} bytes; raise it with --max-memory)",

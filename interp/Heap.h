@@ -27,6 +27,9 @@ class MemoryAccount {
   std::size_t limit() const { return limit_; }
 
  private:
+  // Whether `bytes` more would pass the limit.
+  bool wouldPass(std::size_t bytes) const { return bytes > limit_ || used_ > limit_ - bytes; }
+
   std::size_t used_ = 0;
   std::size_t limit_;
 };

@@ -29,6 +29,7 @@ namespace meshflow::runtime::mpi {
 // and the set's slot in the MPI tag (a hash of its members).
 struct MemberSet {
   std::vector<int> members;  // sorted
+  std::uint64_t key = 0;     // a hash of the members (NodeSlots::setKey)
   std::uint64_t nextCall = 0;
   int slot = -1;
 };
@@ -48,6 +49,7 @@ struct Groups {
     std::vector<int> members = group;
     std::sort(members.begin(), members.end());
     MemberSet& set = sets[members];
+    set.key = NodeSlots::setKey(members);
     set.members = std::move(members);
     setOfGroup.emplace(group, &set);
     return set;
@@ -81,6 +83,7 @@ class Call {
       : world_(world), info_(std::move(info)) {
     MemberSet& set = groups.of(info_.group);
     number_ = set.nextCall++;
+    set_ = set.key;
     tag_ = tagOf(groups, set);
     position_ = static_cast<std::size_t>(
         std::find(info_.group.begin(), info_.group.end(), world_.rank) - info_.group.begin());
@@ -142,7 +145,6 @@ class Call {
     for (int m : info_.group)
       if (node->slotOf(m) < 0) return false;
     onNode_ = true;
-    set_ = NodeSlots::setKey(info_.group);
     return true;
   }
   /// Sends member k `message`: this call's header (headerWithRoom), and its
@@ -321,14 +323,10 @@ class Call {
     return (set.slot << kCallBits) | static_cast<int>(number_ & ((1u << kCallBits) - 1));
   }
 
-  // FNV-1a over the sorted members, folded into the tag bits left above the
-  // call number; checked once per member set against the sets seen before.
+  // The member set's hash folded into the tag bits left above the call
+  // number; checked once per member set against the sets seen before.
   int slotOf(Groups& groups, const MemberSet& set) {
-    std::uint64_t hash = 1469598103934665603ull;
-    for (int m : set.members) {
-      hash ^= static_cast<std::uint32_t>(m);
-      hash *= 1099511628211ull;
-    }
+    const std::uint64_t hash = set.key;
     int bits = 0;
     while (bits < 30 && (std::int64_t(1) << (bits + 1)) - 1 <= world_.tagLimit) ++bits;
     int hashBits = bits - kCallBits;
@@ -555,7 +553,7 @@ class Call {
   // is posted, and the headers that also go through MPI after a peer's came
   // that way.
   bool onNode_ = false;
-  std::uint64_t set_ = 0;  // the member set's key
+  std::uint64_t set_ = 0;  // the member set's key (MemberSet::key)
   // A message to post, and whether it is (then its bytes are in the slot).
   struct Post {
     NodeSlots::Key key;
