@@ -341,7 +341,8 @@ void embeddingGradOp(const KernelArgs& a, const GpuContext& gpu, std::vector<Ten
   // Written on the host into a fresh block: the stream is idle (readsOnHost).
   const PositionGroups groups = groupPositions(tokens.i32());
   std::vector<std::int32_t> packed = groups.packed();
-  scratch.push_back(Tensor::fromI32({static_cast<std::int64_t>(packed.size())}, std::move(packed)));
+  const auto count = static_cast<std::int64_t>(packed.size());  // before the move: arguments' order is unspecified
+  scratch.push_back(Tensor::fromI32({count}, std::move(packed)));
   embeddingGrad(ids(scratch.back()), groups.groups(), formatOf(dy.dtype()), dy.deviceData(), formatOf(tableType),
                 dtable.deviceData(), tokens.elements(), vocab, h, gpu.stream);
 }

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <utility>
 
+#include "runtime/KernelBackend.h"
 #include "runtime/parallel/FlatShards.h"
 #include "runtime/parallel/OpRunner.h"
 
@@ -39,6 +40,17 @@ std::vector<ir::ValueId> replacedState(const ir::Graph& graph, ir::OpId id) {
   return {};
 }
 
+// `t` times `factor`, in place, on the calling thread's backend: a GPU's
+// gradients stay on the GPU (a host loop would copy each one there and back).
+void scaleInPlace(Tensor& t, float factor) {
+  if (factor == 1.0f) return;
+  ir::Op scale{ir::OpKind::Scale, {}, {}, {}, "", {}, ir::Phase::Update, std::nullopt};
+  scale.attrs["factor"] = static_cast<double>(factor);
+  std::vector<const Tensor*> in{&t};
+  std::vector<Tensor*> out{&t};
+  runtime::runKernel(scale, in, out, cpu::KernelContext{});
+}
+
 class UpdateRun {
  public:
   UpdateRun(const DeviceStep& s, const std::set<int>& stages, const std::map<ir::ValueId, ir::ShardingSpec>& specs,
@@ -51,7 +63,7 @@ class UpdateRun {
         auto it = values.find(g);
         if (it == values.end() || !it->second.allocated())
           throw std::logic_error(fmt::format("the gradient value {} of stage {} is missing", g, vs));
-        for (float& x : it->second.f32()) x *= s_.gradientScale;
+        scaleInPlace(it->second, s_.gradientScale);
       }
     if (s_.shardOptimizer) {
       updateFlat(values);
@@ -177,7 +189,9 @@ class UpdateRun {
     std::vector<Tensor*> out;
     for (std::size_t j = 0; j < op.outputs.size(); ++j) {
       Tensor& held = s_.state->at(bindingName(graph, op.inputs.at(updatedInput(j))));
-      (void)held.f32();  // unshares
+      // Unshares where the kernel writes: f32() would make the host's copy the
+      // current one, and a GPU's state would cross to the host and back.
+      (void)held.deviceData();
       out.push_back(&held);
     }
     return out;

@@ -271,11 +271,13 @@ std::vector<OpCase> castCases() {
 // kernels do on the host (element-wise ops of one half type in their own
 // kernels, the rest on widened copies). The f32 results agree
 // to a few ulp, so a rounded result may differ by one unit of the half's last
-// place: 2^-7 relative for bf16, 2^-10 for f16 (and an absolute floor for
-// results that cancel towards zero).
+// place: 2^-7 relative for bf16, 2^-10 for f16, and an absolute floor for
+// results that cancel towards zero: gelu_grad near GeLU's minimum (x ≈ -0.75)
+// is a difference of terms up to |x| = 4 whose f32 rounding and tanh (a few
+// ulp) leave up to ~2e-6 (a lent H200 measured 1.91e-6), so 4e-6 for f16.
 std::vector<OpCase> halfCases() {
   std::vector<OpCase> cases;
-  const Tolerance bf16{1e-5, 1.0 / 128}, f16{1e-6, 1.0 / 1024};
+  const Tolerance bf16{1e-5, 1.0 / 128}, f16{4e-6, 1.0 / 1024};
   const auto half = [](Tensor t, DType dtype) { return t.castTo(dtype); };
   Tensor x = randomTensor({64, 96}, -4.0f, 4.0f), dy = randomTensor({64, 96});
   cases.push_back({"gelu bf16", OpKind::Gelu, {half(x, DType::BF16)}, {}, bf16});
