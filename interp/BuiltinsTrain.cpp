@@ -219,17 +219,13 @@ std::unique_ptr<StepRunner> makeRunner(Evaluator& ev, const BoundArgs& a, const 
   if (clusterObject) cluster = clusterOf(*clusterObject);
   else if (planObject) cluster = planObject->cluster();
   std::int64_t devices = cluster ? cluster->nodes * cluster->devicesPerNode : 1;
+  // Under --backend mpi each process takes a GPU of its machine when the job
+  // starts (runtime::jobHost); here, this process's threads take them now.
+  const bool gpuCluster = onGpus(ev, clusterObject);
   std::unique_ptr<runtime::DeviceHost> gpus;
-  if (onGpus(ev, clusterObject)) {
-    if (ev.state().config.processes)
-      failAt(DiagnosticKind::TrainingError,
-             "GPU clusters do not train under --backend mpi yet (the cuda backend's NCCL communicator is not built); "
-             "use --backend cuda on one machine",
-             clusterObject ? a.spans[kCluster] : a.callSpan);
-    gpus = gpuHost(a, clusterObject, devices);
-  }
-  if (devices == 1 && a[kPlan].isNone() && !gpus) return serialRunner(training, batch);
-  if (!cluster && gpus)
+  if (gpuCluster && !ev.state().config.processes) gpus = gpuHost(a, clusterObject, devices);
+  if (devices == 1 && a[kPlan].isNone() && !gpuCluster) return serialRunner(training, batch);
+  if (!cluster && gpuCluster)
     failAt(DiagnosticKind::TrainingError,
            "the cuda backend runs a plan on a cluster's devices: give one, e.g. cluster = cuda(devices = 1)",
            a.callSpan);
@@ -254,9 +250,9 @@ std::unique_ptr<StepRunner> makeRunner(Evaluator& ev, const BoundArgs& a, const 
     if (runtime::ProcessGroup* processes = ev.state().config.processes.get()) {
       options.timeout = processes->timeout();
       options.hostCores = 0;
-      std::string described = fmt::format("{} as {} {} processes", runtime::parallelPlanText(parallel, batch, &plan),
-                                          processes->size(), processes->backend());
-      return processRunner(*processes, {training, std::move(parallel), options, data.recipe()},
+      std::string described = fmt::format("{} as {} {} processes{}", runtime::parallelPlanText(parallel, batch, &plan),
+                                          processes->size(), processes->backend(), gpuCluster ? " on GPUs" : "");
+      return processRunner(*processes, {training, std::move(parallel), options, data.recipe(), gpuCluster},
                            passes::simulatorOptions(*cluster), std::move(described),
                            predictedMemory(plan, static_cast<int>(devices)));
     }

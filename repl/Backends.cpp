@@ -26,8 +26,10 @@ std::string firstError(const Status& status) {
 int runOnMpi(ScriptOptions& options, std::ostream& err, const std::function<Status(Config&)>& script) {
   runtime::mpi::MpiProcess process(nullptr, nullptr, {options.timeout, true});
   // The launcher's variables and MPI agree, or this rank says why not.
+  int localRank = 0;
   try {
     runtime::mpi::LaunchInfo launch = runtime::mpi::launchInfo();
+    localRank = launch.localRank;
     if (launch.launcher != "none" && (launch.rank != process.rank() || launch.worldSize != process.size()))
       throw runtime::mpi::LaunchError(fmt::format("{} says rank {} of {}, but MPI says rank {} of {}", launch.launcher,
                                                   launch.rank, launch.worldSize, process.rank(), process.size()));
@@ -35,7 +37,7 @@ int runOnMpi(ScriptOptions& options, std::ostream& err, const std::function<Stat
     err << fmt::format("meshflow: rank {}: {}\n", process.rank(), e.what());
     return 1;
   }
-  auto group = std::make_shared<runtime::mpi::MpiProcessGroup>(process, options.timeout);
+  auto group = std::make_shared<runtime::mpi::MpiProcessGroup>(process, options.timeout, localRank);
   if (process.rank() != 0) return runtime::runWorker(*group, err);
   options.config.processes = group;
   Status status = script(options.config);

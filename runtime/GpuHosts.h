@@ -16,6 +16,12 @@ namespace meshflow::runtime {
 struct GpuHostRequest {
   int devices = 1;                            ///< Virtual devices.
   std::chrono::milliseconds timeout{60000};   ///< Longest wait for a message or collective.
+  /// A process of a job (the mpi backend: ProcessGroup::deviceHost): its
+  /// devices then run on a GPU of this machine chosen by `localRank`, and
+  /// keep this host's messages and collectives. Null: all `devices` run on
+  /// threads of this process.
+  std::shared_ptr<DeviceHost> process;
+  int localRank = 0;  ///< The process's rank among the job's on this machine.
 };
 
 using GpuHostFactory = std::function<std::unique_ptr<DeviceHost>(const GpuHostRequest&)>;

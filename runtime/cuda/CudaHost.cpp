@@ -9,67 +9,13 @@
 #include <string>
 
 #include "runtime/cuda/CudaError.h"
+#include "runtime/cuda/CudaReports.h"
 #include "runtime/cuda/DeviceAllocator.h"
 #include "runtime/cuda/DeviceMapping.h"
 #include "runtime/cuda/DeviceProbe.h"
+#include "runtime/cuda/GpuProcessHost.h"
 
 namespace meshflow::runtime::cuda {
-namespace {
-
-// The host reads and writes the devices' managed tensors between kernels
-// (ops without a CUDA kernel, the executor's sums, the communicator), while
-// other devices' kernels run on the same GPU.
-void requireConcurrentManagedAccess(int gpu) {
-  int concurrent = 0;
-  MESHFLOW_CUDA_CHECK(cudaDeviceGetAttribute(&concurrent, cudaDevAttrConcurrentManagedAccess, gpu));
-  if (!concurrent)
-    throw CudaError(fmt::format("CUDA device {} ({}) cannot share managed memory with the host while it computes "
-                                "(concurrentManagedAccess is 0); the cuda backend needs Linux and a Pascal or later GPU",
-                                gpu, deviceInfo(gpu).name));
-}
-
-// "device 0: 1234 ops on the GPU, 56 on the host (reshape 40, constant 16)".
-std::string opsSummary(int device, const CudaKernels& kernels) {
-  std::int64_t onGpu = 0, onHost = 0;
-  for (const auto& [name, count] : kernels.gpuOps()) onGpu += count;
-  std::string hostKinds;
-  for (const auto& [name, count] : kernels.hostOps()) {
-    onHost += count;
-    hostKinds += fmt::format("{}{} {}", hostKinds.empty() ? "" : ", ", name, count);
-  }
-  return fmt::format("meshflow: cuda device {} (GPU {}): {} ops on the GPU, {} on the host{}", device, kernels.gpu(),
-                     onGpu, onHost, hostKinds.empty() ? "" : " (" + hostKinds + ")");
-}
-
-// "device 0 time by op kind (each op waited for): matmul 1.23 s (40%, 480 ops), ..." — the ten largest.
-std::string timeSummary(int device, const CudaKernels& kernels) {
-  struct Kind {
-    std::string name;
-    double seconds;
-    std::int64_t ops;
-  };
-  std::vector<Kind> kinds;
-  double total = 0;
-  const auto add = [&](const auto& seconds, const auto& counts, const char* where) {
-    for (const auto& [name, s] : seconds) {
-      kinds.push_back({name + where, s, counts.count(name) ? counts.at(name) : 0});
-      total += s;
-    }
-  };
-  add(kernels.gpuSeconds(), kernels.gpuOps(), "");
-  add(kernels.hostSeconds(), kernels.hostOps(), " (host)");
-  std::sort(kinds.begin(), kinds.end(), [](const Kind& a, const Kind& b) {
-    return a.seconds != b.seconds ? a.seconds > b.seconds : a.name < b.name;
-  });
-  std::string text;
-  for (std::size_t i = 0; i < kinds.size() && i < 10; ++i)
-    text += fmt::format("{}{} {:.3f} s ({:.0f}%, {} ops)", i ? ", " : "", kinds[i].name, kinds[i].seconds,
-                        total > 0 ? 100 * kinds[i].seconds / total : 0.0, kinds[i].ops);
-  return fmt::format("meshflow: cuda device {} time by op kind, each op waited for ({:.3f} s in all): {}", device,
-                     total, text);
-}
-
-}  // namespace
 
 bool managedMemoryRequested(const char* setting) {
   const std::string value = setting ? setting : "";
@@ -88,12 +34,9 @@ CudaHost::CudaHost(const GpuHostRequest& request) : managed_(managedMemoryReques
 }
 
 CudaHost::~CudaHost() {
-  if (const char* report = std::getenv("MESHFLOW_CUDA_OPS"); report && *report && std::string(report) != "0")
-    for (std::size_t d = 0; d < kernels_.size(); ++d)
-      std::fprintf(stderr, "%s\n", opsSummary(static_cast<int>(d), *kernels_[d]).c_str());
-  for (std::size_t d = 0; d < kernels_.size(); ++d)
-    if (kernels_[d]->profiling())
-      std::fprintf(stderr, "%s\n", timeSummary(static_cast<int>(d), *kernels_[d]).c_str());
+  std::vector<std::pair<int, const CudaKernels*>> devices;
+  for (std::size_t d = 0; d < kernels_.size(); ++d) devices.emplace_back(static_cast<int>(d), kernels_[d].get());
+  reportDevices(devices);
 }
 
 void CudaHost::run(const std::function<void(int device)>& body) {
@@ -110,7 +53,10 @@ std::shared_ptr<DeviceMemory> CudaHost::makeMemory(int device, std::int64_t limi
 }
 
 void installCudaBackend() {
-  installGpuHosts([](const GpuHostRequest& request) { return std::make_unique<CudaHost>(request); });
+  installGpuHosts([](const GpuHostRequest& request) -> std::unique_ptr<DeviceHost> {
+    if (request.process) return std::make_unique<GpuProcessHost>(request);
+    return std::make_unique<CudaHost>(request);
+  });
 }
 
 }  // namespace meshflow::runtime::cuda

@@ -51,7 +51,9 @@ class CudaHost final : public DeviceHost {
 /// empty or "managed"), false for "device"; anything else throws CudaError.
 bool managedMemoryRequested(const char* setting);
 
-/// Installs CudaHost as runtime::makeGpuHost's factory (GpuHosts.h).
+/// Installs the cuda backend as runtime::makeGpuHost's factory (GpuHosts.h):
+/// CudaHost for a request of this process's threads, GpuProcessHost
+/// (GpuProcessHost.h) for a process of a job.
 void installCudaBackend();
 
 }  // namespace meshflow::runtime::cuda

@@ -17,4 +17,10 @@ std::vector<int> gpuOfDevices(int devices, int gpus) {
   return gpu;
 }
 
+int gpuOfLocalRank(int localRank, int gpus) {
+  if (localRank < 0) throw std::invalid_argument(fmt::format("a process's local rank is {}: it must be 0 or more", localRank));
+  if (gpus < 1) throw std::invalid_argument(fmt::format("the cuda backend needs at least one GPU, got {}", gpus));
+  return localRank % gpus;
+}
+
 }  // namespace meshflow::runtime::cuda

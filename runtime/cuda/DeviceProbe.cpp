@@ -54,4 +54,13 @@ void requireDevice(int index) {
                                 count - 1));
 }
 
+void requireConcurrentManagedAccess(int index) {
+  int concurrent = 0;
+  MESHFLOW_CUDA_CHECK(cudaDeviceGetAttribute(&concurrent, cudaDevAttrConcurrentManagedAccess, index));
+  if (!concurrent)
+    throw CudaError(fmt::format("CUDA device {} ({}) cannot share managed memory with the host while it computes "
+                                "(concurrentManagedAccess is 0); the cuda backend needs Linux and a Pascal or later GPU",
+                                index, deviceInfo(index).name));
+}
+
 }  // namespace meshflow::runtime::cuda

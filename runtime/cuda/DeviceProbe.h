@@ -23,5 +23,10 @@ DeviceInfo deviceInfo(int index);
 /// Throws CudaError, saying what is missing, unless device `index` exists:
 /// the error `--backend cuda` gives on a machine without a GPU.
 void requireDevice(int index = 0);
+/// Throws CudaError unless GPU `index` can share managed memory with the host
+/// while it computes (concurrentManagedAccess: Linux and a Pascal or later
+/// GPU), which the cuda backend's managed tensors need: the host reads and
+/// writes them between kernels while other devices' kernels run.
+void requireConcurrentManagedAccess(int index);
 
 }  // namespace meshflow::runtime::cuda

@@ -21,6 +21,9 @@ class ProcessGroup {
   virtual std::string backend() const = 0;
   virtual int rank() const = 0;
   virtual int size() const = 0;
+  /// This process's rank among the job's processes on its machine (the
+  /// launcher's local rank): which GPU a GPU job's process takes.
+  virtual int localRank() const { return 0; }
   /// How long a device waits for a message or collective before it fails
   /// (`meshflow run --timeout`).
   virtual std::chrono::milliseconds timeout() const { return std::chrono::minutes(5); }
@@ -42,5 +45,12 @@ class ProcessGroup {
   /// after `timeout`.
   virtual std::unique_ptr<DeviceHost> deviceHost(std::chrono::milliseconds timeout) = 0;
 };
+
+struct TrainingJob;
+
+/// The host a job's device runs on in this process: `group`'s, on a GPU of
+/// this machine when the job is on GPUs (runtime::makeGpuHost; its
+/// GpuUnavailable when this process has none).
+std::unique_ptr<DeviceHost> jobHost(ProcessGroup& group, const TrainingJob& job);
 
 }  // namespace meshflow::runtime

@@ -30,8 +30,7 @@ ProcessTrainer::ProcessTrainer(ProcessGroup& group, TrainingJob job) : group_(gr
   job_.options.devices = devices;
   const std::string encoded = encodeJob(job_);
   everywhere({{"command", "job"}, {"job", json::binary({encoded.begin(), encoded.end()})}}, [&] {
-    trainer_ = std::make_unique<ParallelTrainer>(job_.training, job_.plan, job_.options,
-                                                 group_.deviceHost(job_.options.timeout));
+    trainer_ = std::make_unique<ParallelTrainer>(job_.training, job_.plan, job_.options, jobHost(group_, job_));
   });
 }
 

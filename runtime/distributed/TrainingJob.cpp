@@ -245,7 +245,8 @@ std::string encodeJob(const TrainingJob& job) {
                   {"write_backs", writeBacks},
                   {"plan", planJson(job.plan)},
                   {"options", optionsJson(job.options)},
-                  {"data", {d.kind, d.seed, d.name, d.file}}});
+                  {"data", {d.kind, d.seed, d.name, d.file}},
+                  {"on_gpus", job.onGpus}});
 }
 
 TrainingJob decodeJob(std::string_view bytes) {
@@ -260,6 +261,7 @@ TrainingJob decodeJob(std::string_view bytes) {
     const json& d = j.at("data");
     job.data = {d.at(0).get<std::string>(), d.at(1).get<std::uint64_t>(), d.at(2).get<std::string>(),
                 d.at(3).get<std::string>()};
+    job.onGpus = j.at("on_gpus").get<bool>();
     return job;
   });
 }

@@ -25,6 +25,9 @@ struct TrainingJob {
   ParallelPlan plan;
   ParallelOptions options;
   DataRecipe data;
+  /// Each process's device on a GPU of its machine (a GPU cluster: the cuda
+  /// backend's kernels and memory, the job's messages and collectives).
+  bool onGpus = false;
 };
 
 std::string encodeJob(const TrainingJob& job);

@@ -70,7 +70,7 @@ class Worker {
       job->description = decodeJob(bytesOf(command.at("job")));
       job->data = dataFromRecipe(job->description.data);
       const TrainingJob& d = job->description;
-      job->trainer = std::make_unique<ParallelTrainer>(d.training, d.plan, d.options, group_.deviceHost(d.options.timeout));
+      job->trainer = std::make_unique<ParallelTrainer>(d.training, d.plan, d.options, jobHost(group_, d));
       job_ = std::move(job);
       return json::object();
     }

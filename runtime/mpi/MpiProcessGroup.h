@@ -9,11 +9,13 @@ namespace meshflow::runtime::mpi {
 
 class MpiProcessGroup final : public ProcessGroup {
  public:
-  MpiProcessGroup(MpiProcess& process, std::chrono::milliseconds timeout) : process_(process), timeout_(timeout) {}
+  MpiProcessGroup(MpiProcess& process, std::chrono::milliseconds timeout, int localRank = 0)
+      : process_(process), timeout_(timeout), localRank_(localRank) {}
 
   std::string backend() const override { return "mpi"; }
   int rank() const override { return process_.rank(); }
   int size() const override { return process_.size(); }
+  int localRank() const override { return localRank_; }
   std::chrono::milliseconds timeout() const override { return timeout_; }
   void send(int peer, std::string bytes) override { process_.sendControl(peer, std::move(bytes)); }
   std::string recv(int peer, std::optional<std::chrono::milliseconds> timeout, bool evenAfterAbort) override {
@@ -25,6 +27,7 @@ class MpiProcessGroup final : public ProcessGroup {
  private:
   MpiProcess& process_;
   std::chrono::milliseconds timeout_;
+  int localRank_;
 };
 
 }  // namespace meshflow::runtime::mpi

@@ -44,6 +44,15 @@ TEST_CASE("virtual devices map onto GPUs in contiguous blocks", "[cuda]") {
   CHECK_THROWS_WITH(cuda::gpuOfDevices(2, 0), Contains("at least one GPU"));
 }
 
+TEST_CASE("a job's processes take the GPUs of their machine by local rank", "[cuda]") {
+  CHECK(cuda::gpuOfLocalRank(0, 8) == 0);
+  CHECK(cuda::gpuOfLocalRank(7, 8) == 7);
+  CHECK(cuda::gpuOfLocalRank(3, 2) == 1);  // more processes than GPUs: they share in turn
+  CHECK(cuda::gpuOfLocalRank(4, 1) == 0);
+  CHECK_THROWS_WITH(cuda::gpuOfLocalRank(-1, 2), Contains("local rank is -1"));
+  CHECK_THROWS_WITH(cuda::gpuOfLocalRank(0, 0), Contains("at least one GPU"));
+}
+
 TEST_CASE("matmuls of one float type and the training ops, f32 or half, run on the GPU", "[cuda]") {
   Tensor a = Tensor::zeros({2, 3}), b = Tensor::zeros({3, 4});
   Tensor ah = a.castTo(ir::DType::BF16), bh = b.castTo(ir::DType::BF16), af16 = a.castTo(ir::DType::F16);

@@ -6,6 +6,7 @@
 
 #include "../parallel/ParallelModels.h"
 #include "ThreadProcessGroup.h"
+#include "runtime/GpuHosts.h"
 #include "runtime/distributed/ProcessTrainer.h"
 
 using namespace meshflow;
@@ -220,4 +221,77 @@ TEST_CASE("every rank writes its shards and the controller commits the checkpoin
   CHECK(loaded->step == 1);
   requireBitEqual(loaded->tensors, saved);
   std::filesystem::remove_all(dir);
+}
+
+namespace {
+
+// A GPU backend's host for one process of a job, as the cuda backend's
+// GpuProcessHost is one: the job's host for the process, wrapped; here it
+// only counts the steps it runs.
+class WrappedProcessHost final : public runtime::DeviceHost {
+ public:
+  explicit WrappedProcessHost(std::shared_ptr<runtime::DeviceHost> process) : process_(std::move(process)) {}
+  bool runsHere(int device) const override { return process_->runsHere(device); }
+  runtime::Communicator& communicator(int device) override { return process_->communicator(device); }
+  runtime::cpu::CoreGate* cores() override { return process_->cores(); }
+  void run(const std::function<void(int)>& body) override {
+    ++runs;
+    process_->run(body);
+  }
+  static inline std::atomic<int> runs{0};
+
+ private:
+  std::shared_ptr<runtime::DeviceHost> process_;
+};
+
+}  // namespace
+
+TEST_CASE("a job on GPUs runs each process's device on the GPU backend's host for that process", "[distributed]") {
+  const ir::Graph forward = traceModel("", kMlp);
+  const passes::TrainingGraph training = passes::buildTrainingGraph(forward, passes::OptimizerConfig::adam());
+  const runtime::ParallelPlan plan = pipeline(forward, 2, 1, 1, "1f1b", 2);
+  const runtime::ParallelOptions options = optionsFor(4);
+  RunResult threads = runParallel(training, plan, options, 2, 5);
+
+  std::mutex mutex;
+  std::vector<std::pair<int, int>> requests;  // (devices, local rank) of each process's request
+  runtime::installGpuHosts([&](const runtime::GpuHostRequest& request) -> std::unique_ptr<runtime::DeviceHost> {
+    REQUIRE(request.process);
+    std::lock_guard lock(mutex);
+    requests.emplace_back(request.devices, request.localRank);
+    return std::make_unique<WrappedProcessHost>(request.process);
+  });
+  WrappedProcessHost::runs = 0;
+  ThreadJob job(2);
+  RunResult gpus;
+  auto outcomes = runJob(job, [&](runtime::ProcessGroup& group) {
+    runtime::TrainingJob description{training, plan, options, runtime::syntheticData(5)->recipe(), true};
+    runtime::ProcessTrainer trainer(group, description);
+    trainer.initializeState(5);
+    auto data = runtime::syntheticData(5);
+    for (int step = 1; step <= 2; ++step)
+      gpus.losses.push_back(trainer.step(data->batch(training.graph, 4, step - 1), step).loss);
+  });
+  runtime::installGpuHosts(nullptr);
+  for (const auto& o : outcomes) CHECK(o.code == 0);
+  CHECK(requests == std::vector<std::pair<int, int>>{{2, 0}, {2, 0}});  // one a process
+  CHECK(WrappedProcessHost::runs >= 2 * 2);                              // every process's steps
+  CHECK(gpus.losses == threads.losses);
+}
+
+TEST_CASE("a job on GPUs without a GPU backend stops every rank with the reason", "[distributed]") {
+  const ir::Graph forward = traceModel("", kMlp);
+  const passes::TrainingGraph training = passes::buildTrainingGraph(forward, passes::OptimizerConfig::adam());
+  const runtime::ParallelPlan plan = pipeline(forward, 2, 1, 1, "1f1b", 2);
+  runtime::installGpuHosts(nullptr);
+  ThreadJob job(2);
+  std::string error;
+  auto outcomes = runJob(job, [&](runtime::ProcessGroup& group) {
+    try {
+      runtime::ProcessTrainer trainer(group, {training, plan, optionsFor(4), runtime::syntheticData(5)->recipe(), true});
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  });
+  CHECK_THAT(error, Catch::Matchers::Contains("no CUDA backend is available"));
 }

@@ -37,6 +37,7 @@ model drop() {
   job.options.timeout = std::chrono::milliseconds(4321);
   job.options.fault = runtime::InjectedFault{2, 3, 4};
   job.data = {"text", 0, "corpus.txt", "/data/corpus.txt"};
+  job.onGpus = true;
 
   const runtime::TrainingJob back = runtime::decodeJob(runtime::encodeJob(job));
   CHECK(ir::printGraph(back.training.graph) == ir::printGraph(job.training.graph));
@@ -67,6 +68,7 @@ model drop() {
   REQUIRE(back.options.fault);
   CHECK(back.options.fault->instruction == 4);
   CHECK(back.data.file == "/data/corpus.txt");
+  CHECK(back.onGpus);
 }
 
 TEST_CASE("tensors travel bit for bit", "[distributed]") {

@@ -1,0 +1,16 @@
+// What the cuda backend says about a run when it ends, on stderr: per device,
+// how many ops ran on the GPU and on the host (MESHFLOW_CUDA_OPS=1), and the
+// op kinds that took the most time (MESHFLOW_CUDA_PROFILE=1, docs/gpu.md).
+#pragma once
+
+#include <utility>
+#include <vector>
+
+namespace meshflow::runtime::cuda {
+
+class CudaKernels;
+
+/// Prints the reports the environment asks for, for each (device, its kernels).
+void reportDevices(const std::vector<std::pair<int, const CudaKernels*>>& devices);
+
+}  // namespace meshflow::runtime::cuda

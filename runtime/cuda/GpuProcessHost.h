@@ -1,0 +1,43 @@
+// The cuda backend in a process of a job (the mpi backend: one process per
+// device, `mpirun -np N meshflow run --backend mpi` on a GPU cluster): the
+// process's device on a GPU of its machine (gpuOfLocalRank), its tensors in
+// that GPU's memory and its ops as CUDA kernels, as CudaHost runs a virtual
+// device; its messages and collectives stay the job's (the mpi backend's,
+// through host memory: the host reads and writes managed memory in place, or
+// the host copies of device memory). NCCL between the processes' GPUs is
+// still to come (docs/cuda.md).
+#pragma once
+
+#include <map>
+#include <memory>
+
+#include "runtime/GpuHosts.h"
+#include "runtime/cuda/CudaKernels.h"
+
+namespace meshflow::runtime::cuda {
+
+class GpuProcessHost final : public DeviceHost {
+ public:
+  /// `request.process`: the job's host for this process. Throws CudaError at
+  /// once when there is no GPU, or as CudaHost for the memory setting.
+  explicit GpuProcessHost(const GpuHostRequest& request);
+  ~GpuProcessHost() override;
+
+  bool runsHere(int device) const override { return process_->runsHere(device); }
+  Communicator& communicator(int device) override { return process_->communicator(device); }
+  cpu::CoreGate* cores() override { return nullptr; }
+  /// body(device) through the job's host, with the GPU current and the
+  /// device's kernels in a KernelScope.
+  void run(const std::function<void(int device)>& body) override;
+  std::shared_ptr<DeviceMemory> makeMemory(int device, std::int64_t limit) override;
+
+  int gpu() const { return gpu_; }
+
+ private:
+  std::shared_ptr<DeviceHost> process_;
+  bool managed_;
+  int gpu_;
+  std::map<int, std::unique_ptr<CudaKernels>> kernels_;  // per device of this process
+};
+
+}  // namespace meshflow::runtime::cuda
