@@ -76,7 +76,9 @@ void globalNorm(const KernelArgs& args) {
   double squares = 0;
   for (std::size_t i = 0; i < args.inputCount(); ++i)
     for (float g : args.f32(i).f32()) squares += static_cast<double>(g) * g;
-  args.outF32(0, {}).f32()[0] = static_cast<float>(std::sqrt(squares));
+  // `squared`: the sum of squares itself (the runtime's clipping adds
+  // devices' sums before the root), else the norm.
+  args.outF32(0, {}).f32()[0] = static_cast<float>(args.intAttr("squared", 0) != 0 ? squares : std::sqrt(squares));
 }
 
 void clipScale(const KernelArgs& args) {

@@ -375,7 +375,7 @@ void globalNormOp(const KernelArgs& a, const GpuContext& gpu, std::vector<Tensor
   double* squares = scratchDoubles(scratch, 1);
   MESHFLOW_CUDA_CHECK(cudaMemsetAsync(squares, 0, sizeof(double), gpu.stream));
   for (std::size_t i = 0; i < a.inputCount(); ++i) addSquares(in(a.f32(i)), a.f32(i).elements(), squares, gpu.stream);
-  sqrtToFloat(squares, out(a.outF32(0, {})), gpu.stream);
+  sqrtToFloat(squares, out(a.outF32(0, {})), gpu.stream, a.intAttr("squared", 0) == 0);
 }
 
 void expectShapeOf(const KernelArgs& a, const Tensor& w, std::size_t i, const char* what) {

@@ -101,7 +101,9 @@ __global__ void addSquaresKernel(const float* x, std::int64_t n, double* sumSqua
   if (threadIdx.x == 0) *sumSquares += sum;
 }
 
-__global__ void sqrtKernel(const double* sumSquares, float* y) { *y = static_cast<float>(sqrt(*sumSquares)); }
+__global__ void sqrtKernel(const double* sumSquares, float* y, bool root) {
+  *y = static_cast<float>(root ? sqrt(*sumSquares) : *sumSquares);
+}
 
 __global__ void sgdKernel(const float* w, const float* g, const float* scale, const float* m, float* wOut,
                           float* mOut, std::int64_t n, SgdConstants k) {
@@ -206,9 +208,9 @@ void addSquares(const float* x, std::int64_t n, double* sumSquares, Stream strea
   checkLaunch();
 }
 
-void sqrtToFloat(const double* sumSquares, float* y, Stream stream) {
+void sqrtToFloat(const double* sumSquares, float* y, Stream stream, bool root) {
   detail::checkPointers("sqrtToFloat", 1, {sumSquares, y});
-  sqrtKernel<<<1, 1, 0, stream>>>(sumSquares, y);
+  sqrtKernel<<<1, 1, 0, stream>>>(sumSquares, y, root);
   checkLaunch();
 }
 

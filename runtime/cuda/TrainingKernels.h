@@ -128,8 +128,8 @@ void sumOver(const float* x, float* y, const SumIndex& index, double factor, dou
 
 /// *sumSquares += Σ x[i]² (double, one block: a fixed order).
 void addSquares(const float* x, std::int64_t n, double* sumSquares, Stream stream);
-/// *y = sqrt(Σ parts) as float.
-void sqrtToFloat(const double* sumSquares, float* y, Stream stream);
+/// *y = sqrt(*sumSquares) as float, or with `root` false *sumSquares itself.
+void sqrtToFloat(const double* sumSquares, float* y, Stream stream, bool root = true);
 
 struct SgdConstants {
   float lr, momentum, decay;

@@ -40,15 +40,45 @@ std::vector<ir::ValueId> replacedState(const ir::Graph& graph, ir::OpId id) {
   return {};
 }
 
+// An op of the update the runtime runs itself (no op of the graph): `kind`
+// with one attribute.
+ir::Op runtimeOp(ir::OpKind kind, const std::string& attribute, ir::Attribute value) {
+  ir::Op op{kind, {}, {}, {}, "", {}, ir::Phase::Update, std::nullopt};
+  op.attrs[attribute] = std::move(value);
+  return op;
+}
+
 // `t` times `factor`, in place, on the calling thread's backend: a GPU's
 // gradients stay on the GPU (a host loop would copy each one there and back).
 void scaleInPlace(Tensor& t, float factor) {
   if (factor == 1.0f) return;
-  ir::Op scale{ir::OpKind::Scale, {}, {}, {}, "", {}, ir::Phase::Update, std::nullopt};
-  scale.attrs["factor"] = static_cast<double>(factor);
   std::vector<const Tensor*> in{&t};
   std::vector<Tensor*> out{&t};
-  runtime::runKernel(scale, in, out, cpu::KernelContext{});
+  runtime::runKernel(runtimeOp(ir::OpKind::Scale, "factor", static_cast<double>(factor)), in, out,
+                     cpu::KernelContext{});
+}
+
+// The sum of the squares of the elements of `tensors`: each tensor's in turn,
+// added, on the host — or, where a backend other than the cpu kernels runs
+// this thread's kernels (a GPU, whose gradients would cross to the host), one
+// GlobalNorm op there that keeps the sum of squares (`squared`), rounded to
+// f32 as the all-reduce that follows rounds it anyway.
+double sumOfSquares(const std::vector<const Tensor*>& tensors) {
+  if (KernelScope::current() == nullptr) {
+    double squares = 0;
+    for (const Tensor* t : tensors) {
+      double own = 0;
+      for (float x : t->f32()) own += static_cast<double>(x) * x;
+      squares += own;
+    }
+    return squares;
+  }
+  if (tensors.empty()) return 0;
+  Tensor sum;
+  std::vector<Tensor*> out{&sum};
+  runtime::runKernel(runtimeOp(ir::OpKind::GlobalNorm, "squared", std::int64_t{1}), tensors, out,
+                     cpu::KernelContext{});
+  return sum.item();
 }
 
 class UpdateRun {
@@ -84,19 +114,13 @@ class UpdateRun {
   // The sum of squares of this replica's whole gradients that this device
   // counts: on a 1 × 1 mesh, all of them.
   double gradientSquares(const ValueTable& values) const {
-    double squares = 0;
+    std::vector<const Tensor*> counted;
     for (int vs : stages_)
       for (ir::ValueId g : piece(vs).gradients) {
         const Tensor& t = values.at(g);
-        if (countsOnce(ir::ShardingSpec::replicated(t.rank()))) squares += sumOfSquares(t);
+        if (countsOnce(ir::ShardingSpec::replicated(t.rank()))) counted.push_back(&t);
       }
-    return squares;
-  }
-
-  static double sumOfSquares(const Tensor& t) {
-    double squares = 0;
-    for (float x : t.f32()) squares += static_cast<double>(x) * x;
-    return squares;
+    return sumOfSquares(counted);
   }
 
   // This device's share of the loss scale in the all-reduce: the scale at
@@ -319,16 +343,16 @@ class UpdateRun {
   // The squares of this replica's gradient shards (the padding is zero); on a
   // mesh, a box repeated along a mesh dimension is counted by one member.
   double flatSquares(const ValueTable& shards) const {
-    double squares = 0;
+    std::vector<const Tensor*> counted;
     for (int vs : stages_) {
       const passes::StagePiece& p = piece(vs);
       for (std::size_t i = 0; i < p.gradients.size(); ++i) {
         const ir::ShardingSpec held = s_.spmd ? s_.spmd->heldSpec(p.gradientParameters[i])
                                               : ir::ShardingSpec::replicated(0);
-        if (countsOnce(held)) squares += sumOfSquares(shards.at(p.gradients[i]));
+        if (countsOnce(held)) counted.push_back(&shards.at(p.gradients[i]));
       }
     }
-    return squares;
+    return sumOfSquares(counted);
   }
 
   // The squares of the gradients' elements this device counts: partial sums
@@ -336,7 +360,7 @@ class UpdateRun {
   // repeated along a mesh dimension its layout does not split counted by the
   // member at coordinate 0 of that dimension only.
   double shardedSquares(ShardedValues& values) {
-    double squares = 0;
+    std::vector<const Tensor*> counted;
     for (int vs : stages_)
       for (ir::ValueId g : piece(vs).gradients) {
         ShardedValue& sv = values.at(g);
@@ -347,9 +371,9 @@ class UpdateRun {
           times_.commSeconds += secondsSince(start);
           sv.spec = reduced;
         }
-        if (countsOnce(sv.spec)) squares += sumOfSquares(sv.local);
+        if (countsOnce(sv.spec)) counted.push_back(&sv.local);
       }
-    return squares;
+    return sumOfSquares(counted);
   }
 
   bool countsOnce(const ir::ShardingSpec& spec) const {

@@ -194,6 +194,8 @@ std::vector<OpCase> tableAndUpdateCases() {
   cases.push_back({"broadcast_to (like's shape)", OpKind::BroadcastTo, {inner, grads}});
   cases.push_back({"broadcast_to (axes 0, 2 removed)", OpKind::BroadcastTo, {randomTensor({7}), grads}, axes({0, 2})});
   cases.push_back({"global_norm (3 tensors)", OpKind::GlobalNorm, {grads, bias, rows}, {}, {0, 1e-6}, 1});
+  cases.push_back({"global_norm squared (the runtime's clipping)", OpKind::GlobalNorm, {grads, bias, rows},
+                   {{"squared", std::int64_t{1}}}, {0, 1e-6}, 1});
   Tensor w = randomTensor({1000}), g = randomTensor({1000}), m = randomTensor({1000}),
          v = randomTensor({1000}, 0.0f, 1.0f), scale = Tensor::scalar(0.8f);
   cases.push_back({"sgd_update (in place)", OpKind::SgdUpdate, {w, g, scale, m},
