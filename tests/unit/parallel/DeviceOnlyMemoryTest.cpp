@@ -27,7 +27,7 @@ class DeviceOnlyBlocks final : public runtime::BlockSource {
   bool poisonsStaleCopies() const override { return true; }
   void copyToHost(void* host, const void* block, std::size_t bytes) override {
     ++toHost;
-    toHostBytes += bytes;
+    toHostBytes += static_cast<std::int64_t>(bytes);
     runtime::BlockSource::copyToHost(host, block, bytes);
   }
   void copyFromHost(void* block, const void* host, std::size_t bytes) override {
