@@ -14,8 +14,10 @@
 namespace meshflow::runtime {
 
 struct GpuHostRequest {
-  int devices = 1;                            ///< Virtual devices.
-  std::chrono::milliseconds timeout{60000};   ///< Longest wait for a message or collective.
+  GpuHostRequest(int devices = 1, std::chrono::milliseconds timeout = std::chrono::milliseconds(60000))
+      : devices(devices), timeout(timeout) {}
+  int devices;                        ///< Virtual devices.
+  std::chrono::milliseconds timeout;  ///< Longest wait for a message or collective.
   /// A process of a job (the mpi backend: ProcessGroup::deviceHost): its
   /// devices then run on a GPU of this machine chosen by `localRank`, and
   /// keep this host's messages and collectives. Null: all `devices` run on

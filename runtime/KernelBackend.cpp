@@ -36,4 +36,9 @@ void runKernel(const ir::Op& op, const std::vector<const Tensor*>& inputs, std::
   cpu::runKernel(op, inputs, outputs, ctx);
 }
 
+void runCopy(const cpu::StridedCopy& c) {
+  if (KernelBackend* backend = currentBackend; backend && backend->copy(c)) return;
+  cpu::runStridedCopy(c);
+}
+
 }  // namespace meshflow::runtime

@@ -9,6 +9,7 @@
 
 #include "ir/Graph.h"
 #include "runtime/Tensor.h"
+#include "runtime/cpu/KernelSupport.h"
 #include "runtime/cpu/Kernels.h"
 
 namespace meshflow::runtime {
@@ -23,6 +24,14 @@ class KernelBackend {
                    const cpu::KernelContext& ctx) = 0;
   /// Waits until every op run so far has finished (a KernelBatch's end).
   virtual void synchronize() {}
+  /// Runs one strided copy (a box of one tensor into another: resharding,
+  /// flat shards) where this backend keeps the elements, complete on return
+  /// as runKernel's outputs are. Answers false where it has none (the caller
+  /// copies on the host).
+  virtual bool copy(const cpu::StridedCopy& c) {
+    (void)c;
+    return false;
+  }
 };
 
 /// Makes `backend` the calling thread's kernels while the scope lives (scopes
@@ -65,5 +74,9 @@ class KernelBatch {
 /// Runs `op` on the calling thread's backend (cpu::runKernel when none is set).
 void runKernel(const ir::Op& op, const std::vector<const Tensor*>& inputs, std::vector<Tensor*>& outputs,
                const cpu::KernelContext& ctx);
+
+/// Runs a strided copy on the calling thread's backend, else on the host
+/// (cpu::runStridedCopy): the same bits either way.
+void runCopy(const cpu::StridedCopy& c);
 
 }  // namespace meshflow::runtime

@@ -129,6 +129,8 @@ struct StridedCopy {
 /// GPU by the cuda backend. LayoutCopies.cpp.
 bool isLayoutOp(ir::OpKind kind);
 std::vector<StridedCopy> layoutCopies(const KernelArgs& args);
+/// Runs one copy on the host (the dtype of src, which dst must share).
+void runStridedCopy(const StridedCopy& c);
 
 void reshape(const KernelArgs& a);
 void transpose(const KernelArgs& a);

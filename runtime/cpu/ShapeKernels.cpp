@@ -138,27 +138,29 @@ void reshape(const KernelArgs& args) {
 
 namespace {
 
-// Runs a layout op's copies (layoutCopies, LayoutCopies.cpp) on the host; the
-// weight gradients' transposes of whole matrices in cache-friendly tiles.
+// Runs a layout op's copies (layoutCopies, LayoutCopies.cpp) on the host.
 void runLayoutCopies(const KernelArgs& args) {
-  for (const StridedCopy& c : layoutCopies(args)) {
-    if (c.swapsLastTwo) {
-      const Tensor& x = *c.src;
-      std::int64_t rows = x.dim(-2), cols = x.dim(-1);
-      std::int64_t batch = rows * cols == 0 ? 0 : x.elements() / (rows * cols);
-      if (ir::dtypeBytes(x.dtype()) == 2)
-        transposeMatrices(halfBits(x), halfBits(*c.dst), batch, rows, cols);
-      else if (x.dtype() == ir::DType::I32)
-        transposeMatrices(x.i32().data(), c.dst->i32().data(), batch, rows, cols);
-      else
-        transposeMatrices(x.f32().data(), c.dst->f32().data(), batch, rows, cols);
-      continue;
-    }
-    copyStrided(c.shape, *c.src, c.srcStrides, c.srcBase, *c.dst, c.dstStrides, c.dstBase);
-  }
+  for (const StridedCopy& c : layoutCopies(args)) runStridedCopy(c);
 }
 
 }  // namespace
+
+// The weight gradients' transposes of whole matrices in cache-friendly tiles.
+void runStridedCopy(const StridedCopy& c) {
+  if (c.swapsLastTwo) {
+    const Tensor& x = *c.src;
+    std::int64_t rows = x.dim(-2), cols = x.dim(-1);
+    std::int64_t batch = rows * cols == 0 ? 0 : x.elements() / (rows * cols);
+    if (ir::dtypeBytes(x.dtype()) == 2)
+      transposeMatrices(halfBits(x), halfBits(*c.dst), batch, rows, cols);
+    else if (x.dtype() == ir::DType::I32)
+      transposeMatrices(x.i32().data(), c.dst->i32().data(), batch, rows, cols);
+    else
+      transposeMatrices(x.f32().data(), c.dst->f32().data(), batch, rows, cols);
+    return;
+  }
+  copyStrided(c.shape, *c.src, c.srcStrides, c.srcBase, *c.dst, c.dstStrides, c.dstBase);
+}
 
 void transpose(const KernelArgs& args) { runLayoutCopies(args); }
 void concat(const KernelArgs& args) { runLayoutCopies(args); }

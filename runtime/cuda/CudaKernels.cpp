@@ -7,11 +7,13 @@
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "runtime/cuda/CudaError.h"
 #include "runtime/cuda/Gemm.h"
 #include "runtime/cuda/KernelPlacement.h"
 #include "runtime/cuda/OpLaunch.h"
+#include "runtime/cuda/TrainingKernels.h"
 
 namespace meshflow::runtime::cuda {
 namespace {
@@ -65,6 +67,17 @@ void CudaKernels::settle() {
   inFlight_ = false;
   MESHFLOW_CUDA_CHECK(cudaSetDevice(gpu_));
   MESHFLOW_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+bool CudaKernels::copy(const cpu::StridedCopy& c) {
+  if (c.swapsLastTwo || c.shape.size() > static_cast<std::size_t>(kMaxRank)) return false;
+  if (!gpuReadable(*c.src) || !gpuReadable(std::as_const(*c.dst))) return false;
+  MESHFLOW_CUDA_CHECK(cudaSetDevice(gpu_));
+  launchCopy(c, stream_);
+  inFlight_ = true;
+  ++gpuOps_["copy"];
+  if (!KernelBatch::active()) settle();
+  return true;
 }
 
 void CudaKernels::run(const ir::Op& op, const std::vector<const Tensor*>& inputs, std::vector<Tensor*>& outputs,

@@ -42,6 +42,10 @@ class CudaKernels final : public KernelBackend {
 
   /// How many ops of each kind ran on the GPU and on the host so far.
   void synchronize() override { settle(); }
+  /// A strided copy between tensors the GPU holds, on the stream (counted as
+  /// the op kind "copy"); false for a tensor it cannot read, a transpose of
+  /// whole matrices or a rank past its largest (the host copies those).
+  bool copy(const cpu::StridedCopy& c) override;
 
   const std::map<std::string, std::int64_t>& gpuOps() const { return gpuOps_; }
   const std::map<std::string, std::int64_t>& hostOps() const { return hostOps_; }

@@ -440,17 +440,7 @@ void castOp(const KernelArgs& a, const GpuContext& gpu) {
 void copyOnGpu(const KernelArgs& a, const cpu::StridedCopy& c, const GpuContext& gpu) {
   if (c.shape.size() > static_cast<std::size_t>(kMaxRank))
     a.fail(fmt::format("has rank {}; the GPU copies up to rank {}", c.shape.size(), kMaxRank));
-  CopyIndex index;
-  index.rank = static_cast<int>(c.shape.size());
-  for (std::size_t d = 0; d < c.shape.size(); ++d) {
-    index.shape[d] = c.shape[d];
-    index.srcStrides[d] = c.srcStrides[d];
-    index.dstStrides[d] = c.dstStrides[d];
-  }
-  index.srcBase = c.srcBase;
-  index.dstBase = c.dstBase;
-  stridedCopy(c.src->deviceData(), c.dst->deviceData(), static_cast<int>(ir::dtypeBytes(c.src->dtype())), index,
-              gpu.stream);
+  launchCopy(c, gpu.stream);
 }
 
 // The layout ops (cpu::layoutCopies: their checks, their outputs) and
@@ -569,6 +559,22 @@ void launchOp(const ir::Op& op, const std::vector<const Tensor*>& inputs, std::v
   cpu::runWidenedWith([&](const KernelArgs& wide) { launchOnGpu(wide, gpu, scratch); },
                       [&](const Tensor& t, ir::DType dtype) { return converted(t, dtype, gpu); }, op, inputs,
                       outputs, ctx);
+}
+
+void launchCopy(const cpu::StridedCopy& c, CUstream_st* stream) {
+  if (c.shape.size() > static_cast<std::size_t>(kMaxRank))
+    throw std::invalid_argument(fmt::format("a copy of rank {}; the GPU copies up to rank {}", c.shape.size(), kMaxRank));
+  CopyIndex index;
+  index.rank = static_cast<int>(c.shape.size());
+  for (std::size_t d = 0; d < c.shape.size(); ++d) {
+    index.shape[d] = c.shape[d];
+    index.srcStrides[d] = c.srcStrides[d];
+    index.dstStrides[d] = c.dstStrides[d];
+  }
+  index.srcBase = c.srcBase;
+  index.dstBase = c.dstBase;
+  stridedCopy(c.src->deviceData(), c.dst->deviceData(), static_cast<int>(ir::dtypeBytes(c.src->dtype())), index,
+              stream);
 }
 
 }  // namespace meshflow::runtime::cuda

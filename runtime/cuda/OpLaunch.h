@@ -31,4 +31,9 @@ bool readsOnHost(ir::OpKind kind);
 void launchOp(const ir::Op& op, const std::vector<const Tensor*>& inputs, std::vector<Tensor*>& outputs,
               const cpu::KernelContext& ctx, const GpuContext& gpu, std::vector<Tensor>& scratch);
 
+/// Enqueues one strided copy (a layout op's, or the runtime's box copies:
+/// KernelBackend::copy) on `stream`. Throws std::invalid_argument past the
+/// GPU's largest rank.
+void launchCopy(const cpu::StridedCopy& c, CUstream_st* stream);
+
 }  // namespace meshflow::runtime::cuda

@@ -4,8 +4,9 @@
 
 #include <algorithm>
 #include <optional>
-#include <type_traits>
 #include <utility>
+
+#include "runtime/KernelBackend.h"
 
 namespace meshflow::runtime {
 namespace {
@@ -35,67 +36,33 @@ Shape boxOffset(const ShardingSpec& spec, std::span<const std::int64_t> global, 
   return offset;
 }
 
-// Calls f(smallAt, largeAt, run) for each innermost run of a box of shape
-// `box` at `offset` inside a tensor of shape `large` (row-major, elements).
-template <class F>
-void forEachRun(const Shape& box, const Shape& large, const Shape& offset, F f) {
-  std::size_t rank = box.size();
-  std::int64_t run = rank == 0 ? 1 : box[rank - 1];
-  std::int64_t runs = run == 0 ? 0 : shapeElements(box) / run;
-  Shape index(rank, 0);
-  for (std::int64_t r = 0; r < runs; ++r) {
-    std::int64_t at = 0;
-    for (std::size_t d = 0; d < rank; ++d) at = at * large[d] + index[d] + offset[d];
-    f(r * run, at, run);
-    for (std::size_t d = rank - 1; rank > 1 && d-- > 0;) {  // odometer over all but the last dim
-      if (++index[d] < box[d]) break;
-      index[d] = 0;
-    }
-  }
-}
-
-template <class T>
-std::span<T> elements(Tensor& t) {
-  if constexpr (std::is_same_v<T, std::int32_t>) return t.i32();
-  else if constexpr (std::is_same_v<T, Half>) return t.f16();
-  else if constexpr (std::is_same_v<T, BFloat16>) return t.bf16();
-  else return t.f32();
-}
-template <class T>
-std::span<const T> elements(const Tensor& t) {
-  if constexpr (std::is_same_v<T, std::int32_t>) return t.i32();
-  else if constexpr (std::is_same_v<T, Half>) return t.f16();
-  else if constexpr (std::is_same_v<T, BFloat16>) return t.bf16();
-  else return t.f32();
-}
-
-// The elements of a box of shape `box` (row-major) written into `large` at
-// `offset` (intoLarge), or read from it.
-template <class T>
-void copyBox(std::span<const T> from, std::span<T> to, const Shape& box, const Shape& large, const Shape& offset,
-             bool intoLarge) {
-  forEachRun(box, large, offset, [&](std::int64_t boxAt, std::int64_t largeAt, std::int64_t run) {
-    std::int64_t s = intoLarge ? boxAt : largeAt, d = intoLarge ? largeAt : boxAt;
-    std::copy_n(from.begin() + s, run, to.begin() + d);
-  });
-}
-
-// Runs body.template operator()<T>() with T the element type of `dtype`.
-template <class F>
-void byElementType(ir::DType dtype, F body) {
-  if (dtype == ir::DType::I32) body.template operator()<std::int32_t>();
-  else if (dtype == ir::DType::F16) body.template operator()<Half>();
-  else if (dtype == ir::DType::BF16) body.template operator()<BFloat16>();
-  else body.template operator()<float>();
+// The elements of a box of shape `box` (row-major, from element `boxStart`
+// of `boxes`) written into `large` at `offset` (intoLarge), or read from it
+// into the box — on the device's backend where it keeps the elements
+// (runtime::runCopy), so that a GPU's boxes stay on the GPU.
+void copyBox(const Tensor& from, Tensor& to, std::int64_t boxStart, const Shape& box, const Shape& large,
+             const Shape& offset, bool intoLarge) {
+  const std::vector<std::int64_t> boxStrides = rowMajorStrides(box), largeStrides = rowMajorStrides(large);
+  std::int64_t at = 0;
+  for (std::size_t d = 0; d < offset.size(); ++d) at += offset[d] * largeStrides[d];
+  cpu::StridedCopy c;
+  c.src = &from;
+  c.dst = &to;
+  c.shape = box;
+  c.srcStrides = intoLarge ? boxStrides : largeStrides;
+  c.dstStrides = intoLarge ? largeStrides : boxStrides;
+  c.srcBase = intoLarge ? boxStart : at;
+  c.dstBase = intoLarge ? at : boxStart;
+  runCopy(c);
 }
 
 void extractBox(const Tensor& large, Tensor& box, const Shape& offset) {
-  byElementType(box.dtype(), [&]<class T>() {
-    copyBox<T>(elements<T>(large), elements<T>(box), box.shape(), large.shape(), offset, false);
-  });
+  copyBox(large, box, 0, box.shape(), large.shape(), offset, false);
 }
 
 Tensor like(const Tensor& t, Shape shape) { return Tensor(t.dtype(), std::move(shape)); }
+// For a tensor every element of which a copy writes next.
+Tensor filledLike(const Tensor& t, Shape shape) { return Tensor::uninitialized(t.dtype(), std::move(shape)); }
 
 // Where the box under `spec` starts inside the box under `outer` (which
 // splits a subset of the same dimensions the same way), on `place`.
@@ -126,14 +93,11 @@ Tensor gatherChanged(Tensor local, std::span<const std::int64_t> global, const S
   std::vector<int> group = place.group(gathered);
   Tensor all;
   comm.allGather(group, local, all);
-  Tensor out = like(local, localShape(mid, global, place));
-  const auto n = static_cast<std::size_t>(local.elements());
+  Tensor out = filledLike(local, localShape(mid, global, place));  // the members' boxes tile it
+  const std::int64_t n = local.elements();
   for (std::size_t k = 0; k < group.size(); ++k) {
     Shape offset = offsetWithin(from, mid, global, place.memberOf(gathered, k));
-    byElementType(local.dtype(), [&]<class T>() {
-      copyBox<T>(elements<T>(std::as_const(all)).subspan(k * n, n), elements<T>(out), local.shape(), out.shape(),
-                 offset, true);
-    });
+    copyBox(all, out, std::int64_t(k) * n, local.shape(), out.shape(), offset, true);
   }
   return out;
 }
@@ -171,26 +135,20 @@ Tensor moveSplit(const Tensor& local, const SplitMove& move, const MeshPlace& pl
   Shape outShape = local.shape();
   outShape[move.to] /= n;
   outShape[move.from] *= n;
-  auto count = static_cast<std::size_t>(shapeElements(chunk));
-  Tensor send = like(local, {n * std::int64_t(count)});
+  const std::int64_t count = shapeElements(chunk);
+  Tensor send = filledLike(local, {n * count});  // n chunks end to end
   for (std::int64_t k = 0; k < n; ++k) {
     Shape offset(chunk.size(), 0);
     offset[move.to] = k * chunk[move.to];
-    byElementType(local.dtype(), [&]<class T>() {
-      copyBox<T>(elements<T>(local), elements<T>(send).subspan(std::size_t(k) * count, count),
-                 chunk, local.shape(), offset, false);
-    });
+    copyBox(local, send, k * count, chunk, local.shape(), offset, false);
   }
   Tensor received;
   comm.allToAll(group, send, received);
-  Tensor out = like(local, outShape);
+  Tensor out = filledLike(local, outShape);  // the n received chunks tile it
   for (std::int64_t k = 0; k < n; ++k) {
     Shape offset(chunk.size(), 0);
     offset[move.from] = k * chunk[move.from];
-    byElementType(local.dtype(), [&]<class T>() {
-      copyBox<T>(elements<T>(std::as_const(received)).subspan(std::size_t(k) * count, count),
-                 elements<T>(out), chunk, outShape, offset, true);
-    });
+    copyBox(received, out, k * count, chunk, outShape, offset, true);
   }
   return out;
 }
@@ -247,7 +205,7 @@ Shape localShape(const ShardingSpec& spec, std::span<const std::int64_t> global,
 }
 
 Tensor takeShard(const Tensor& full, const ShardingSpec& spec, const MeshPlace& place) {
-  Tensor out = like(full, localShape(spec, full.shape(), place));
+  Tensor out = filledLike(full, localShape(spec, full.shape(), place));
   extractBox(full, out, boxOffset(spec, full.shape(), place));
   return out;
 }
@@ -261,10 +219,7 @@ void putShard(Tensor& full, const Tensor& box, const ShardingSpec& spec, const M
   if (box.shape() != localShape(spec, full.shape(), place) || box.dtype() != full.dtype())
     throw ReshardError(fmt::format("a box of {} is not the one spec {} gives of {}", box.typeText(),
                                    spec.toString(), full.typeText()));
-  Shape offset = boxOffset(spec, full.shape(), place);
-  byElementType(box.dtype(), [&]<class T>() {
-    copyBox<T>(elements<T>(box), elements<T>(full), box.shape(), full.shape(), offset, true);
-  });
+  copyBox(box, full, 0, box.shape(), full.shape(), boxOffset(spec, full.shape(), place), true);
 }
 
 Tensor reshard(Tensor local, std::span<const std::int64_t> global, const ShardingSpec& from, const ShardingSpec& to,
@@ -293,7 +248,7 @@ Tensor reshard(Tensor local, std::span<const std::int64_t> global, const Shardin
   ShardingSpec mid;
   Tensor out = gatherChanged(std::move(local), global, current, to, place, comm, mid);
   if (mid.dims() != to.dims()) {
-    Tensor box = like(out, localShape(to, global, place));
+    Tensor box = filledLike(out, localShape(to, global, place));
     extractBox(out, box, offsetWithin(to, mid, global, place));
     out = std::move(box);
   }

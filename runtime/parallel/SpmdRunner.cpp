@@ -96,10 +96,12 @@ void SpmdRunner::run(std::span<const ir::OpId> ops, ShardedValues& values, const
           resharded[i] = reshard(sv.local, inShapes[i], sv.spec, layout.inputs[i], place, comm);
         in.push_back(sv.spec == layout.inputs[i] ? &sv.local : &resharded[i]);
       }
+      // Outputs as OpRunner gives them: typed and shaped (the local box), for
+      // the kernel to allocate where it keeps its tensors.
       std::vector<Tensor> results;
       for (std::size_t j = 0; j < op.outputs.size(); ++j)
-        results.emplace_back(graph_.value(op.outputs[j]).type.dtype,
-                             localShape(layout.outputs[j], outShapes[j], place));
+        results.push_back(Tensor::placeholder(graph_.value(op.outputs[j]).type.dtype,
+                                              localShape(layout.outputs[j], outShapes[j], place)));
       std::vector<Tensor*> out;
       for (Tensor& t : results) out.push_back(&t);
       // Dropout runs whole (SpmdRules.h): its microbatch's offset is enough.
