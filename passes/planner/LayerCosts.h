@@ -100,8 +100,15 @@ class LayerCostTable {
  private:
   std::optional<LayerCost> solve(int kind, const MeshConfig& config, std::int64_t microbatch,
                                  double syncWeight, double memoryWeight);
-  /// The memory weight of a lean solve; 0 when the fastest strategies fit.
-  double leanWeight(const MeshConfig& config, const LayerCost& fastest) const;
+  /// The memory weight of a lean solve; 0 when the fastest strategies fit the
+  /// layer's share of the budget with the activations of every microbatch in
+  /// flight (microbatchesInFlight).
+  double leanWeight(const MeshConfig& config, const LayerCost& fastest, double syncWeight) const;
+  /// Equal stages of `config` that the cluster holds.
+  std::int64_t stagesOf(const MeshConfig& config) const;
+  /// Microbatches whose activations the first of those stages holds at once:
+  /// min(stages, B), B = 1/syncWeight.
+  std::int64_t microbatchesInFlight(const MeshConfig& config, double syncWeight) const;
 
   const ir::Graph& forward_;
   const ir::DeviceSpec& device_;
