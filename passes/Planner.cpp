@@ -352,6 +352,9 @@ class Search {
     configs_ = meshConfigs(cluster_, limits());
     if (configs_.empty()) throw noConfigs();
     searchAll();
+    // Nothing fits: search again with layers leaner for the microbatches a
+    // stage holds at once (LayerCostTable::countMicrobatchesInFlight).
+    if (candidates_.empty() && table_->countMicrobatchesInFlight()) searchAll();
     if (candidates_.empty()) throw nothingFits();
     PlanControl::Pass pass(request_.control, "placement and simulation");
     return finish(candidates_.front());

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <exception>
+#include <iterator>
 #include <mutex>
 #include <thread>
 
@@ -186,14 +187,24 @@ std::int64_t LayerCostTable::microbatchesInFlight(const MeshConfig& config, doub
   return std::min(stagesOf(config), microbatches);
 }
 
+std::int64_t LayerCostTable::leanHolding(const MeshConfig& config, double syncWeight) const {
+  return countInFlight_ ? microbatchesInFlight(config, syncWeight) : 1;
+}
+
+bool LayerCostTable::countMicrobatchesInFlight() {
+  if (countInFlight_) return false;
+  countInFlight_ = true;
+  for (auto it = cache_.begin(); it != cache_.end();)
+    it = std::get<4>(it->first) ? cache_.erase(it) : std::next(it);
+  return true;
+}
+
 double LayerCostTable::leanWeight(const MeshConfig& config, const LayerCost& fastest,
                                   double syncWeight) const {
   if (options_.memoryBudget <= 0) return 0;
   double layersPerStage = std::ceil(double(layerCount()) / double(stagesOf(config)));
   double share = options_.memoryBudget / layersPerStage;
-  // The first stage holds every in-flight microbatch's activations at once
-  // (1F1B: min(p, B); interleaved about as many), not one microbatch's.
-  double held = double(microbatchesInFlight(config, syncWeight));
+  double held = double(leanHolding(config, syncWeight));
   double memory =
       fastest.weights + fastest.gradients + fastest.optimizerState + held * fastest.activations;
   if (memory <= share) return 0;
@@ -265,7 +276,7 @@ std::optional<LayerCost> LayerCostTable::solve(int kind, const MeshConfig& confi
   o.pins = options_.pins;
   o.memoryWeight = memoryWeight;
   // A lean solve weighs a byte of activations as often as the stage holds it.
-  const std::int64_t held = memoryWeight > 0 ? microbatchesInFlight(config, syncWeight) : 1;
+  const std::int64_t held = memoryWeight > 0 ? leanHolding(config, syncWeight) : 1;
   o.memory.microbatchesHeld = held;
   checkpoint(options_.control, 1);
   if (options_.control)
