@@ -269,14 +269,17 @@ std::optional<Candidate> withSchedule(const StageSearchResult& found, ScheduleCh
     int layers = found.stages.back().endLayer;
     int virtualStages = p * schedule.chunks;
     if (layers < virtualStages) {
-      refusal.refuse("virtual_stages", fmt::format("{} pipeline rank{} × {} chunks need at least {} layers; the model has {}",
-                                               p, p == 1 ? "" : "s", schedule.chunks, virtualStages, layers));
+      refusal.refuse(
+          "virtual_stages",
+          fmt::format("{} pipeline rank{} × {} chunks need at least {} layers; the model has {}", p,
+                      p == 1 ? "" : "s", schedule.chunks, virtualStages, layers));
       return {};
     }
     if (schedule.kind == ir::ScheduleKind::kInterleaved && microbatches % p != 0) {
-      refusal.refuse("microbatches", fmt::format("the interleaved schedule needs microbatches divisible by the {} "
-                                                 "pipeline ranks, not {}",
-                                                 p, microbatches));
+      refusal.refuse("microbatches",
+                     fmt::format("the interleaved schedule needs microbatches divisible by the {} "
+                                 "pipeline ranks, not {}",
+                                 p, microbatches));
       return {};
     }
     RangePricer pricer(*in.table, first.config, (*in.configs)[first.config], in.microbatch,
@@ -292,7 +295,8 @@ std::optional<Candidate> withSchedule(const StageSearchResult& found, ScheduleCh
   sumRanks(c, p);
   double closest = 0, gradients = 0;
   for (int r = 0; r < p; ++r) {
-    closest = std::max(closest, c.ranks[r].memory(holdingOf(schedule.kind, schedule.chunks, p, r, microbatches)));
+    closest = std::max(
+        closest, c.ranks[r].memory(holdingOf(schedule.kind, schedule.chunks, p, r, microbatches)));
     gradients = std::max(gradients, c.ranks[r].accumulatedGradients);
   }
   // Near the budget, the peak the plan will report (the schedule replayed,
@@ -300,16 +304,19 @@ std::optional<Candidate> withSchedule(const StageSearchResult& found, ScheduleCh
   // gradients, so "near" is within 10% or within the rank's gradients.
   auto reported = [&] {
     double peak = closest;
-    for (double rank : candidatePeaks(c, *in.table, *in.configs, *in.cluster)) peak = std::max(peak, rank);
+    for (double rank : candidatePeaks(c, *in.table, *in.configs, *in.cluster))
+      peak = std::max(peak, rank);
     return peak;
   };
-  const bool near = closest > kReplayShare * in.memoryBudget || closest + gradients > in.memoryBudget;
+  const bool near =
+      closest > kReplayShare * in.memoryBudget || closest + gradients > in.memoryBudget;
   if (closest <= in.memoryBudget && near) closest = reported();
   if (closest > in.memoryBudget) {
     // The refusal names the leanest such plan with the figure the check held
     // against it: the larger of the closed form and the replayed peak.
-    if (closest < refusal.smallestPeak && (closest = reported()) < refusal.smallestPeak) {
-      refusal.smallestPeak = closest;
+    const double peak = closest < refusal.smallestPeak ? reported() : closest;
+    if (peak < refusal.smallestPeak) {
+      refusal.smallestPeak = peak;
       refusal.leanest = c.describe(*in.configs);
     }
     return {};

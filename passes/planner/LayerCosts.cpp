@@ -182,7 +182,8 @@ std::int64_t LayerCostTable::stagesOf(const MeshConfig& config) const {
   return std::max<std::int64_t>(1, options_.devices / config.shape.devices());
 }
 
-std::int64_t LayerCostTable::microbatchesInFlight(const MeshConfig& config, double syncWeight) const {
+std::int64_t LayerCostTable::microbatchesInFlight(const MeshConfig& config,
+                                                  double syncWeight) const {
   const auto microbatches = std::max<std::int64_t>(1, std::llround(1 / syncWeight));
   return std::min(stagesOf(config), microbatches);
 }

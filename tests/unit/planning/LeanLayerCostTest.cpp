@@ -60,7 +60,8 @@ TEST_CASE("a lean layer cost fits the activations of every microbatch in flight"
   CHECK_FALSE(table.countMicrobatchesInFlight());
   const auto lean = *table.cost(layer, index, *config, microbatch, syncWeight, true);
   CHECK(held(lean) < held(fastest));
-  CHECK(lean.forward + lean.backward > fastest.forward + fastest.backward);  // memory bought with time
+  // Memory bought with time.
+  CHECK(lean.forward + lean.backward > fastest.forward + fastest.backward);
 }
 
 }  // namespace
