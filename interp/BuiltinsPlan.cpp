@@ -53,15 +53,18 @@ int layersArg(const BoundArgs& a) {
 }
 
 // "; it needs about 93 GiB per device (a plan fits in 93 GiB, none in 91.5
-// GiB); with recompute = full, 61 GiB": what the request would need, planned
-// under larger budgets (passes/MemoryFloor.h); "" when no budget helps.
+// GiB; the plan that fits: 1f1b, ..., peak 92.8 GiB); with recompute = full, 61
+// GiB": what the request would need, planned under larger budgets
+// (passes/MemoryFloor.h); "" when no budget helps.
 std::string memoryNeeded(const ir::Graph& graph, const ir::Cluster& cluster,
                          const passes::PlanRequest& request) {
   auto floor = passes::memoryFloor(graph, cluster, request);
   if (!floor) return "";
-  std::string out = fmt::format("; it needs about {} per device (a plan fits in {}, none in {})",
-                                ir::formatBytes(floor->fits), ir::formatBytes(floor->fits),
-                                ir::formatBytes(floor->tooSmall));
+  std::string out = fmt::format(
+      "; it needs about {} per device (a plan fits in {}, none in {}; the plan that fits: {}, "
+      "peak {})",
+      ir::formatBytes(floor->fits), ir::formatBytes(floor->fits), ir::formatBytes(floor->tooSmall),
+      floor->plan, ir::formatBytes(floor->peak));
   passes::PlanRequest other = request;
   std::string what;
   if (!request.recompute) {

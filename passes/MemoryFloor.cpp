@@ -1,16 +1,23 @@
 #include "passes/MemoryFloor.h"
 
 #include <cmath>
+#include <string>
 
 namespace meshflow::passes {
 namespace {
 
-// The peak of the plan under `budget` bytes per device, or nothing.
-std::optional<double> peakUnder(const ir::Graph& forward, const ir::Cluster& cluster,
-                                PlanRequest request, double budget) {
+struct Planned {
+  double peak = 0;
+  std::string description;
+};
+
+// The plan under `budget` bytes per device, or nothing.
+std::optional<Planned> planUnder(const ir::Graph& forward, const ir::Cluster& cluster,
+                                 PlanRequest request, double budget) {
   request.memoryPerDevice = budget;
   try {
-    return planTraining(forward, cluster, request).peakMemoryBytes();
+    ir::Plan plan = planTraining(forward, cluster, request);
+    return Planned{plan.peakMemoryBytes(), std::move(plan.description)};
   } catch (const PlanningError&) {
     return std::nullopt;
   } catch (const std::runtime_error&) {
@@ -27,15 +34,21 @@ std::optional<MemoryFloor> memoryFloor(const ir::Graph& forward, const ir::Clust
   // Far beyond any device: the fastest plan's peak bounds the floor; the
   // budget that plans must be one the planner accepts (near a budget it
   // prunes by an upper bound of the peak), so grow it until it does.
-  std::optional<double> unbounded = peakUnder(forward, cluster, request, 1e30);
-  if (!unbounded) return std::nullopt;
-  double fits = std::max(*unbounded, failed);
-  while (fits < 1e30 && !peakUnder(forward, cluster, request, fits)) fits *= 1.25;
-  MemoryFloor floor{fits, failed};
+  std::optional<Planned> plan = planUnder(forward, cluster, request, 1e30);
+  if (!plan) return std::nullopt;
+  double fits = std::max(plan->peak, failed);
+  while (fits < 1e30 && !(plan = planUnder(forward, cluster, request, fits))) fits *= 1.25;
+  MemoryFloor floor{fits, failed, {}, 0};
   for (int probe = 0; probe < probes && floor.fits > floor.tooSmall * (1 + precision); ++probe) {
     double mid = std::sqrt(floor.fits * std::max(floor.tooSmall, 1.0));
-    (peakUnder(forward, cluster, request, mid) ? floor.fits : floor.tooSmall) = mid;
+    if (auto under = planUnder(forward, cluster, request, mid)) {
+      floor.fits = mid;
+      plan = std::move(under);
+    } else {
+      floor.tooSmall = mid;
+    }
   }
+  if (plan) floor.plan = plan->description, floor.peak = plan->peak;
   return floor;
 }
 

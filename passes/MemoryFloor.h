@@ -4,6 +4,7 @@
 #pragma once
 
 #include <optional>
+#include <string>
 
 #include "ir/Cluster.h"
 #include "ir/Graph.h"
@@ -14,10 +15,12 @@ namespace meshflow::passes {
 struct MemoryFloor {
   double fits = 0;      ///< A budget per device under which the planner finds a plan.
   double tooSmall = 0;  ///< A budget under which it finds none (below `fits`).
+  std::string plan;     ///< The plan found under `fits` (ir::Plan::description),
+  double peak = 0;      ///< and its peak per device (at most `fits`).
 };
 
 /// The least budget per device under which the planner finds a plan for
-/// `request`, bracketed: from its memoryPerDevice (the budget that failed)
+/// `request`, bracketed, and that plan: from its memoryPerDevice (the budget that failed)
 /// and the unbounded plan's peak, by bisection on the budget until the
 /// bracket is within `precision` (relative) or `probes` plannings have
 /// bisected it (a count, not a time, so the answer is the same on every

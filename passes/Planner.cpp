@@ -239,8 +239,15 @@ std::vector<ScheduleChoice> scheduleCandidates(const PlanRequest& r) {
 struct ScheduleRefusal {
   std::string hint;
   std::string why;
-  /// The smallest peak per device of the candidates over the memory budget.
+  /// The smallest peak per device of the plans the stage search found that
+  /// the memory budget refused under their schedule, and that plan.
   double smallestPeak = std::numeric_limits<double>::infinity();
+  std::string leanest;
+
+  void refuse(std::string atHint, std::string reason) {
+    hint = std::move(atHint);
+    why = std::move(reason);
+  }
 };
 
 std::optional<Candidate> withSchedule(const StageSearchResult& found, ScheduleChoice schedule,
@@ -262,14 +269,17 @@ std::optional<Candidate> withSchedule(const StageSearchResult& found, ScheduleCh
     int layers = found.stages.back().endLayer;
     int virtualStages = p * schedule.chunks;
     if (layers < virtualStages) {
-      refusal = {"virtual_stages", fmt::format("{} pipeline rank{} × {} chunks need at least {} layers; the model has {}",
-                                               p, p == 1 ? "" : "s", schedule.chunks, virtualStages, layers)};
+      refusal.refuse(
+          "virtual_stages",
+          fmt::format("{} pipeline rank{} × {} chunks need at least {} layers; the model has {}", p,
+                      p == 1 ? "" : "s", schedule.chunks, virtualStages, layers));
       return {};
     }
     if (schedule.kind == ir::ScheduleKind::kInterleaved && microbatches % p != 0) {
-      refusal = {"microbatches", fmt::format("the interleaved schedule needs microbatches divisible by the {} "
-                                             "pipeline ranks, not {}",
-                                             p, microbatches)};
+      refusal.refuse("microbatches",
+                     fmt::format("the interleaved schedule needs microbatches divisible by the {} "
+                                 "pipeline ranks, not {}",
+                                 p, microbatches));
       return {};
     }
     RangePricer pricer(*in.table, first.config, (*in.configs)[first.config], in.microbatch,
@@ -283,17 +293,32 @@ std::optional<Candidate> withSchedule(const StageSearchResult& found, ScheduleCh
     }
   }
   sumRanks(c, p);
-  double closest = 0;
-  for (int r = 0; r < p; ++r)
-    closest = std::max(closest, c.ranks[r].memory(holdingOf(schedule.kind, schedule.chunks, p, r, microbatches)));
+  double closest = 0, gradients = 0;
+  for (int r = 0; r < p; ++r) {
+    closest = std::max(
+        closest, c.ranks[r].memory(holdingOf(schedule.kind, schedule.chunks, p, r, microbatches)));
+    gradients = std::max(gradients, c.ranks[r].accumulatedGradients);
+  }
   // Near the budget, the peak the plan will report (the schedule replayed,
   // RankMemory.h) decides: it may exceed the closed form by a layer's
-  // gradients.
-  if (closest <= in.memoryBudget && closest > kReplayShare * in.memoryBudget)
-    for (double peak : candidatePeaks(c, *in.table, *in.configs, *in.cluster))
-      closest = std::max(closest, peak);
+  // gradients, so "near" is within 10% or within the rank's gradients.
+  auto reported = [&] {
+    double peak = closest;
+    for (double rank : candidatePeaks(c, *in.table, *in.configs, *in.cluster))
+      peak = std::max(peak, rank);
+    return peak;
+  };
+  const bool near =
+      closest > kReplayShare * in.memoryBudget || closest + gradients > in.memoryBudget;
+  if (closest <= in.memoryBudget && near) closest = reported();
   if (closest > in.memoryBudget) {
-    refusal.smallestPeak = std::min(refusal.smallestPeak, closest);
+    // The refusal names the leanest such plan with the figure the check held
+    // against it: the larger of the closed form and the replayed peak.
+    const double peak = closest < refusal.smallestPeak ? reported() : closest;
+    if (peak < refusal.smallestPeak) {
+      refusal.smallestPeak = peak;
+      refusal.leanest = c.describe(*in.configs);
+    }
     return {};
   }
   return c;
@@ -334,6 +359,9 @@ class Search {
     configs_ = meshConfigs(cluster_, limits());
     if (configs_.empty()) throw noConfigs();
     searchAll();
+    // Nothing fits: search again with layers leaner for the microbatches a
+    // stage holds at once (LayerCostTable::countMicrobatchesInFlight).
+    if (candidates_.empty() && table_->countMicrobatchesInFlight()) searchAll();
     if (candidates_.empty()) throw nothingFits();
     PlanControl::Pass pass(request_.control, "placement and simulation");
     return finish(candidates_.front());
@@ -708,12 +736,15 @@ class Search {
         request_.globalBatch, devices, layers, perStage);
   }
 
-  // "the smallest plan searched needs 86.7 GiB per device", or why none was priced.
+  // "the leanest plan the stage search found needs 86.7 GiB per device (1f1b,
+  // ...)", or why none was priced. The stage search drops splits whose stages
+  // its own closed form puts over the budget; what it finds is then checked
+  // under the schedule (withSchedule), and these are the plans that check refused.
   std::string smallestPeakText() const {
     if (!std::isfinite(scheduleRefusal_.smallestPeak))
       return "no stage split of the layers could be priced";
-    return fmt::format("the smallest plan searched needs {} per device",
-                       ir::formatBytes(scheduleRefusal_.smallestPeak));
+    return fmt::format("the leanest plan the stage search found needs {} per device ({})",
+                       ir::formatBytes(scheduleRefusal_.smallestPeak), scheduleRefusal_.leanest);
   }
 
   // The request for a feasibility check, which needs no final choice.

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <exception>
+#include <iterator>
 #include <mutex>
 #include <thread>
 
@@ -171,18 +172,42 @@ const std::optional<LayerCost>& LayerCostTable::cost(int layer, int configIndex,
   if (!lean) {
     value = solve(kind, config, microbatch, syncWeight, 0);
   } else if (const auto& fastest = cost(layer, configIndex, config, microbatch, syncWeight)) {
-    double weight = leanWeight(config, *fastest);
+    double weight = leanWeight(config, *fastest, syncWeight);
     value = weight > 0 ? solve(kind, config, microbatch, syncWeight, weight) : fastest;
   }
   return cache_.emplace(key, std::move(value)).first->second;
 }
 
-double LayerCostTable::leanWeight(const MeshConfig& config, const LayerCost& fastest) const {
+std::int64_t LayerCostTable::stagesOf(const MeshConfig& config) const {
+  return std::max<std::int64_t>(1, options_.devices / config.shape.devices());
+}
+
+std::int64_t LayerCostTable::microbatchesInFlight(const MeshConfig& config,
+                                                  double syncWeight) const {
+  const auto microbatches = std::max<std::int64_t>(1, std::llround(1 / syncWeight));
+  return std::min(stagesOf(config), microbatches);
+}
+
+std::int64_t LayerCostTable::leanHolding(const MeshConfig& config, double syncWeight) const {
+  return countInFlight_ ? microbatchesInFlight(config, syncWeight) : 1;
+}
+
+bool LayerCostTable::countMicrobatchesInFlight() {
+  if (countInFlight_) return false;
+  countInFlight_ = true;
+  for (auto it = cache_.begin(); it != cache_.end();)
+    it = std::get<4>(it->first) ? cache_.erase(it) : std::next(it);
+  return true;
+}
+
+double LayerCostTable::leanWeight(const MeshConfig& config, const LayerCost& fastest,
+                                  double syncWeight) const {
   if (options_.memoryBudget <= 0) return 0;
-  std::int64_t stages = std::max<std::int64_t>(1, options_.devices / config.shape.devices());
-  double layersPerStage = std::ceil(double(layerCount()) / double(stages));
+  double layersPerStage = std::ceil(double(layerCount()) / double(stagesOf(config)));
   double share = options_.memoryBudget / layersPerStage;
-  double memory = fastest.weights + fastest.gradients + fastest.optimizerState + fastest.activations;
+  double held = double(leanHolding(config, syncWeight));
+  double memory =
+      fastest.weights + fastest.gradients + fastest.optimizerState + held * fastest.activations;
   if (memory <= share) return 0;
   return (fastest.forward + fastest.backward) / share;
 }
@@ -202,7 +227,7 @@ void LayerCostTable::prefetch(const std::vector<Request>& requests, unsigned thr
       double weight = 0;
       if (lean) {
         const auto& fastest = cost(r.layer, r.configIndex, *r.config, r.microbatch, r.syncWeight);
-        if (fastest) weight = leanWeight(*r.config, *fastest);
+        if (fastest) weight = leanWeight(*r.config, *fastest, r.syncWeight);
         if (weight <= 0) {  // nothing to solve: the lean entry is the fastest one
           cost(r.layer, r.configIndex, *r.config, r.microbatch, r.syncWeight, true);
           continue;
@@ -251,6 +276,9 @@ std::optional<LayerCost> LayerCostTable::solve(int kind, const MeshConfig& confi
   o.parameterSyncWeight = syncWeight;
   o.pins = options_.pins;
   o.memoryWeight = memoryWeight;
+  // A lean solve weighs a byte of activations as often as the stage holds it.
+  const std::int64_t held = memoryWeight > 0 ? leanHolding(config, syncWeight) : 1;
+  o.memory.microbatchesHeld = held;
   checkpoint(options_.control, 1);
   if (options_.control)
     o.solver.timeBudgetSeconds =
@@ -258,6 +286,9 @@ std::optional<LayerCost> LayerCostTable::solve(int kind, const MeshConfig& confi
   ++solves_;
   try {
     IntraOpResult r = solveIntraOp(g, config.mesh, device_, o);
+    // The layer's figures are per microbatch.
+    r.memory.activations /= double(held);
+    o.memory.microbatchesHeld = 1;
     LayerCost c = summarise(g, r, config, microbatch, o.memory, device_);
     c.sharding = std::make_shared<const IntraOpResult>(std::move(r));
     return c;

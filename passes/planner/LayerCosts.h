@@ -97,11 +97,28 @@ class LayerCostTable {
 
   std::size_t solves() const { return solves_; }
 
+  /// From now on, a lean solve counts the activations of every microbatch in
+  /// flight (microbatchesInFlight) where it counted one microbatch's, in its
+  /// test against the layer's share and in its objective: leaner strategies,
+  /// for a search that found nothing with the others (one microbatch's count
+  /// leaves a layer whose fastest strategies pass it on them, however many
+  /// microbatches a stage holds). Drops the lean costs cached; false when
+  /// already counting.
+  bool countMicrobatchesInFlight();
+
  private:
   std::optional<LayerCost> solve(int kind, const MeshConfig& config, std::int64_t microbatch,
                                  double syncWeight, double memoryWeight);
-  /// The memory weight of a lean solve; 0 when the fastest strategies fit.
-  double leanWeight(const MeshConfig& config, const LayerCost& fastest) const;
+  /// The memory weight of a lean solve; 0 when the fastest strategies fit the
+  /// layer's share of the budget with leanHolding microbatches' activations.
+  double leanWeight(const MeshConfig& config, const LayerCost& fastest, double syncWeight) const;
+  /// Microbatches' activations a lean solve counts: 1, or microbatchesInFlight.
+  std::int64_t leanHolding(const MeshConfig& config, double syncWeight) const;
+  /// Equal stages of `config` that the cluster holds.
+  std::int64_t stagesOf(const MeshConfig& config) const;
+  /// Microbatches whose activations the first of those stages holds at once:
+  /// min(stages, B), B = 1/syncWeight.
+  std::int64_t microbatchesInFlight(const MeshConfig& config, double syncWeight) const;
 
   const ir::Graph& forward_;
   const ir::DeviceSpec& device_;
@@ -113,6 +130,7 @@ class LayerCostTable {
   std::vector<std::vector<bool>> heldForBackward_;
   std::map<std::tuple<int, int, std::int64_t, double, bool>, std::optional<LayerCost>> cache_;
   std::atomic<std::size_t> solves_ = 0;
+  bool countInFlight_ = false;
 };
 
 }  // namespace meshflow::passes
