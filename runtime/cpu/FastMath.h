@@ -64,4 +64,10 @@ inline float fastTanh(float x) {
   return a >= 0.55f ? viaExp : series;  // NaN takes the series, which keeps it
 }
 
+constexpr float kGeluC = 0.7978845608028654f;  // sqrt(2 / pi)
+constexpr float kGeluA = 0.044715f;
+
+/// GeLU, tanh form (the Gelu kernel's, and the fused bias + GeLU's).
+inline float geluOf(float x) { return 0.5f * x * (1.0f + fastTanh(kGeluC * (x + kGeluA * x * x * x))); }
+
 }  // namespace meshflow::runtime::cpu

@@ -40,8 +40,18 @@ class CudaKernels final : public KernelBackend {
   void run(const ir::Op& op, const std::vector<const Tensor*>& inputs, std::vector<Tensor*>& outputs,
            const cpu::KernelContext& ctx) override;
 
-  /// How many ops of each kind ran on the GPU and on the host so far.
   void synchronize() override { settle(); }
+
+  /// Fused groups (runtime/FusedOps.h) run as one launch each, unless
+  /// MESHFLOW_CUDA_FUSE=0 (read when the kernels are made) turns that off.
+  bool fuses() const override { return fusing_; }
+  /// Declines groups whose operands cpu::fusable does not take or the GPU
+  /// cannot read in place.
+  bool runFused(const FusedGroup& group, const std::vector<const Tensor*>& inputs, std::vector<Tensor*>& outputs,
+                const cpu::KernelContext& ctx) override;
+
+  /// How many ops of each kind ran on the GPU and on the host so far (a fused
+  /// group counts once, under its pattern's name: fused_softmax, …).
 
   const std::map<std::string, std::int64_t>& gpuOps() const { return gpuOps_; }
   const std::map<std::string, std::int64_t>& hostOps() const { return hostOps_; }
@@ -58,6 +68,12 @@ class CudaKernels final : public KernelBackend {
  private:
   /// Waits for the stream if ops are in flight.
   void settle();
+  /// Throws unless the thread's MemoryScope hands out GPU memory (`what` names the op).
+  void requireGpuMemory(const std::string& what);
+  /// Counts, launches and (profiling) times the GPU work `launch` enqueues
+  /// under `name`; outside a KernelBatch waits for it.
+  template <class Launch>
+  void onGpu(const std::string& name, Launch launch);
 
   int gpu_;
   CUstream_st* stream_ = nullptr;
@@ -65,6 +81,7 @@ class CudaKernels final : public KernelBackend {
   std::unique_ptr<Gemm> gemm_;
   std::map<std::string, std::int64_t> gpuOps_, hostOps_;
   bool profiling_ = false;
+  bool fusing_ = true;
   std::map<std::string, double> gpuSeconds_, hostSeconds_;
   const DeviceMemory* verifiedMemory_ = nullptr;  // the last MemoryScope found to be GPU memory
 };

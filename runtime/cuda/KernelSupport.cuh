@@ -59,6 +59,15 @@ __device__ inline void storeAs(void* p, std::int64_t i, float v) {
   else static_cast<float*>(p)[i] = v;
 }
 
+// v stored as F and read back: the rounding an op's stored result gets.
+template <FloatFormat F>
+__device__ inline float roundAs(float v) {
+  if constexpr (F == FloatFormat::kF16) return half_bits::f32FromHalf(half_bits::halfFromF32(half_bits::bitsOf(v)));
+  else if constexpr (F == FloatFormat::kBF16)
+    return half_bits::f32FromBFloat16(half_bits::bfloat16FromF32(half_bits::bitsOf(v)));
+  else return v;
+}
+
 // launch(std::integral_constant<FloatFormat, F>{}) for the F of `format`.
 template <class Launch>
 void withFormat(FloatFormat format, Launch launch) {

@@ -110,14 +110,6 @@ void matMul(const KernelArgs& a, const GpuContext& gpu) {
   gpu.gemm->run(s, gemmType(x.dtype()), gemmType(y.dtype()), x.deviceData(), w.deviceData(), y.deviceData());
 }
 
-FloatFormat formatOf(ir::DType dtype) {
-  switch (dtype) {
-    case ir::DType::F16: return FloatFormat::kF16;
-    case ir::DType::BF16: return FloatFormat::kBF16;
-    default: return FloatFormat::kF32;
-  }
-}
-
 // Input i of an element-wise op, of the op's element type: f32, or the one
 // half type of all its operands (launchOp sends those here unwidened).
 const Tensor& elements(const KernelArgs& a, std::size_t i) {
@@ -550,6 +542,14 @@ bool halfTable(const ir::Op& op, const std::vector<const Tensor*>& inputs, const
 }
 
 }  // namespace
+
+FloatFormat formatOf(ir::DType dtype) {
+  switch (dtype) {
+    case ir::DType::F16: return FloatFormat::kF16;
+    case ir::DType::BF16: return FloatFormat::kBF16;
+    default: return FloatFormat::kF32;
+  }
+}
 
 bool readsOnHost(ir::OpKind kind) {
   return kind == K::Embedding || kind == K::EmbeddingGrad || kind == K::CrossEntropy || kind == K::CrossEntropyGrad ||
