@@ -4,9 +4,11 @@
 // (SpmdRunner) ops alike — and give every device its memory. A backend that
 // forwards to the cpu kernels changes no bit of the run.
 #include <atomic>
+#include <deque>
 
 #include "ParallelModels.h"
 #include "runtime/KernelBackend.h"
+#include "runtime/cpu/FusedKernels.h"
 #include "runtime/cpu/LocalCluster.h"
 
 using namespace meshflow;
@@ -15,9 +17,19 @@ using namespace meshflow::parallel_test;
 namespace {
 
 
-// The cpu kernels, counted.
+// The cpu kernels, counted; with `fusing`, the fused groups on the cpu
+// reference (runtime/cpu/FusedKernels.h), as the cuda backend runs them.
 class CountingKernels final : public runtime::KernelBackend {
  public:
+  explicit CountingKernels(bool fusing = false) : fusing_(fusing) {}
+  bool fuses() const override { return fusing_; }
+  bool runFused(const runtime::FusedGroup& group, const std::vector<const runtime::Tensor*>& in,
+                std::vector<runtime::Tensor*>& out, const runtime::cpu::KernelContext&) override {
+    if (!runtime::cpu::fusable(group, in)) return false;
+    ++fused;
+    runtime::cpu::runFused(group, in, out);
+    return true;
+  }
   void run(const ir::Op& op, const std::vector<const runtime::Tensor*>& in, std::vector<runtime::Tensor*>& out,
            const runtime::cpu::KernelContext& ctx) override {
     ++ops;
@@ -25,13 +37,18 @@ class CountingKernels final : public runtime::KernelBackend {
     runtime::cpu::runKernel(op, in, out, ctx);
   }
   void synchronize() override { ++waits; }
-  std::atomic<int> ops{0}, batched{0}, waits{0};
+  std::atomic<int> ops{0}, batched{0}, waits{0}, fused{0};
+
+ private:
+  bool fusing_;
 };
 
 // The cpu backend's devices, each thread with a KernelScope of its own backend.
 class ScopedHost final : public runtime::DeviceHost {
  public:
-  explicit ScopedHost(int devices) : cluster_({devices}), kernels_(static_cast<std::size_t>(devices)) {}
+  explicit ScopedHost(int devices, bool fusing = false) : cluster_({devices}) {
+    for (int d = 0; d < devices; ++d) kernels_.emplace_back(fusing);
+  }
   bool runsHere(int device) const override { return cluster_.runsHere(device); }
   runtime::Communicator& communicator(int device) override { return cluster_.communicator(device); }
   runtime::cpu::CoreGate* cores() override { return nullptr; }
@@ -48,22 +65,24 @@ class ScopedHost final : public runtime::DeviceHost {
   int opsOn(int device) const { return kernels_[static_cast<std::size_t>(device)].ops; }
   int batchedOn(int device) const { return kernels_[static_cast<std::size_t>(device)].batched; }
   int waitsOn(int device) const { return kernels_[static_cast<std::size_t>(device)].waits; }
+  int fusedOn(int device) const { return kernels_[static_cast<std::size_t>(device)].fused; }
   int memories = 0;
 
  private:
   runtime::cpu::LocalCluster cluster_;
-  std::vector<CountingKernels> kernels_;
+  std::deque<CountingKernels> kernels_;  // not movable (atomics): built in place
 };
 
 // A run on a ScopedHost, with what its devices' backends saw.
 struct ScopedRun {
   RunResult run;
-  std::vector<int> ops, batched, waits;  // per device
+  std::vector<int> ops, batched, waits, fused;  // per device
   int memories = 0;
 };
 
-ScopedRun runScoped(const passes::TrainingGraph& training, const runtime::ParallelPlan& plan, int devices) {
-  auto owned = std::make_unique<ScopedHost>(devices);
+ScopedRun runScoped(const passes::TrainingGraph& training, const runtime::ParallelPlan& plan, int devices,
+                    bool fusing = false) {
+  auto owned = std::make_unique<ScopedHost>(devices, fusing);
   ScopedHost* host = owned.get();
   runtime::ParallelOptions options = optionsFor(8);
   options.devices = devices;
@@ -80,6 +99,7 @@ ScopedRun runScoped(const passes::TrainingGraph& training, const runtime::Parall
     r.ops.push_back(host->opsOn(d));
     r.batched.push_back(host->batchedOn(d));
     r.waits.push_back(host->waitsOn(d));
+    r.fused.push_back(host->fusedOn(d));
   }
   r.memories = host->memories;
   return r;
@@ -210,4 +230,26 @@ TEST_CASE("tensor-parallel ops run on the device's backend too", "[parallel][bac
   options.devices = 2;
   RunResult plain = runParallel(training, plan, options, 2, 5);
   REQUIRE(scoped.run.losses == plain.losses);
+}
+
+TEST_CASE("a backend that fuses trains a GPT to the same bits as the unfused ops", "[parallel][backend][fusion]") {
+  for (const char* dtype : {"f32", "bf16"}) {
+    INFO(dtype);
+    ir::Graph forward = traceModel(
+        "", fmt::format("gpt(layers = 2, hidden = 16, heads = 2, seq = 8, vocab = 32, dtype = {})", dtype));
+    auto training = passes::buildTrainingGraph(forward, passes::OptimizerConfig::adam());
+    runtime::ParallelPlan plan = twoStagesTwoReplicas(forward);
+    ScopedRun plain = runScoped(training, plan, 4);
+    ScopedRun fused = runScoped(training, plan, 4, true);
+    REQUIRE(fused.run.losses == plain.run.losses);
+    for (const auto& [name, tensor] : plain.run.state) REQUIRE(fused.run.state.at(name).bitEqual(tensor));
+    for (int d = 0; d < 4; ++d) {
+      INFO("device " << d);
+      const auto i = static_cast<std::size_t>(d);
+      CHECK(plain.fused[i] == 0);
+      CHECK(fused.fused[i] > 0);
+      // Each group's ops but one are launches saved.
+      CHECK(fused.ops[i] < plain.ops[i]);
+    }
+  }
 }
