@@ -96,13 +96,88 @@ std::optional<FusedGroup> biasGeluAt(const Chain& c, std::size_t p) {
   return g;
 }
 
+// Input index of `v` in g.inputs, appended when new.
+int inputIndex(FusedGroup& g, ir::ValueId v) {
+  auto it = std::find(g.inputs.begin(), g.inputs.end(), v);
+  if (it != g.inputs.end()) return static_cast<int>(it - g.inputs.begin());
+  g.inputs.push_back(v);
+  return static_cast<int>(g.inputs.size() - 1);
+}
+
+// The step op p adds to a chain whose value so far is `chain` (none for the first op).
+std::optional<ChainStep> stepOf(const Chain& c, std::size_t p, std::optional<ir::ValueId> chain, FusedGroup& g) {
+  const ir::Op& op = c.at(p);
+  if (!chainable(op.kind) || op.outputs.size() != 1) return std::nullopt;
+  ChainStep step;
+  step.kind = op.kind;
+  if (op.kind == K::Scale) step.factor = factorOf(op);
+  if (!binaryOp(op.kind)) {
+    if (op.inputs.size() != 1) return std::nullopt;
+    if (!chain) inputIndex(g, op.inputs[0]);
+    return step;
+  }
+  if (op.inputs.size() != 2) return std::nullopt;
+  if (!chain) {
+    inputIndex(g, op.inputs[0]);
+    step.other = inputIndex(g, op.inputs[1]);
+    return step;
+  }
+  if ((op.inputs[0] == *chain) == (op.inputs[1] == *chain)) return std::nullopt;  // x ∘ x reads it twice
+  step.chainOnRight = op.inputs[1] == *chain;
+  step.other = inputIndex(g, op.inputs[step.chainOnRight ? 0 : 1]);
+  return step;
+}
+
+// Consecutive element-wise ops from p, each result of the first's type and
+// read only by the next op, which reads it as one operand.
+std::optional<FusedGroup> elementwiseAt(const Chain& c, std::size_t p) {
+  FusedGroup g;
+  g.pattern = FusedPattern::kElementwise;
+  g.first = p;
+  std::optional<ChainStep> first = stepOf(c, p, std::nullopt, g);
+  if (!first) return std::nullopt;
+  g.steps.push_back(*first);
+  const ir::TensorType& type = c.graph.value(c.at(p).outputs[0]).type;
+  std::size_t q = p;
+  while (q + 1 < c.ops.size() && g.steps.size() < kMaxChainSteps) {
+    const ir::ValueId v = c.at(q).outputs[0];
+    if (!c.readers.onlyReader(v, c.ops[q + 1]) || c.at(q + 1).outputs.size() != 1 ||
+        c.graph.value(c.at(q + 1).outputs[0]).type != type)
+      break;
+    FusedGroup extended = g;
+    std::optional<ChainStep> step = stepOf(c, q + 1, v, extended);
+    if (!step || extended.inputs.size() > kMaxChainInputs) break;
+    g = std::move(extended);
+    g.steps.push_back(*step);
+    ++q;
+  }
+  if (q == p) return std::nullopt;
+  g.count = q - p + 1;
+  g.outputs = {c.at(q).outputs[0]};
+  g.live = {true};
+  return g;
+}
+
 }  // namespace
+
+bool binaryOp(ir::OpKind kind) { return kind == K::Add || kind == K::Sub || kind == K::Mul || kind == K::Div; }
+
+bool chainable(ir::OpKind kind) {
+  switch (kind) {
+    case K::Add: case K::Sub: case K::Mul: case K::Div:
+    case K::Neg: case K::Relu: case K::Gelu: case K::Tanh: case K::Sigmoid: case K::Exp: case K::Scale:
+      return true;
+    default:
+      return false;
+  }
+}
 
 const char* fusedPatternName(FusedPattern pattern) {
   switch (pattern) {
     case FusedPattern::kSoftmax: return "fused_softmax";
     case FusedPattern::kSoftmaxGrad: return "fused_softmax_grad";
     case FusedPattern::kBiasGelu: return "fused_bias_gelu";
+    case FusedPattern::kElementwise: return "fused_elementwise";
   }
   return "fused";
 }
@@ -127,6 +202,7 @@ std::vector<FusedGroup> findFusedGroups(const ir::Graph& graph, std::span<const 
     std::optional<FusedGroup> g = softmaxAt(chain, p);
     if (!g) g = softmaxGradAt(chain, p);
     if (!g) g = biasGeluAt(chain, p);
+    if (!g) g = elementwiseAt(chain, p);
     if (!g) {
       ++p;
       continue;

@@ -8,6 +8,10 @@
 // - kBiasGelu: Add(x, bias) → Gelu, the bias a vector along x's last
 //   dimension: z = x + bias, y = gelu(z). GeluGrad reads z, so in training z
 //   is written too; only the extra pass over z is saved.
+// - kElementwise: a chain of element-wise ops (Add, Sub, Mul, Div, Neg, Relu,
+//   Gelu, Tanh, Sigmoid, Exp, Scale), each reading the previous one's result
+//   as one operand, all results of one type (the first op's), the other
+//   operands broadcasting into it: a GPT's bias add and residual add.
 //
 // An intermediate of a group is skipped only when the next op of the group is
 // the only op of the graph that reads it and it is no graph output (a value
@@ -25,9 +29,24 @@
 
 namespace meshflow::runtime {
 
-enum class FusedPattern { kSoftmax, kSoftmaxGrad, kBiasGelu };
+enum class FusedPattern { kSoftmax, kSoftmaxGrad, kBiasGelu, kElementwise };
 
 const char* fusedPatternName(FusedPattern pattern);
+
+/// At most this many ops and this many distinct operands in an element-wise chain.
+constexpr std::size_t kMaxChainSteps = 8;
+constexpr std::size_t kMaxChainInputs = 8;
+
+/// One op of an element-wise chain: its kind (and Scale's factor), and for a
+/// binary op its other operand — an index into FusedGroup::inputs — and
+/// whether the chain's value is its right operand (Sub, Div: x − chain).
+/// The first step reads inputs[0] as the chain's value.
+struct ChainStep {
+  ir::OpKind kind = ir::OpKind::Add;
+  double factor = 1.0;
+  int other = -1;  ///< -1 for a unary op.
+  bool chainOnRight = false;
+};
 
 struct FusedGroup {
   FusedPattern pattern = FusedPattern::kSoftmax;
@@ -41,7 +60,14 @@ struct FusedGroup {
   std::vector<ir::ValueId> outputs;
   /// Per output: read by anything but the group (skipped when false).
   std::vector<bool> live;
+  /// kElementwise: the ops in order (inputs: their operands from outside the
+  /// chain; outputs: the last op's result).
+  std::vector<ChainStep> steps;
 };
+
+/// Whether `kind` is an element-wise op a chain may hold (binaryOp: of two operands).
+bool chainable(ir::OpKind kind);
+bool binaryOp(ir::OpKind kind);
 
 /// Which ops of a graph read each value, and which values leave it.
 class ValueReaders {

@@ -12,13 +12,6 @@
 namespace meshflow::runtime::cpu {
 namespace {
 
-float sigmoidOf(float x) {
-  // Two forms so exp never overflows.
-  if (x >= 0) return 1.0f / (1.0f + std::exp(-x));
-  float e = std::exp(x);
-  return e / (1.0f + e);
-}
-
 float geluDerivative(float x) {
   float t = fastTanh(kGeluC * (x + kGeluA * x * x * x));
   return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * kGeluC * (1.0f + 3.0f * kGeluA * x * x);

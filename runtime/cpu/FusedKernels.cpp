@@ -7,10 +7,13 @@
 
 #include <algorithm>
 #include <functional>
+#include <cmath>
 #include <limits>
+#include <optional>
 
 #include "runtime/HalfFloat.h"
 #include "runtime/cpu/FastMath.h"
+#include "runtime/cpu/KernelSupport.h"
 
 namespace meshflow::runtime::cpu {
 namespace {
@@ -73,6 +76,61 @@ std::vector<float> softmaxGradRows(const FusedGroup& g, const Tensor& y, const T
   return dx;
 }
 
+// The shape an element-wise chain computes: its first op's result.
+std::optional<Shape> chainShape(const FusedGroup& g, const std::vector<const Tensor*>& inputs) {
+  if (g.steps.empty() || g.steps.size() > kMaxChainSteps || inputs.size() > kMaxChainInputs) return std::nullopt;
+  const ChainStep& first = g.steps[0];
+  if (first.other < 0) return inputs[0]->shape();
+  return broadcastShapes(inputs[0]->shape(), inputs.at(static_cast<std::size_t>(first.other))->shape());
+}
+
+// One op of a chain on f32 values, as ElementwiseKernels.cpp's binary() and unary() compute it.
+float stepOf(const ChainStep& step, float chain, float other) {
+  using K = ir::OpKind;
+  const float a = step.chainOnRight ? other : chain, b = step.chainOnRight ? chain : other;
+  switch (step.kind) {
+    case K::Add: return a + b;
+    case K::Sub: return a - b;
+    case K::Mul: return a * b;
+    case K::Div: return a / b;
+    case K::Neg: return -chain;
+    case K::Relu: return chain > 0 ? chain : 0.0f;
+    case K::Gelu: return geluOf(chain);
+    case K::Tanh: return fastTanh(chain);
+    case K::Sigmoid: return sigmoidOf(chain);
+    case K::Exp: return std::exp(chain);
+    default: return chain * static_cast<float>(step.factor);  // Scale
+  }
+}
+
+std::vector<float> chainValues(const FusedGroup& g, const std::vector<const Tensor*>& inputs, const Shape& shape,
+                               const std::function<float(float)>& round) {
+  std::vector<Tensor> wide;
+  std::vector<std::vector<std::int64_t>> strides;
+  for (const Tensor* t : inputs) {
+    wide.push_back(t->toF32());
+    strides.push_back(broadcastStrides(t->shape(), shape));
+  }
+  const auto n = static_cast<std::size_t>(shapeElements(shape));
+  std::vector<float> y(n);
+  std::vector<std::int64_t> offsets(inputs.size());
+  for (std::size_t i = 0; i < n; ++i) {
+    std::int64_t rest = static_cast<std::int64_t>(i);
+    std::fill(offsets.begin(), offsets.end(), 0);
+    for (std::size_t d = shape.size(); d-- > 0;) {
+      const std::int64_t coordinate = rest % shape[d];
+      rest /= shape[d];
+      for (std::size_t k = 0; k < inputs.size(); ++k) offsets[k] += coordinate * strides[k][d];
+    }
+    const auto at = [&](std::size_t k) { return wide[k].f32()[static_cast<std::size_t>(offsets[k])]; };
+    float v = at(0);
+    for (const ChainStep& step : g.steps)
+      v = round(stepOf(step, v, step.other < 0 ? 0.0f : at(static_cast<std::size_t>(step.other))));
+    y[i] = v;
+  }
+  return y;
+}
+
 void store(Tensor* out, const Shape& shape, ir::DType dtype, std::vector<float> values) {
   if (out) *out = Tensor::fromF32(shape, std::move(values)).castTo(dtype);
 }
@@ -91,6 +149,13 @@ bool fusable(const FusedGroup& group, const std::vector<const Tensor*>& inputs) 
       return x.rank() >= 1 && inputs[1]->shape() == x.shape() && (!group.causal || causalShape(x));
     case FusedPattern::kBiasGelu:
       return x.rank() >= 1 && inputs[1]->shape() == Shape{x.dim(-1)};
+    case FusedPattern::kElementwise: {
+      const std::optional<Shape> shape = chainShape(group, inputs);
+      if (!shape) return false;
+      for (const Tensor* t : inputs)
+        if (broadcastShapes(t->shape(), *shape) != shape) return false;  // each operand broadcasts into it
+      return true;
+    }
   }
   return false;
 }
@@ -114,6 +179,10 @@ void runFused(const FusedGroup& group, const std::vector<const Tensor*>& inputs,
       }
       store(outputs.at(0), x.shape(), dtype, std::move(z));
       return store(outputs.at(1), x.shape(), dtype, std::move(y));
+    }
+    case FusedPattern::kElementwise: {
+      const Shape shape = *chainShape(group, inputs);
+      return store(outputs.at(0), shape, dtype, chainValues(group, inputs, shape, round));
     }
   }
 }

@@ -13,6 +13,7 @@ using namespace meshflow;
 using namespace meshflow::parallel_test;
 using runtime::FusedGroup;
 using runtime::FusedPattern;
+using runtime::ChainStep;
 
 namespace {
 
@@ -64,6 +65,18 @@ TEST_CASE("a GPT's training graph has its attention softmax, their backwards and
   REQUIRE(softmax.size() == 2);  // one per layer
   REQUIRE(grads.size() == 2);
   REQUIRE(gelus.size() == 2);
+  // The attention's and the MLP's output projections: bias add → residual add.
+  const auto chains = only(groups, FusedPattern::kElementwise);
+  REQUIRE(chains.size() == 4);
+  for (const FusedGroup& g : chains) {
+    INFO(kindsOf(graph, g));
+    CHECK(g.count == 2);
+    REQUIRE(g.steps.size() == 2);
+    CHECK(g.steps[0].kind == ir::OpKind::Add);
+    CHECK(g.steps[1].kind == ir::OpKind::Add);
+    CHECK(g.steps[1].chainOnRight);  // x + (y + bias)
+    CHECK(g.inputs.size() == 3);
+  }
   for (const FusedGroup& g : softmax) {
     INFO(kindsOf(graph, g));
     CHECK(g.count == 3);  // scale, causal_mask, softmax
@@ -162,7 +175,21 @@ TEST_CASE("an intermediate something else reads cuts the chain there", "[fusion]
     CHECK(groups[0].scale == 1.0);
   }
   CHECK(groupsOf(HandChain({K::Softmax}).graph).empty());  // one op is no group
-  CHECK(groupsOf(HandChain({K::Scale, K::Neg, K::Softmax}).graph).empty());
+  {
+    HandChain c({K::Scale, K::Neg, K::Softmax});  // an element-wise chain, not a softmax
+    const auto groups = groupsOf(c.graph);
+    REQUIRE(groups.size() == 1);
+    CHECK(groups[0].pattern == FusedPattern::kElementwise);
+    CHECK(groups[0].count == 2);
+  }
+  {
+    HandChain c({K::Relu, K::Tanh, K::Exp, K::Neg});
+    c.readAlso(3);  // exp's result: the chain ends there, neg runs alone
+    const auto groups = groupsOf(c.graph);
+    REQUIRE(groups.size() == 1);
+    CHECK(groups[0].first == 1);
+    CHECK(groups[0].count == 3);
+  }
 }
 
 namespace {
@@ -247,6 +274,61 @@ TEST_CASE("the fused computations give the unfused chain's bits", "[fusion]") {
     REQUIRE(z.bitEqual(unfused({opOf(K::Add)}, {x, bias})));
     REQUIRE(y.bitEqual(unfused({opOf(K::Add), opOf(K::Gelu)}, {x, bias})));
     REQUIRE(fused(biasGelu, {x, bias}, nullptr).bitEqual(y));  // z unread: not written
+  }
+}
+
+namespace {
+
+ChainStep stepOf(ir::OpKind kind, int other = -1, bool chainOnRight = false, double factor = 1.0) {
+  ChainStep step;
+  step.kind = kind;
+  step.other = other;
+  step.chainOnRight = chainOnRight;
+  step.factor = factor;
+  return step;
+}
+
+}  // namespace
+
+TEST_CASE("an element-wise chain fused gives the unfused ops' bits", "[fusion]") {
+  using K = ir::OpKind;
+  std::mt19937 rng(std::random_device{}());
+  for (ir::DType dtype : {ir::DType::F32, ir::DType::F16, ir::DType::BF16}) {
+    INFO(ir::dtypeName(dtype));
+    // bias[h] + x → 0.7·(·) → tanh → w − (·) → gelu → (·) / d, d broadcast over rows.
+    const runtime::Tensor bias = randomTensor(dtype, {24}, rng, 1.0f), x = randomTensor(dtype, {3, 5, 24}, rng, 2.0f),
+                          w = randomTensor(dtype, {5, 24}, rng, 1.0f), d = randomTensor(dtype, {3, 5, 1}, rng, 3.0f);
+    FusedGroup chain;
+    chain.pattern = FusedPattern::kElementwise;
+    chain.count = 6;
+    chain.inputs = {0, 1, 2, 3};
+    chain.outputs = {4};
+    chain.live = {true};
+    chain.steps = {stepOf(K::Add, 1), stepOf(K::Scale, -1, false, 0.7), stepOf(K::Tanh), stepOf(K::Sub, 2, true),
+                   stepOf(K::Gelu), stepOf(K::Div, 3)};
+    std::vector<const runtime::Tensor*> in{&bias, &x, &w, &d};
+    REQUIRE(runtime::cpu::fusable(chain, in));
+    runtime::Tensor y;
+    std::vector<runtime::Tensor*> out{&y};
+    runtime::cpu::runFused(chain, in, out);
+    // The same ops one by one.
+    const auto run = [](ir::Op op, std::vector<const runtime::Tensor*> operands) {
+      runtime::Tensor r;
+      std::vector<runtime::Tensor*> o{&r};
+      runtime::cpu::runKernel(op, operands, o, {});
+      return r;
+    };
+    runtime::Tensor v = run(opOf(K::Add), {&bias, &x});
+    v = run(scaleOp(0.7), {&v});
+    v = run(opOf(K::Tanh), {&v});
+    v = run(opOf(K::Sub), {&w, &v});
+    v = run(opOf(K::Gelu), {&v});
+    v = run(opOf(K::Div), {&v, &d});
+    REQUIRE(y.shape() == runtime::Shape{3, 5, 24});
+    REQUIRE(y.bitEqual(v));
+    // An operand that would grow the chain's value is not taken.
+    runtime::Tensor wide = randomTensor(dtype, {2, 3, 5, 24}, rng, 1.0f);
+    CHECK_FALSE(runtime::cpu::fusable(chain, {&bias, &x, &wide, &d}));
   }
 }
 
