@@ -26,16 +26,13 @@
 #include <vector>
 
 #include "ir/Graph.h"
+#include "runtime/FusedLimits.h"
 
 namespace meshflow::runtime {
 
 enum class FusedPattern { kSoftmax, kSoftmaxGrad, kBiasGelu, kElementwise };
 
 const char* fusedPatternName(FusedPattern pattern);
-
-/// At most this many ops and this many distinct operands in an element-wise chain.
-constexpr std::size_t kMaxChainSteps = 8;
-constexpr std::size_t kMaxChainInputs = 8;
 
 /// One op of an element-wise chain: its kind (and Scale's factor), and for a
 /// binary op its other operand — an index into FusedGroup::inputs — and

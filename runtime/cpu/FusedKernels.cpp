@@ -76,14 +76,6 @@ std::vector<float> softmaxGradRows(const FusedGroup& g, const Tensor& y, const T
   return dx;
 }
 
-// The shape an element-wise chain computes: its first op's result.
-std::optional<Shape> chainShape(const FusedGroup& g, const std::vector<const Tensor*>& inputs) {
-  if (g.steps.empty() || g.steps.size() > kMaxChainSteps || inputs.size() > kMaxChainInputs) return std::nullopt;
-  const ChainStep& first = g.steps[0];
-  if (first.other < 0) return inputs[0]->shape();
-  return broadcastShapes(inputs[0]->shape(), inputs.at(static_cast<std::size_t>(first.other))->shape());
-}
-
 // One op of a chain on f32 values, as ElementwiseKernels.cpp's binary() and unary() compute it.
 float stepOf(const ChainStep& step, float chain, float other) {
   using K = ir::OpKind;
@@ -137,6 +129,13 @@ void store(Tensor* out, const Shape& shape, ir::DType dtype, std::vector<float> 
 
 }  // namespace
 
+std::optional<Shape> fusedChainShape(const FusedGroup& g, const std::vector<const Tensor*>& inputs) {
+  if (g.steps.empty() || g.steps.size() > kMaxChainSteps || inputs.size() > kMaxChainInputs) return std::nullopt;
+  const ChainStep& first = g.steps[0];
+  if (first.other < 0) return inputs[0]->shape();
+  return broadcastShapes(inputs[0]->shape(), inputs.at(static_cast<std::size_t>(first.other))->shape());
+}
+
 bool fusable(const FusedGroup& group, const std::vector<const Tensor*>& inputs) {
   if (inputs.size() != group.inputs.size() || inputs.empty()) return false;
   for (const Tensor* t : inputs)
@@ -150,7 +149,7 @@ bool fusable(const FusedGroup& group, const std::vector<const Tensor*>& inputs) 
     case FusedPattern::kBiasGelu:
       return x.rank() >= 1 && inputs[1]->shape() == Shape{x.dim(-1)};
     case FusedPattern::kElementwise: {
-      const std::optional<Shape> shape = chainShape(group, inputs);
+      const std::optional<Shape> shape = fusedChainShape(group, inputs);
       if (!shape) return false;
       for (const Tensor* t : inputs)
         if (broadcastShapes(t->shape(), *shape) != shape) return false;  // each operand broadcasts into it
@@ -181,7 +180,7 @@ void runFused(const FusedGroup& group, const std::vector<const Tensor*>& inputs,
       return store(outputs.at(1), x.shape(), dtype, std::move(y));
     }
     case FusedPattern::kElementwise: {
-      const Shape shape = *chainShape(group, inputs);
+      const Shape shape = *fusedChainShape(group, inputs);
       return store(outputs.at(0), shape, dtype, chainValues(group, inputs, shape, round));
     }
   }

@@ -5,6 +5,7 @@
 // kernels compute the same; tests compare both against the unfused chain.
 #pragma once
 
+#include <optional>
 #include <vector>
 
 #include "runtime/FusedOps.h"
@@ -18,6 +19,10 @@ namespace meshflow::runtime::cpu {
 /// vector of x's last dimension). Otherwise the caller runs the ops one by
 /// one, whose kernels name what is wrong.
 bool fusable(const FusedGroup& group, const std::vector<const Tensor*>& inputs);
+
+/// The shape an element-wise chain computes (its first op's result); none
+/// for a chain of no steps, too many, or operands that do not broadcast.
+std::optional<Shape> fusedChainShape(const FusedGroup& group, const std::vector<const Tensor*>& inputs);
 
 /// Runs `group` on `inputs` into `outputs` (one per group output; null for
 /// one nobody reads). Requires fusable().

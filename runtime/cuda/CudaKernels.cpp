@@ -14,6 +14,7 @@
 #include "runtime/cuda/Gemm.h"
 #include "runtime/cuda/KernelPlacement.h"
 #include "runtime/cuda/OpLaunch.h"
+#include "runtime/cuda/TrainingKernels.h"
 
 namespace meshflow::runtime::cuda {
 namespace {
@@ -141,9 +142,8 @@ void CudaKernels::run(const ir::Op& op, const std::vector<const Tensor*>& inputs
 bool CudaKernels::runFused(const FusedGroup& group, const std::vector<const Tensor*>& inputs,
                            std::vector<Tensor*>& outputs, const cpu::KernelContext& ctx) {
   (void)ctx;
-  if (!fusing_ || !cpu::fusable(group, inputs) ||
-      !std::all_of(inputs.begin(), inputs.end(), [](const Tensor* t) { return gpuReadable(*t); }))
-    return false;
+  const auto takes = [](const Tensor* t) { return t->rank() <= static_cast<std::size_t>(kMaxRank) && gpuReadable(*t); };
+  if (!fusing_ || !cpu::fusable(group, inputs) || !std::all_of(inputs.begin(), inputs.end(), takes)) return false;
   onGpu(fusedPatternName(group.pattern), [&] { launchFused(group, inputs, outputs, {stream_, gemm_.get()}); });
   return true;
 }

@@ -1,7 +1,9 @@
 // The fused kernels of FusedKernels.h: a block per row for softmax's
-// backward (as softmaxGrad), a grid-stride loop for bias + GeLU.
+// backward (as softmaxGrad), grid-stride loops for bias + GeLU and chains.
 #include "runtime/cuda/FusedKernels.h"
 #include "runtime/cuda/KernelSupport.cuh"
+
+#include <stdexcept>
 
 namespace meshflow::runtime::cuda {
 namespace {
@@ -36,7 +38,48 @@ __global__ void biasGeluKernel(const void* x, const void* bias, void* z, void* y
   }
 }
 
+template <FloatFormat F>
+__global__ void chainKernel(ElementwiseChain c, void* y, std::int64_t n) {
+  for (std::int64_t i = firstIndex(); i < n; i += gridStride()) {
+    std::int64_t offset[kMaxChainInputs] = {};
+    std::int64_t rest = i;
+    for (int d = c.rank - 1; d >= 0; --d) {
+      const std::int64_t coordinate = rest % c.shape[d];
+      rest /= c.shape[d];
+      for (int k = 0; k < c.operands; ++k) offset[k] += coordinate * c.strides[k][d];
+    }
+    float v = loadAs<F>(c.operand[0], offset[0]);
+    for (int s = 0; s < c.steps; ++s) {
+      const ChainKernelStep& step = c.step[s];
+      float r;
+      if (step.binary) {
+        const float w = loadAs<F>(c.operand[step.other], offset[step.other]);
+        r = step.chainOnRight ? binaryOf(step.binaryKind, w, v) : binaryOf(step.binaryKind, v, w);
+      } else {
+        r = unaryOf(step.unaryKind, v, step.factor);
+      }
+      v = roundAs<F>(r);
+    }
+    storeAs<F>(y, i, v);
+  }
+}
+
 }  // namespace
+
+void elementwiseChain(FloatFormat format, const ElementwiseChain& chain, void* y, std::int64_t n, Stream stream) {
+  detail::checkElementwise("elementwiseChain", n, 1);
+  if (chain.steps < 1 || chain.steps > static_cast<int>(kMaxChainSteps) || chain.operands < 1 ||
+      chain.operands > static_cast<int>(kMaxChainInputs) || chain.rank < 0 || chain.rank > kMaxRank)
+    throw std::invalid_argument("cuda::elementwiseChain: steps, operands or rank out of range");
+  for (int s = 0; s < chain.steps; ++s)
+    if (chain.step[s].binary && (chain.step[s].other < 0 || chain.step[s].other >= chain.operands))
+      throw std::invalid_argument("cuda::elementwiseChain: a step reads an operand the chain does not have");
+  for (int k = 0; k < chain.operands; ++k) detail::checkPointers("elementwiseChain", n, {chain.operand[k]});
+  detail::checkPointers("elementwiseChain", n, {y});
+  if (n == 0) return;
+  withFormat(format, [&](auto f) { chainKernel<f()><<<blocksFor(n), kThreads, 0, stream>>>(chain, y, n); });
+  checkLaunch();
+}
 
 void scaledMaskedSoftmaxGrad(FloatFormat format, const void* y, const void* dy, void* dx, std::int64_t rows,
                              std::int64_t width, float scale, bool causal, Stream stream) {

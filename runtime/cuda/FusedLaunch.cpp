@@ -1,5 +1,8 @@
 // launchFused (OpLaunch.h): a fused group's one launch. kSoftmax is Kernels.h's
 // softmax with the group's scale and mask; the others are FusedKernels.h's.
+// CudaKernels::runFused declines operands of rank over kMaxRank, which a
+// chain's index could not walk.
+#include "runtime/cpu/FusedKernels.h"
 #include "runtime/cuda/FusedKernels.h"
 #include "runtime/cuda/OpLaunch.h"
 
@@ -21,6 +24,31 @@ struct Rows {
 Rows rowsOf(const Tensor& x) {
   const std::int64_t width = x.dim(-1);
   return {width == 0 ? 0 : x.elements() / width, width};
+}
+
+// The chain's steps, operands and their broadcast strides as the kernel walks them.
+ElementwiseChain chainOf(const FusedGroup& group, const std::vector<const Tensor*>& inputs, const Shape& shape) {
+  ElementwiseChain c;
+  c.steps = static_cast<int>(group.steps.size());
+  for (std::size_t s = 0; s < group.steps.size(); ++s) {
+    const ChainStep& step = group.steps[s];
+    ChainKernelStep& k = c.step[s];
+    k.binary = binaryOp(step.kind);
+    if (k.binary) k.binaryKind = binaryKind(step.kind);
+    else k.unaryKind = unaryKind(step.kind);
+    k.factor = static_cast<float>(step.factor);
+    k.other = step.other;
+    k.chainOnRight = step.chainOnRight;
+  }
+  c.operands = static_cast<int>(inputs.size());
+  c.rank = static_cast<int>(shape.size());
+  for (std::size_t d = 0; d < shape.size(); ++d) c.shape[d] = shape[d];
+  for (std::size_t k = 0; k < inputs.size(); ++k) {
+    c.operand[k] = inputs[k]->deviceData();
+    const auto strides = cpu::broadcastStrides(inputs[k]->shape(), shape);
+    for (std::size_t d = 0; d < shape.size(); ++d) c.strides[k][d] = strides[d];
+  }
+  return c;
 }
 
 }  // namespace
@@ -45,6 +73,12 @@ void launchFused(const FusedGroup& group, const std::vector<const Tensor*>& inpu
       void* z = output(outputs, 0, x);
       return biasGelu(format, x.deviceData(), inputs.at(1)->deviceData(), z, output(outputs, 1, x), x.elements(),
                       x.dim(-1), gpu.stream);
+    }
+    case FusedPattern::kElementwise: {
+      const Shape shape = *cpu::fusedChainShape(group, inputs);
+      Tensor& y = *outputs.at(0);
+      y = Tensor::uninitialized(x.dtype(), shape);
+      return elementwiseChain(format, chainOf(group, inputs, shape), y.deviceData(), y.elements(), gpu.stream);
     }
   }
 }

@@ -89,6 +89,38 @@ __device__ inline float geluDerivative(float x) {
   return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * kGeluC * (1.0f + 3.0f * kGeluA * x * x);
 }
 
+// Two forms so exp never overflows, as the cpu kernel's.
+__device__ inline float sigmoidOf(float x) {
+  if (x >= 0) return 1.0f / (1.0f + expf(-x));
+  const float e = expf(x);
+  return e / (1.0f + e);
+}
+
+// One element of a binary op or an activation (Scale: times `factor`), in
+// f32: what the element-wise kernels and an element-wise chain compute.
+__device__ inline float binaryOf(BinaryKind kind, float u, float v) {
+  switch (kind) {
+    case BinaryKind::kAdd: return u + v;
+    case BinaryKind::kSub: return u - v;
+    case BinaryKind::kMul: return u * v;
+    case BinaryKind::kDiv: return u / v;
+  }
+  return 0;
+}
+
+__device__ inline float unaryOf(UnaryKind kind, float v, float factor) {
+  switch (kind) {
+    case UnaryKind::kNeg: return -v;
+    case UnaryKind::kRelu: return v > 0 ? v : 0.0f;
+    case UnaryKind::kGelu: return geluOf(v);
+    case UnaryKind::kTanh: return tanhf(v);
+    case UnaryKind::kSigmoid: return sigmoidOf(v);
+    case UnaryKind::kExp: return expf(v);
+    case UnaryKind::kScale: return v * factor;
+  }
+  return 0;
+}
+
 __device__ inline float warpMax(float v) {
   for (int offset = 16; offset > 0; offset >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
   return v;

@@ -138,23 +138,7 @@ void binary(const KernelArgs& a, const GpuContext& gpu) {
     index.stridesA[d] = sa[d];
     index.stridesB[d] = sb[d];
   }
-  const BinaryKind kind = a.op.kind == K::Add   ? BinaryKind::kAdd
-                          : a.op.kind == K::Sub ? BinaryKind::kSub
-                          : a.op.kind == K::Mul ? BinaryKind::kMul
-                                                : BinaryKind::kDiv;
-  broadcastBinary(kind, formatOf(x.dtype()), x.deviceData(), z.deviceData(), y.deviceData(), index, gpu.stream);
-}
-
-UnaryKind unaryKind(K kind) {
-  switch (kind) {
-    case K::Neg: return UnaryKind::kNeg;
-    case K::Relu: return UnaryKind::kRelu;
-    case K::Gelu: return UnaryKind::kGelu;
-    case K::Tanh: return UnaryKind::kTanh;
-    case K::Sigmoid: return UnaryKind::kSigmoid;
-    case K::Exp: return UnaryKind::kExp;
-    default: return UnaryKind::kScale;
-  }
+  broadcastBinary(binaryKind(a.op.kind), formatOf(x.dtype()), x.deviceData(), z.deviceData(), y.deviceData(), index, gpu.stream);
 }
 
 void unaryOp(const KernelArgs& a, const GpuContext& gpu) {
@@ -542,6 +526,23 @@ bool halfTable(const ir::Op& op, const std::vector<const Tensor*>& inputs, const
 }
 
 }  // namespace
+
+BinaryKind binaryKind(ir::OpKind kind) {
+  return kind == K::Add ? BinaryKind::kAdd : kind == K::Sub ? BinaryKind::kSub : kind == K::Mul ? BinaryKind::kMul
+                                                                                              : BinaryKind::kDiv;
+}
+
+UnaryKind unaryKind(K kind) {
+  switch (kind) {
+    case K::Neg: return UnaryKind::kNeg;
+    case K::Relu: return UnaryKind::kRelu;
+    case K::Gelu: return UnaryKind::kGelu;
+    case K::Tanh: return UnaryKind::kTanh;
+    case K::Sigmoid: return UnaryKind::kSigmoid;
+    case K::Exp: return UnaryKind::kExp;
+    default: return UnaryKind::kScale;
+  }
+}
 
 FloatFormat formatOf(ir::DType dtype) {
   switch (dtype) {

@@ -7,7 +7,7 @@
 
 #include "runtime/FusedOps.h"
 #include "runtime/cpu/KernelSupport.h"
-#include "runtime/cuda/Kernels.h"
+#include "runtime/cuda/TrainingKernels.h"
 
 struct CUstream_st;
 
@@ -27,6 +27,10 @@ bool readsOnHost(ir::OpKind kind);
 
 /// How a tensor of `dtype` (a float type) stores its elements.
 FloatFormat formatOf(ir::DType dtype);
+/// The kernels' names for the element-wise ops (Add, Sub, Mul, Div; Neg,
+/// Relu, Gelu, Tanh, Sigmoid, Exp, Scale).
+BinaryKind binaryKind(ir::OpKind kind);
+UnaryKind unaryKind(ir::OpKind kind);
 
 /// Enqueues a fused group (FusedLaunch.cpp) on operands cpu::fusable takes,
 /// each in memory the GPU reads; allocates the non-null outputs from the

@@ -1,4 +1,5 @@
-// test_cuda_ops' fused groups (runtime/FusedOps.h): each pattern through
+// test_cuda_ops' fused groups (runtime/FusedOps.h): each pattern (element-wise
+// chains of two and of eight ops among them) through
 // CudaKernels::runFused on fresh random inputs, in f32, bf16 and f16, checked
 // twice: against the unfused chain of cpu kernels (each precision's
 // tolerance: CUDA's expf and tanhf against the cpu's FastMath, a few fp32
@@ -113,7 +114,18 @@ FusedGroup groupOf(FusedPattern pattern, std::size_t count, double scale, bool c
   return g;
 }
 
-std::vector<FusedCase> casesIn(DType dtype, Tolerance softmaxTol, Tolerance gradTol, Tolerance geluTol) {
+meshflow::runtime::ChainStep chainStep(OpKind kind, int other = -1, bool chainOnRight = false, double factor = 1.0) {
+  meshflow::runtime::ChainStep step;
+  step.kind = kind;
+  step.other = other;
+  step.chainOnRight = chainOnRight;
+  step.factor = factor;
+  return step;
+}
+
+std::vector<FusedCase> casesIn(DType dtype, Tolerance softmaxTol, Tolerance gradTol, Tolerance geluTol,
+                               Tolerance chainTol) {
+  const Tolerance exactTol{0, 0};  // additions: one rounding each, in the same order on both sides
   const std::string type = meshflow::ir::dtypeName(dtype);
   const double factor = 0.3535533905932738;  // 1 / sqrt(8): not a power of 2, so a half product rounds
   const auto half = [dtype](Tensor t) { return t.castTo(dtype); };
@@ -137,6 +149,23 @@ std::vector<FusedCase> casesIn(DType dtype, Tolerance softmaxTol, Tolerance grad
   const Tensor x = half(randomTensor({4, 33, 96}, -4.0f, 4.0f)), bias = half(randomTensor({96}));
   cases.push_back({"fused add(bias)+gelu " + type, groupOf(FusedPattern::kBiasGelu, 2, 1.0, false, 2, 2),
                    {{OpKind::Add, 0, {0, 1}}, {OpKind::Gelu}}, {x, bias}, geluTol});
+  // A GPT's bias add and residual add: r + (x + bias).
+  const Tensor r = half(randomTensor({4, 33, 96}));
+  FusedGroup residual = groupOf(FusedPattern::kElementwise, 2, 1.0, false, 3, 1);
+  residual.steps = {chainStep(OpKind::Add, 1), chainStep(OpKind::Add, 2, true)};
+  cases.push_back({"fused chain add(bias)+add(residual) " + type, residual,
+                   {{OpKind::Add, 0, {0, 1}}, {OpKind::Add, 0, {2, -1}}}, {x, bias, r}, exactTol});
+  // Every kind of step, operands broadcast along rows and columns:
+  // (bias + x) · 0.7 → tanh → w − (·) → gelu → (·) / d → sigmoid → exp.
+  const Tensor w = half(randomTensor({33, 96})), d = half(randomTensor({4, 33, 1}, 0.5f, 3.0f));
+  FusedGroup longChain = groupOf(FusedPattern::kElementwise, 8, 1.0, false, 4, 1);
+  longChain.steps = {chainStep(OpKind::Add, 1), chainStep(OpKind::Scale, -1, false, 0.7), chainStep(OpKind::Tanh),
+                     chainStep(OpKind::Sub, 2, true), chainStep(OpKind::Gelu), chainStep(OpKind::Div, 3),
+                     chainStep(OpKind::Sigmoid), chainStep(OpKind::Exp)};
+  cases.push_back({"fused chain of 8 (add .. exp) " + type, longChain,
+                   {{OpKind::Add, 0, {0, 1}}, {OpKind::Scale, 0.7}, {OpKind::Tanh}, {OpKind::Sub, 0, {2, -1}},
+                    {OpKind::Gelu}, {OpKind::Div, 0, {-1, 3}}, {OpKind::Sigmoid}, {OpKind::Exp}},
+                   {bias, x, w, d}, chainTol});
   return cases;
 }
 
@@ -145,9 +174,15 @@ std::vector<FusedCase> casesIn(DType dtype, Tolerance softmaxTol, Tolerance grad
 void checkFusedGroups(cuda::CudaKernels& kernels, const std::shared_ptr<meshflow::runtime::DeviceMemory>& memory) {
   // f32 as the unfused ops' checks (OpParity.cpp: softmax, softmax_grad, gelu);
   // halves one unit of their last place, with gelu's absolute floor.
+  // The chain of 8 against the cpu chain: where tanh, exp or sigmoid differ
+  // by an ulp, an intermediate may round to the neighbouring half value, and
+  // the later steps carry that unit on (w − t, gelu and / d, d ≥ 0.5, at
+  // most double it; sigmoid and exp shrink it): twice the half tolerance.
   const Tolerance bf16{1e-5, 1.0 / 128}, f16{4e-6, 1.0 / 1024};
-  for (const auto& cases : {casesIn(DType::F32, {1e-9, 1e-5}, {1e-9, 1e-6}, {2e-6, 1e-5}),
-                            casesIn(DType::BF16, bf16, bf16, bf16), casesIn(DType::F16, f16, f16, f16)})
+  const Tolerance bf16Chain{2e-5, 2.0 / 128}, f16Chain{8e-6, 2.0 / 1024};
+  for (const auto& cases : {casesIn(DType::F32, {1e-9, 1e-5}, {1e-9, 1e-6}, {2e-6, 1e-5}, {2e-6, 1e-5}),
+                            casesIn(DType::BF16, bf16, bf16, bf16, bf16Chain),
+                            casesIn(DType::F16, f16, f16, f16, f16Chain)})
     for (const FusedCase& c : cases) checkOne(kernels, memory, c);
 }
 

@@ -246,7 +246,7 @@ TEST_CASE("the fused computations give the unfused chain's bits", "[fusion]") {
     const runtime::Shape scores{2, 3, 17, 17};
     for (bool causal : {true, false}) {
       INFO("causal " << causal);
-      FusedGroup forward{FusedPattern::kSoftmax, 0, causal ? 3u : 2u, factor, causal, {0}, {1}, {true}};
+      FusedGroup forward{FusedPattern::kSoftmax, 0, causal ? 3u : 2u, factor, causal, {0}, {1}, {true}, {}};
       std::vector<ir::Op> chain{scaleOp(factor)};
       if (causal) chain.push_back(opOf(K::CausalMask));
       chain.push_back(opOf(K::Softmax));
@@ -255,7 +255,7 @@ TEST_CASE("the fused computations give the unfused chain's bits", "[fusion]") {
       REQUIRE(y.dtype() == dtype);
       REQUIRE(y.bitEqual(unfused(chain, {x})));
 
-      FusedGroup backward{FusedPattern::kSoftmaxGrad, 0, causal ? 3u : 2u, factor, causal, {0, 1}, {2}, {true}};
+      FusedGroup backward{FusedPattern::kSoftmaxGrad, 0, causal ? 3u : 2u, factor, causal, {0, 1}, {2}, {true}, {}};
       std::vector<ir::Op> grad{opOf(K::SoftmaxGrad)};
       if (causal) grad.push_back(opOf(K::CausalMaskGrad));
       grad.push_back(scaleOp(factor));
@@ -266,7 +266,7 @@ TEST_CASE("the fused computations give the unfused chain's bits", "[fusion]") {
       const runtime::Tensor anyY = randomTensor(dtype, scores, rng, 1.0f);
       REQUIRE(fused(backward, {anyY, dy}).bitEqual(unfused(grad, {anyY, dy})));
     }
-    FusedGroup biasGelu{FusedPattern::kBiasGelu, 0, 2, 1.0, false, {0, 1}, {2, 3}, {true, true}};
+    FusedGroup biasGelu{FusedPattern::kBiasGelu, 0, 2, 1.0, false, {0, 1}, {2, 3}, {true, true}, {}};
     const runtime::Tensor x = randomTensor(dtype, {3, 5, 24}, rng, 2.0f);
     const runtime::Tensor bias = randomTensor(dtype, {24}, rng, 1.0f);
     runtime::Tensor z;
@@ -333,12 +333,12 @@ TEST_CASE("an element-wise chain fused gives the unfused ops' bits", "[fusion]")
 }
 
 TEST_CASE("operands a fused kernel does not take leave the ops to run one by one", "[fusion]") {
-  FusedGroup causal{FusedPattern::kSoftmax, 0, 2, 1.0, true, {0}, {1}, {true}};
+  FusedGroup causal{FusedPattern::kSoftmax, 0, 2, 1.0, true, {0}, {1}, {true}, {}};
   runtime::Tensor notSquare = runtime::Tensor::zeros({3, 4});
   runtime::Tensor square = runtime::Tensor::zeros({4, 4});
   CHECK_FALSE(runtime::cpu::fusable(causal, {&notSquare}));
   CHECK(runtime::cpu::fusable(causal, {&square}));
-  FusedGroup gelu{FusedPattern::kBiasGelu, 0, 2, 1.0, false, {0, 1}, {2, 3}, {true, true}};
+  FusedGroup gelu{FusedPattern::kBiasGelu, 0, 2, 1.0, false, {0, 1}, {2, 3}, {true, true}, {}};
   runtime::Tensor wrongBias = runtime::Tensor::zeros({3});
   runtime::Tensor bias = runtime::Tensor::zeros({4});
   runtime::Tensor halfBias = bias.castTo(ir::DType::BF16);
