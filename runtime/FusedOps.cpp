@@ -49,7 +49,9 @@ FusedGroup group(FusedPattern pattern, std::size_t first, std::size_t last, cons
 // [Scale] → [CausalMask] → Softmax from p.
 std::optional<FusedGroup> softmaxAt(const Chain& c, std::size_t p) {
   std::size_t q = p;
-  if (c.is(q, K::Scale) && c.feedsNext(q) && (c.is(q + 1, K::CausalMask) || c.is(q + 1, K::Softmax))) ++q;
+  if (c.is(q, K::Scale) && c.feedsNext(q) &&
+      (c.is(q + 1, K::CausalMask) || c.is(q + 1, K::Softmax)))
+    ++q;
   if (c.is(q, K::CausalMask) && c.feedsNext(q) && c.is(q + 1, K::Softmax)) ++q;
   if (q == p || !c.is(q, K::Softmax)) return std::nullopt;
   FusedGroup g = group(FusedPattern::kSoftmax, p, q, c);
@@ -73,13 +75,14 @@ std::optional<FusedGroup> softmaxGradAt(const Chain& c, std::size_t p) {
 bool biasOf(const ir::Graph& graph, ir::ValueId x, ir::ValueId bias) {
   const auto& xs = graph.value(x).type.shape;
   const auto& bs = graph.value(bias).type.shape;
-  return xs.size() >= 2 && bs.size() == 1 && !bs[0].perBatch && !xs.back().perBatch && xs.back() == bs[0] &&
-         graph.value(x).type.dtype == graph.value(bias).type.dtype;
+  return xs.size() >= 2 && bs.size() == 1 && !bs[0].perBatch && !xs.back().perBatch &&
+         xs.back() == bs[0] && graph.value(x).type.dtype == graph.value(bias).type.dtype;
 }
 
 // Add(x, bias) → Gelu from p.
 std::optional<FusedGroup> biasGeluAt(const Chain& c, std::size_t p) {
-  if (!c.is(p, K::Add) || !c.is(p + 1, K::Gelu) || c.at(p).inputs.size() != 2 || c.at(p).outputs.size() != 1)
+  if (!c.is(p, K::Add) || !c.is(p + 1, K::Gelu) || c.at(p).inputs.size() != 2 ||
+      c.at(p).outputs.size() != 1)
     return std::nullopt;
   const ir::ValueId z = c.at(p).outputs[0];
   if (c.at(p + 1).inputs.empty() || c.at(p + 1).inputs[0] != z) return std::nullopt;
@@ -105,7 +108,8 @@ int inputIndex(FusedGroup& g, ir::ValueId v) {
 }
 
 // The step op p adds to a chain whose value so far is `chain` (none for the first op).
-std::optional<ChainStep> stepOf(const Chain& c, std::size_t p, std::optional<ir::ValueId> chain, FusedGroup& g) {
+std::optional<ChainStep> stepOf(const Chain& c, std::size_t p, std::optional<ir::ValueId> chain,
+                                FusedGroup& g) {
   const ir::Op& op = c.at(p);
   if (!chainable(op.kind) || op.outputs.size() != 1) return std::nullopt;
   ChainStep step;
@@ -122,7 +126,8 @@ std::optional<ChainStep> stepOf(const Chain& c, std::size_t p, std::optional<ir:
     step.other = inputIndex(g, op.inputs[1]);
     return step;
   }
-  if ((op.inputs[0] == *chain) == (op.inputs[1] == *chain)) return std::nullopt;  // x ∘ x reads it twice
+  if ((op.inputs[0] == *chain) == (op.inputs[1] == *chain))
+    return std::nullopt;  // x ∘ x reads it twice
   step.chainOnRight = op.inputs[1] == *chain;
   step.other = inputIndex(g, op.inputs[step.chainOnRight ? 0 : 1]);
   return step;
@@ -160,12 +165,23 @@ std::optional<FusedGroup> elementwiseAt(const Chain& c, std::size_t p) {
 
 }  // namespace
 
-bool binaryOp(ir::OpKind kind) { return kind == K::Add || kind == K::Sub || kind == K::Mul || kind == K::Div; }
+bool binaryOp(ir::OpKind kind) {
+  return kind == K::Add || kind == K::Sub || kind == K::Mul || kind == K::Div;
+}
 
 bool chainable(ir::OpKind kind) {
   switch (kind) {
-    case K::Add: case K::Sub: case K::Mul: case K::Div:
-    case K::Neg: case K::Relu: case K::Gelu: case K::Tanh: case K::Sigmoid: case K::Exp: case K::Scale:
+    case K::Add:
+    case K::Sub:
+    case K::Mul:
+    case K::Div:
+    case K::Neg:
+    case K::Relu:
+    case K::Gelu:
+    case K::Tanh:
+    case K::Sigmoid:
+    case K::Exp:
+    case K::Scale:
       return true;
     default:
       return false;
@@ -174,10 +190,14 @@ bool chainable(ir::OpKind kind) {
 
 const char* fusedPatternName(FusedPattern pattern) {
   switch (pattern) {
-    case FusedPattern::kSoftmax: return "fused_softmax";
-    case FusedPattern::kSoftmaxGrad: return "fused_softmax_grad";
-    case FusedPattern::kBiasGelu: return "fused_bias_gelu";
-    case FusedPattern::kElementwise: return "fused_elementwise";
+    case FusedPattern::kSoftmax:
+      return "fused_softmax";
+    case FusedPattern::kSoftmaxGrad:
+      return "fused_softmax_grad";
+    case FusedPattern::kBiasGelu:
+      return "fused_bias_gelu";
+    case FusedPattern::kElementwise:
+      return "fused_elementwise";
   }
   return "fused";
 }
@@ -191,7 +211,8 @@ ValueReaders::ValueReaders(const ir::Graph& graph)
 bool ValueReaders::onlyReader(ir::ValueId v, ir::OpId reader) const {
   if (v >= consumers_.size() || graphOutput_[v]) return false;
   const auto& readers = consumers_[v];
-  return !readers.empty() && std::all_of(readers.begin(), readers.end(), [&](ir::OpId r) { return r == reader; });
+  return !readers.empty() &&
+         std::all_of(readers.begin(), readers.end(), [&](ir::OpId r) { return r == reader; });
 }
 
 std::vector<FusedGroup> findFusedGroups(const ir::Graph& graph, std::span<const ir::OpId> ops,

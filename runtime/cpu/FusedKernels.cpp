@@ -6,8 +6,8 @@
 #include "runtime/cpu/FusedKernels.h"
 
 #include <algorithm>
-#include <functional>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <optional>
 
@@ -18,7 +18,9 @@
 namespace meshflow::runtime::cpu {
 namespace {
 
-bool isFloat(ir::DType d) { return d == ir::DType::F32 || d == ir::DType::F16 || d == ir::DType::BF16; }
+bool isFloat(ir::DType d) {
+  return d == ir::DType::F32 || d == ir::DType::F16 || d == ir::DType::BF16;
+}
 
 // v as stored in `dtype` and read back (the rounding of an op's result).
 std::function<float(float)> rounding(ir::DType dtype) {
@@ -34,7 +36,8 @@ std::int64_t keptOf(const FusedGroup& g, std::int64_t r, std::int64_t width) {
   return g.causal ? r % width + 1 : width;
 }
 
-std::vector<float> softmaxRows(const FusedGroup& g, const Tensor& x, const std::function<float(float)>& round) {
+std::vector<float> softmaxRows(const FusedGroup& g, const Tensor& x,
+                               const std::function<float(float)>& round) {
   const Tensor wide = x.toF32();
   const std::span<const float> in = wide.f32();
   const std::int64_t width = x.rank() == 0 ? 1 : x.dim(-1);
@@ -67,9 +70,11 @@ std::vector<float> softmaxGradRows(const FusedGroup& g, const Tensor& y, const T
   for (std::int64_t r = 0; r < rows; ++r) {
     const std::int64_t base = r * width, kept = keptOf(g, r, width);
     double dot = 0;  // the whole row, as SoftmaxGrad sums it
-    for (std::int64_t j = 0; j < width; ++j) dot += static_cast<double>(ys[base + j]) * ds[base + j];
+    for (std::int64_t j = 0; j < width; ++j)
+      dot += static_cast<double>(ys[base + j]) * ds[base + j];
     for (std::int64_t j = 0; j < width; ++j) {
-      const float v = j < kept ? round(static_cast<float>(ys[base + j] * (ds[base + j] - dot))) : 0.0f;
+      const float v =
+          j < kept ? round(static_cast<float>(ys[base + j] * (ds[base + j] - dot))) : 0.0f;
       dx[base + j] = round(v * factor);
     }
   }
@@ -81,22 +86,33 @@ float stepOf(const ChainStep& step, float chain, float other) {
   using K = ir::OpKind;
   const float a = step.chainOnRight ? other : chain, b = step.chainOnRight ? chain : other;
   switch (step.kind) {
-    case K::Add: return a + b;
-    case K::Sub: return a - b;
-    case K::Mul: return a * b;
-    case K::Div: return a / b;
-    case K::Neg: return -chain;
-    case K::Relu: return chain > 0 ? chain : 0.0f;
-    case K::Gelu: return geluOf(chain);
-    case K::Tanh: return fastTanh(chain);
-    case K::Sigmoid: return sigmoidOf(chain);
-    case K::Exp: return std::exp(chain);
-    default: return chain * static_cast<float>(step.factor);  // Scale
+    case K::Add:
+      return a + b;
+    case K::Sub:
+      return a - b;
+    case K::Mul:
+      return a * b;
+    case K::Div:
+      return a / b;
+    case K::Neg:
+      return -chain;
+    case K::Relu:
+      return chain > 0 ? chain : 0.0f;
+    case K::Gelu:
+      return geluOf(chain);
+    case K::Tanh:
+      return fastTanh(chain);
+    case K::Sigmoid:
+      return sigmoidOf(chain);
+    case K::Exp:
+      return std::exp(chain);
+    default:
+      return chain * static_cast<float>(step.factor);  // Scale
   }
 }
 
-std::vector<float> chainValues(const FusedGroup& g, const std::vector<const Tensor*>& inputs, const Shape& shape,
-                               const std::function<float(float)>& round) {
+std::vector<float> chainValues(const FusedGroup& g, const std::vector<const Tensor*>& inputs,
+                               const Shape& shape, const std::function<float(float)>& round) {
   std::vector<Tensor> wide;
   std::vector<std::vector<std::int64_t>> strides;
   for (const Tensor* t : inputs) {
@@ -114,7 +130,9 @@ std::vector<float> chainValues(const FusedGroup& g, const std::vector<const Tens
       rest /= shape[d];
       for (std::size_t k = 0; k < inputs.size(); ++k) offsets[k] += coordinate * strides[k][d];
     }
-    const auto at = [&](std::size_t k) { return wide[k].f32()[static_cast<std::size_t>(offsets[k])]; };
+    const auto at = [&](std::size_t k) {
+      return wide[k].f32()[static_cast<std::size_t>(offsets[k])];
+    };
     float v = at(0);
     for (const ChainStep& step : g.steps)
       v = round(stepOf(step, v, step.other < 0 ? 0.0f : at(static_cast<std::size_t>(step.other))));
@@ -129,17 +147,21 @@ void store(Tensor* out, const Shape& shape, ir::DType dtype, std::vector<float> 
 
 }  // namespace
 
-std::optional<Shape> fusedChainShape(const FusedGroup& g, const std::vector<const Tensor*>& inputs) {
-  if (g.steps.empty() || g.steps.size() > kMaxChainSteps || inputs.size() > kMaxChainInputs) return std::nullopt;
+std::optional<Shape> fusedChainShape(const FusedGroup& g,
+                                     const std::vector<const Tensor*>& inputs) {
+  if (g.steps.empty() || g.steps.size() > kMaxChainSteps || inputs.size() > kMaxChainInputs)
+    return std::nullopt;
   const ChainStep& first = g.steps[0];
   if (first.other < 0) return inputs[0]->shape();
-  return broadcastShapes(inputs[0]->shape(), inputs.at(static_cast<std::size_t>(first.other))->shape());
+  return broadcastShapes(inputs[0]->shape(),
+                         inputs.at(static_cast<std::size_t>(first.other))->shape());
 }
 
 bool fusable(const FusedGroup& group, const std::vector<const Tensor*>& inputs) {
   if (inputs.size() != group.inputs.size() || inputs.empty()) return false;
   for (const Tensor* t : inputs)
-    if (!t || !t->allocated() || !isFloat(t->dtype()) || t->dtype() != inputs[0]->dtype()) return false;
+    if (!t || !t->allocated() || !isFloat(t->dtype()) || t->dtype() != inputs[0]->dtype())
+      return false;
   const Tensor& x = *inputs[0];
   switch (group.pattern) {
     case FusedPattern::kSoftmax:
@@ -152,14 +174,16 @@ bool fusable(const FusedGroup& group, const std::vector<const Tensor*>& inputs) 
       const std::optional<Shape> shape = fusedChainShape(group, inputs);
       if (!shape) return false;
       for (const Tensor* t : inputs)
-        if (broadcastShapes(t->shape(), *shape) != shape) return false;  // each operand broadcasts into it
+        if (broadcastShapes(t->shape(), *shape) != shape)
+          return false;  // each operand broadcasts into it
       return true;
     }
   }
   return false;
 }
 
-void runFused(const FusedGroup& group, const std::vector<const Tensor*>& inputs, std::vector<Tensor*>& outputs) {
+void runFused(const FusedGroup& group, const std::vector<const Tensor*>& inputs,
+              std::vector<Tensor*>& outputs) {
   const Tensor& x = *inputs.at(0);
   const ir::DType dtype = x.dtype();
   const auto round = rounding(dtype);
@@ -167,7 +191,8 @@ void runFused(const FusedGroup& group, const std::vector<const Tensor*>& inputs,
     case FusedPattern::kSoftmax:
       return store(outputs.at(0), x.shape(), dtype, softmaxRows(group, x, round));
     case FusedPattern::kSoftmaxGrad:
-      return store(outputs.at(0), x.shape(), dtype, softmaxGradRows(group, x, *inputs.at(1), round));
+      return store(outputs.at(0), x.shape(), dtype,
+                   softmaxGradRows(group, x, *inputs.at(1), round));
     case FusedPattern::kBiasGelu: {
       const Tensor wx = x.toF32(), wb = inputs.at(1)->toF32();
       const std::span<const float> xs = wx.f32(), bs = wb.f32();

@@ -22,10 +22,12 @@ bool fusable(const FusedGroup& group, const std::vector<const Tensor*>& inputs);
 
 /// The shape an element-wise chain computes (its first op's result); none
 /// for a chain of no steps, too many, or operands that do not broadcast.
-std::optional<Shape> fusedChainShape(const FusedGroup& group, const std::vector<const Tensor*>& inputs);
+std::optional<Shape> fusedChainShape(const FusedGroup& group,
+                                     const std::vector<const Tensor*>& inputs);
 
 /// Runs `group` on `inputs` into `outputs` (one per group output; null for
 /// one nobody reads). Requires fusable().
-void runFused(const FusedGroup& group, const std::vector<const Tensor*>& inputs, std::vector<Tensor*>& outputs);
+void runFused(const FusedGroup& group, const std::vector<const Tensor*>& inputs,
+              std::vector<Tensor*>& outputs);
 
 }  // namespace meshflow::runtime::cpu

@@ -16,8 +16,9 @@ namespace meshflow::runtime::cuda {
 /// dx = scale · mask0(y · (dy − Σ y·dy)) per row of `width` (the dot over the
 /// whole row, in double, as SoftmaxGrad's). `causal`: rows are [..., s, s]
 /// and row i keeps its first i + 1 entries, the rest of dx is 0.
-void scaledMaskedSoftmaxGrad(FloatFormat format, const void* y, const void* dy, void* dx, std::int64_t rows,
-                             std::int64_t width, float scale, bool causal, Stream stream);
+void scaledMaskedSoftmaxGrad(FloatFormat format, const void* y, const void* dy, void* dx,
+                             std::int64_t rows, std::int64_t width, float scale, bool causal,
+                             Stream stream);
 
 /// z = x + bias (bias of `width` elements repeating along x's last dimension,
 /// n a multiple of it), y = gelu(z). `z` may be null: not written.
@@ -49,6 +50,7 @@ struct ElementwiseChain {
 };
 
 /// y (n elements, `shape`'s) = the chain over its operands, all stored as `format`.
-void elementwiseChain(FloatFormat format, const ElementwiseChain& chain, void* y, std::int64_t n, Stream stream);
+void elementwiseChain(FloatFormat format, const ElementwiseChain& chain, void* y, std::int64_t n,
+                      Stream stream);
 
 }  // namespace meshflow::runtime::cuda

@@ -27,15 +27,18 @@ Rows rowsOf(const Tensor& x) {
 }
 
 // The chain's steps, operands and their broadcast strides as the kernel walks them.
-ElementwiseChain chainOf(const FusedGroup& group, const std::vector<const Tensor*>& inputs, const Shape& shape) {
+ElementwiseChain chainOf(const FusedGroup& group, const std::vector<const Tensor*>& inputs,
+                         const Shape& shape) {
   ElementwiseChain c;
   c.steps = static_cast<int>(group.steps.size());
   for (std::size_t s = 0; s < group.steps.size(); ++s) {
     const ChainStep& step = group.steps[s];
     ChainKernelStep& k = c.step[s];
     k.binary = binaryOp(step.kind);
-    if (k.binary) k.binaryKind = binaryKind(step.kind);
-    else k.unaryKind = unaryKind(step.kind);
+    if (k.binary)
+      k.binaryKind = binaryKind(step.kind);
+    else
+      k.unaryKind = unaryKind(step.kind);
     k.factor = static_cast<float>(step.factor);
     k.other = step.other;
     k.chainOnRight = step.chainOnRight;
@@ -53,32 +56,34 @@ ElementwiseChain chainOf(const FusedGroup& group, const std::vector<const Tensor
 
 }  // namespace
 
-void launchFused(const FusedGroup& group, const std::vector<const Tensor*>& inputs, std::vector<Tensor*>& outputs,
-                 const GpuContext& gpu) {
+void launchFused(const FusedGroup& group, const std::vector<const Tensor*>& inputs,
+                 std::vector<Tensor*>& outputs, const GpuContext& gpu) {
   const Tensor& x = *inputs.at(0);
   const FloatFormat format = formatOf(x.dtype());
   const auto scale = static_cast<float>(group.scale);
   switch (group.pattern) {
     case FusedPattern::kSoftmax: {
       const Rows rows = rowsOf(x);
-      return softmax(format, x.deviceData(), output(outputs, 0, x), rows.count, rows.width, scale, group.causal,
-                     gpu.stream);
+      return softmax(format, x.deviceData(), output(outputs, 0, x), rows.count, rows.width, scale,
+                     group.causal, gpu.stream);
     }
     case FusedPattern::kSoftmaxGrad: {
       const Rows rows = rowsOf(x);
-      return scaledMaskedSoftmaxGrad(format, x.deviceData(), inputs.at(1)->deviceData(), output(outputs, 0, x),
-                                     rows.count, rows.width, scale, group.causal, gpu.stream);
+      return scaledMaskedSoftmaxGrad(format, x.deviceData(), inputs.at(1)->deviceData(),
+                                     output(outputs, 0, x), rows.count, rows.width, scale,
+                                     group.causal, gpu.stream);
     }
     case FusedPattern::kBiasGelu: {
       void* z = output(outputs, 0, x);
-      return biasGelu(format, x.deviceData(), inputs.at(1)->deviceData(), z, output(outputs, 1, x), x.elements(),
-                      x.dim(-1), gpu.stream);
+      return biasGelu(format, x.deviceData(), inputs.at(1)->deviceData(), z, output(outputs, 1, x),
+                      x.elements(), x.dim(-1), gpu.stream);
     }
     case FusedPattern::kElementwise: {
       const Shape shape = *cpu::fusedChainShape(group, inputs);
       Tensor& y = *outputs.at(0);
       y = Tensor::uninitialized(x.dtype(), shape);
-      return elementwiseChain(format, chainOf(group, inputs, shape), y.deviceData(), y.elements(), gpu.stream);
+      return elementwiseChain(format, chainOf(group, inputs, shape), y.deviceData(), y.elements(),
+                              gpu.stream);
     }
   }
 }

@@ -11,9 +11,9 @@
 
 using namespace meshflow;
 using namespace meshflow::parallel_test;
+using runtime::ChainStep;
 using runtime::FusedGroup;
 using runtime::FusedPattern;
-using runtime::ChainStep;
 
 namespace {
 
@@ -38,7 +38,8 @@ std::vector<FusedGroup> only(const std::vector<FusedGroup>& groups, FusedPattern
 // The kinds of ops first..first+count, for messages.
 std::string kindsOf(const ir::Graph& graph, const FusedGroup& g) {
   std::string text;
-  for (std::size_t p = g.first; p < g.first + g.count; ++p) text += std::string(ir::opName(graph.op(p).kind)) + " ";
+  for (std::size_t p = g.first; p < g.first + g.count; ++p)
+    text += std::string(ir::opName(graph.op(p).kind)) + " ";
   return text;
 }
 
@@ -195,7 +196,8 @@ TEST_CASE("an intermediate something else reads cuts the chain there", "[fusion]
 namespace {
 
 // Random elements (fresh per run, never all zero) of `dtype`.
-runtime::Tensor randomTensor(ir::DType dtype, runtime::Shape shape, std::mt19937& rng, float spread) {
+runtime::Tensor randomTensor(ir::DType dtype, runtime::Shape shape, std::mt19937& rng,
+                             float spread) {
   std::normal_distribution<float> normal(0.0f, spread);
   std::vector<float> values(static_cast<std::size_t>(runtime::shapeElements(shape)));
   for (float& v : values) v = normal(rng);
@@ -218,7 +220,8 @@ runtime::Tensor unfused(const std::vector<ir::Op>& ops, std::vector<runtime::Ten
   return last;
 }
 
-runtime::Tensor fused(const FusedGroup& g, const std::vector<runtime::Tensor>& inputs, runtime::Tensor* z = nullptr) {
+runtime::Tensor fused(const FusedGroup& g, const std::vector<runtime::Tensor>& inputs,
+                      runtime::Tensor* z = nullptr) {
   std::vector<const runtime::Tensor*> in;
   for (const auto& t : inputs) in.push_back(&t);
   REQUIRE(runtime::cpu::fusable(g, in));
@@ -246,7 +249,8 @@ TEST_CASE("the fused computations give the unfused chain's bits", "[fusion]") {
     const runtime::Shape scores{2, 3, 17, 17};
     for (bool causal : {true, false}) {
       INFO("causal " << causal);
-      FusedGroup forward{FusedPattern::kSoftmax, 0, causal ? 3u : 2u, factor, causal, {0}, {1}, {true}, {}};
+      FusedGroup forward{
+          FusedPattern::kSoftmax, 0, causal ? 3u : 2u, factor, causal, {0}, {1}, {true}, {}};
       std::vector<ir::Op> chain{scaleOp(factor)};
       if (causal) chain.push_back(opOf(K::CausalMask));
       chain.push_back(opOf(K::Softmax));
@@ -255,7 +259,8 @@ TEST_CASE("the fused computations give the unfused chain's bits", "[fusion]") {
       REQUIRE(y.dtype() == dtype);
       REQUIRE(y.bitEqual(unfused(chain, {x})));
 
-      FusedGroup backward{FusedPattern::kSoftmaxGrad, 0, causal ? 3u : 2u, factor, causal, {0, 1}, {2}, {true}, {}};
+      FusedGroup backward{
+          FusedPattern::kSoftmaxGrad, 0, causal ? 3u : 2u, factor, causal, {0, 1}, {2}, {true}, {}};
       std::vector<ir::Op> grad{opOf(K::SoftmaxGrad)};
       if (causal) grad.push_back(opOf(K::CausalMaskGrad));
       grad.push_back(scaleOp(factor));
@@ -266,7 +271,8 @@ TEST_CASE("the fused computations give the unfused chain's bits", "[fusion]") {
       const runtime::Tensor anyY = randomTensor(dtype, scores, rng, 1.0f);
       REQUIRE(fused(backward, {anyY, dy}).bitEqual(unfused(grad, {anyY, dy})));
     }
-    FusedGroup biasGelu{FusedPattern::kBiasGelu, 0, 2, 1.0, false, {0, 1}, {2, 3}, {true, true}, {}};
+    FusedGroup biasGelu{
+        FusedPattern::kBiasGelu, 0, 2, 1.0, false, {0, 1}, {2, 3}, {true, true}, {}};
     const runtime::Tensor x = randomTensor(dtype, {3, 5, 24}, rng, 2.0f);
     const runtime::Tensor bias = randomTensor(dtype, {24}, rng, 1.0f);
     runtime::Tensor z;
@@ -296,16 +302,19 @@ TEST_CASE("an element-wise chain fused gives the unfused ops' bits", "[fusion]")
   for (ir::DType dtype : {ir::DType::F32, ir::DType::F16, ir::DType::BF16}) {
     INFO(ir::dtypeName(dtype));
     // bias[h] + x → 0.7·(·) → tanh → w − (·) → gelu → (·) / d, d broadcast over rows.
-    const runtime::Tensor bias = randomTensor(dtype, {24}, rng, 1.0f), x = randomTensor(dtype, {3, 5, 24}, rng, 2.0f),
-                          w = randomTensor(dtype, {5, 24}, rng, 1.0f), d = randomTensor(dtype, {3, 5, 1}, rng, 3.0f);
+    const runtime::Tensor bias = randomTensor(dtype, {24}, rng, 1.0f),
+                          x = randomTensor(dtype, {3, 5, 24}, rng, 2.0f),
+                          w = randomTensor(dtype, {5, 24}, rng, 1.0f),
+                          d = randomTensor(dtype, {3, 5, 1}, rng, 3.0f);
     FusedGroup chain;
     chain.pattern = FusedPattern::kElementwise;
     chain.count = 6;
     chain.inputs = {0, 1, 2, 3};
     chain.outputs = {4};
     chain.live = {true};
-    chain.steps = {stepOf(K::Add, 1), stepOf(K::Scale, -1, false, 0.7), stepOf(K::Tanh), stepOf(K::Sub, 2, true),
-                   stepOf(K::Gelu), stepOf(K::Div, 3)};
+    chain.steps = {stepOf(K::Add, 1), stepOf(K::Scale, -1, false, 0.7),
+                   stepOf(K::Tanh),   stepOf(K::Sub, 2, true),
+                   stepOf(K::Gelu),   stepOf(K::Div, 3)};
     std::vector<const runtime::Tensor*> in{&bias, &x, &w, &d};
     REQUIRE(runtime::cpu::fusable(chain, in));
     runtime::Tensor y;
