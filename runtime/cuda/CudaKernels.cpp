@@ -122,17 +122,17 @@ void CudaKernels::run(const ir::Op& op, const std::vector<const Tensor*>& inputs
   std::vector<Tensor> scratch;
   onGpu(ir::opName(op.kind), [&] {
     staged.reserve(inputs.size());  // the pointers below stay valid
-    std::vector<const Tensor*> onGpu;
+    std::vector<const Tensor*> readable;
     for (const Tensor* t : inputs) {
       if (gpuReadable(*t)) {
-        onGpu.push_back(t);
+        readable.push_back(t);
       } else {
         settle();  // the copy is written on the host, maybe into a block an op in flight still reads
         staged.push_back(t->clone());
-        onGpu.push_back(&staged.back());
+        readable.push_back(&staged.back());
       }
     }
-    launchOp(op, onGpu, outputs, ctx, {stream_, gemm_.get()}, scratch);
+    launchOp(op, readable, outputs, ctx, {stream_, gemm_.get()}, scratch);
   });
   // Staged copies and scratch go back to the allocator's cache when this
   // returns: only ops later on this stream can reuse their blocks, or host
@@ -142,8 +142,11 @@ void CudaKernels::run(const ir::Op& op, const std::vector<const Tensor*>& inputs
 bool CudaKernels::runFused(const FusedGroup& group, const std::vector<const Tensor*>& inputs,
                            std::vector<Tensor*>& outputs, const cpu::KernelContext& ctx) {
   (void)ctx;
-  const auto takes = [](const Tensor* t) { return t->rank() <= static_cast<std::size_t>(kMaxRank) && gpuReadable(*t); };
-  if (!fusing_ || !cpu::fusable(group, inputs) || !std::all_of(inputs.begin(), inputs.end(), takes)) return false;
+  const auto takes = [](const Tensor* t) {
+    return t->rank() <= static_cast<std::size_t>(kMaxRank) && gpuReadable(*t);
+  };
+  if (!fusing_ || !cpu::fusable(group, inputs) || !std::all_of(inputs.begin(), inputs.end(), takes))
+    return false;
   onGpu(fusedPatternName(group.pattern), [&] { launchFused(group, inputs, outputs, {stream_, gemm_.get()}); });
   return true;
 }
