@@ -83,6 +83,22 @@ void CudaKernels::requireGpuMemory(const std::string& what) {
                                        what, gpu_));
 }
 
+std::vector<const Tensor*> CudaKernels::readableInputs(const std::vector<const Tensor*>& inputs,
+                                                       std::vector<Tensor>& staged) {
+  staged.reserve(inputs.size());  // the pointers below stay valid
+  std::vector<const Tensor*> readable;
+  for (const Tensor* t : inputs) {
+    if (gpuReadable(*t)) {
+      readable.push_back(t);
+    } else {
+      settle();  // the copy is written on the host, maybe into a block an op in flight still reads
+      staged.push_back(t->clone());
+      readable.push_back(&staged.back());
+    }
+  }
+  return readable;
+}
+
 template <class Launch>
 void CudaKernels::onGpu(const std::string& name, Launch launch) {
   if (profiling_) settle();
@@ -121,18 +137,7 @@ void CudaKernels::run(const ir::Op& op, const std::vector<const Tensor*>& inputs
   std::vector<Tensor> staged;
   std::vector<Tensor> scratch;
   onGpu(ir::opName(op.kind), [&] {
-    staged.reserve(inputs.size());  // the pointers below stay valid
-    std::vector<const Tensor*> readable;
-    for (const Tensor* t : inputs) {
-      if (gpuReadable(*t)) {
-        readable.push_back(t);
-      } else {
-        settle();  // the copy is written on the host, maybe into a block an op in flight still reads
-        staged.push_back(t->clone());
-        readable.push_back(&staged.back());
-      }
-    }
-    launchOp(op, readable, outputs, ctx, {stream_, gemm_.get()}, scratch);
+    launchOp(op, readableInputs(inputs, staged), outputs, ctx, {stream_, gemm_.get()}, scratch);
   });
   // Staged copies and scratch go back to the allocator's cache when this
   // returns: only ops later on this stream can reuse their blocks, or host
@@ -142,12 +147,13 @@ void CudaKernels::run(const ir::Op& op, const std::vector<const Tensor*>& inputs
 bool CudaKernels::runFused(const FusedGroup& group, const std::vector<const Tensor*>& inputs,
                            std::vector<Tensor*>& outputs, const cpu::KernelContext& ctx) {
   (void)ctx;
-  const auto takes = [](const Tensor* t) {
-    return t->rank() <= static_cast<std::size_t>(kMaxRank) && gpuReadable(*t);
-  };
-  if (!fusing_ || !cpu::fusable(group, inputs) || !std::all_of(inputs.begin(), inputs.end(), takes))
+  const auto walkable = [](const Tensor* t) { return t->rank() <= static_cast<std::size_t>(kMaxRank); };
+  if (!fusing_ || !cpu::fusable(group, inputs) || !std::all_of(inputs.begin(), inputs.end(), walkable))
     return false;
-  onGpu(fusedPatternName(group.pattern), [&] { launchFused(group, inputs, outputs, {stream_, gemm_.get()}); });
+  std::vector<Tensor> staged;
+  onGpu(fusedPatternName(group.pattern), [&] {
+    launchFused(group, readableInputs(inputs, staged), outputs, {stream_, gemm_.get()});
+  });
   return true;
 }
 

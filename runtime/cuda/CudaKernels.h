@@ -45,8 +45,8 @@ class CudaKernels final : public KernelBackend {
   /// Fused groups (runtime/FusedOps.h) run as one launch each, unless
   /// MESHFLOW_CUDA_FUSE=0 (read when the kernels are made) turns that off.
   bool fuses() const override { return fusing_; }
-  /// Declines groups whose operands cpu::fusable does not take or the GPU
-  /// cannot read in place.
+  /// Declines groups whose operands cpu::fusable does not take or of rank
+  /// over kMaxRank; stages host inputs as run() does.
   bool runFused(const FusedGroup& group, const std::vector<const Tensor*>& inputs, std::vector<Tensor*>& outputs,
                 const cpu::KernelContext& ctx) override;
 
@@ -68,6 +68,9 @@ class CudaKernels final : public KernelBackend {
  private:
   /// Waits for the stream if ops are in flight.
   void settle();
+  /// `inputs`, each in memory the GPU reads: a copy in `staged` (GPU memory)
+  /// of a tensor in host memory (a step's batch).
+  std::vector<const Tensor*> readableInputs(const std::vector<const Tensor*>& inputs, std::vector<Tensor>& staged);
   /// Throws unless the thread's MemoryScope hands out GPU memory (`what` names the op).
   void requireGpuMemory(const std::string& what);
   /// Counts, launches and (profiling) times the GPU work `launch` enqueues
