@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ir/Graph.h"
+#include "runtime/FusedOps.h"
 #include "runtime/Tensor.h"
 #include "runtime/cpu/KernelSupport.h"
 #include "runtime/cpu/Kernels.h"
@@ -30,6 +31,18 @@ class KernelBackend {
   /// copies on the host).
   virtual bool copy(const cpu::StridedCopy& c) {
     (void)c;
+    return false;
+  }
+  /// Whether OpRunner offers this backend the fused groups it finds among a
+  /// run's ops (runtime/FusedOps.h); the cpu kernels run every op alone.
+  virtual bool fuses() const { return false; }
+  /// Runs `group` as one launch: `inputs` are the group's inputs, `outputs`
+  /// one per group output (null where nobody reads it; otherwise as run()'s
+  /// outputs). False: declined (operands it does not take), nothing written,
+  /// and the caller runs the group's ops one by one.
+  virtual bool runFused(const FusedGroup& group, const std::vector<const Tensor*>& inputs,
+                        std::vector<Tensor*>& outputs, const cpu::KernelContext& ctx) {
+    (void)group, (void)inputs, (void)outputs, (void)ctx;
     return false;
   }
 };

@@ -123,7 +123,12 @@ for memory in managed device; do
     tests/gpu/parity.mesh 2>&1 | tee "$BUILD/parity-$memory.txt"
   parity=${PIPESTATUS[0]}
   ok=$(grep -c "^parity ok" "$BUILD/parity-$memory.txt")
-  if [ "$parity" -eq 0 ]; then row "parity (tiny GPT), $memory" "passed ($ok plans)"
+  # Devices that ran the fused softmax (MESHFLOW_CUDA_OPS's summary): the
+  # plans without tensor parallelism run it unless MESHFLOW_CUDA_FUSE=0.
+  fused=$(grep -c "fused: .*fused_softmax" "$BUILD/parity-$memory.txt")
+  if [ "$parity" -eq 0 ] && [ "$fused" -eq 0 ] && [ "${MESHFLOW_CUDA_FUSE:-1}" != 0 ]; then
+    row "parity (tiny GPT), $memory" "FAILED: $ok plans ok, but no device ran a fused group"; status=1
+  elif [ "$parity" -eq 0 ]; then row "parity (tiny GPT), $memory" "passed ($ok plans; fused groups on $fused devices)"
   else row "parity (tiny GPT), $memory" "FAILED (exit $parity): $ok plans ok; $(grep -m1 -E 'error|FAIL' "$BUILD/parity-$memory.txt" | cut -c1-100)"; status=1; fi
 done
 

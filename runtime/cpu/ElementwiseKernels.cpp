@@ -12,18 +12,6 @@
 namespace meshflow::runtime::cpu {
 namespace {
 
-constexpr float kGeluC = 0.7978845608028654f;  // sqrt(2 / pi)
-constexpr float kGeluA = 0.044715f;
-
-float sigmoidOf(float x) {
-  // Two forms so exp never overflows.
-  if (x >= 0) return 1.0f / (1.0f + std::exp(-x));
-  float e = std::exp(x);
-  return e / (1.0f + e);
-}
-
-float geluOf(float x) { return 0.5f * x * (1.0f + fastTanh(kGeluC * (x + kGeluA * x * x * x))); }
-
 float geluDerivative(float x) {
   float t = fastTanh(kGeluC * (x + kGeluA * x * x * x));
   return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * kGeluC * (1.0f + 3.0f * kGeluA * x * x);

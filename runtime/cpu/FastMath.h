@@ -12,6 +12,7 @@
 #pragma once
 
 #include <bit>
+#include <cmath>
 #include <cstdint>
 
 namespace meshflow::runtime::cpu {
@@ -63,5 +64,18 @@ inline float fastTanh(float x) {
   float viaExp = x < 0 ? -t : t;
   return a >= 0.55f ? viaExp : series;  // NaN takes the series, which keeps it
 }
+
+constexpr float kGeluC = 0.7978845608028654f;  // sqrt(2 / pi)
+constexpr float kGeluA = 0.044715f;
+
+/// Sigmoid in two forms, so exp never overflows.
+inline float sigmoidOf(float x) {
+  if (x >= 0) return 1.0f / (1.0f + std::exp(-x));
+  float e = std::exp(x);
+  return e / (1.0f + e);
+}
+
+/// GeLU, tanh form (the Gelu kernel's, and the fused bias + GeLU's).
+inline float geluOf(float x) { return 0.5f * x * (1.0f + fastTanh(kGeluC * (x + kGeluA * x * x * x))); }
 
 }  // namespace meshflow::runtime::cpu

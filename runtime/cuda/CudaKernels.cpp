@@ -3,12 +3,14 @@
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <utility>
 
+#include "runtime/cpu/FusedKernels.h"
 #include "runtime/cuda/CudaError.h"
 #include "runtime/cuda/Gemm.h"
 #include "runtime/cuda/KernelPlacement.h"
@@ -50,6 +52,8 @@ bool gpuMemory(DeviceMemory& memory) {
 CudaKernels::CudaKernels(int gpu) : gpu_(gpu) {
   const char* profile = std::getenv("MESHFLOW_CUDA_PROFILE");
   profiling_ = profile && *profile && std::string(profile) != "0";
+  const char* fuse = std::getenv("MESHFLOW_CUDA_FUSE");
+  fusing_ = !(fuse && std::string(fuse) == "0");
   MESHFLOW_CUDA_CHECK(cudaSetDevice(gpu));
   cudaStream_t stream = nullptr;
   MESHFLOW_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -80,22 +84,7 @@ bool CudaKernels::copy(const cpu::StridedCopy& c) {
   return true;
 }
 
-void CudaKernels::run(const ir::Op& op, const std::vector<const Tensor*>& inputs, std::vector<Tensor*>& outputs,
-                      const cpu::KernelContext& ctx) {
-  if (readsOnHost(op.kind) || profiling_) settle();  // before placementOf too: it reads an update's scale
-  const auto started = std::chrono::steady_clock::now();
-  const auto timed = [&](std::map<std::string, double>& seconds) {
-    if (!profiling_) return;
-    settle();
-    seconds[ir::opName(op.kind)] += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  };
-  if (placementOf(op, inputs, outputs) == Placement::kHost) {
-    settle();
-    ++hostOps_[ir::opName(op.kind)];
-    cpu::runKernel(op, inputs, outputs, ctx);
-    timed(hostSeconds_);
-    return;
-  }
+void CudaKernels::requireGpuMemory(const std::string& what) {
   // Outputs and scratch come from the thread's MemoryScope: it must be GPU
   // memory (CudaHost's managed memory), or the kernels would write to the heap.
   const auto& memory = MemoryScope::current();
@@ -103,35 +92,81 @@ void CudaKernels::run(const ir::Op& op, const std::vector<const Tensor*>& inputs
   if (!memory || memory.get() != verifiedMemory_)
     throw std::logic_error(fmt::format("{} on CUDA device {}: the thread's tensors are not in GPU memory (run it "
                                        "under a MemoryScope of the cuda backend's memory)",
-                                       ir::opName(op.kind), gpu_));
-  ++gpuOps_[ir::opName(op.kind)];
-  MESHFLOW_CUDA_CHECK(cudaSetDevice(gpu_));
-  std::vector<Tensor> staged;
+                                       what, gpu_));
+}
+
+std::vector<const Tensor*> CudaKernels::readableInputs(const std::vector<const Tensor*>& inputs,
+                                                       std::vector<Tensor>& staged) {
   staged.reserve(inputs.size());  // the pointers below stay valid
-  std::vector<const Tensor*> onGpu;
+  std::vector<const Tensor*> readable;
   for (const Tensor* t : inputs) {
     if (gpuReadable(*t)) {
-      onGpu.push_back(t);
+      readable.push_back(t);
     } else {
       settle();  // the copy is written on the host, maybe into a block an op in flight still reads
       staged.push_back(t->clone());
-      onGpu.push_back(&staged.back());
+      readable.push_back(&staged.back());
     }
   }
-  std::vector<Tensor> scratch;
+  return readable;
+}
+
+template <class Launch>
+void CudaKernels::onGpu(const std::string& name, Launch launch) {
+  if (profiling_) settle();
+  const auto started = std::chrono::steady_clock::now();
+  requireGpuMemory(name);
+  ++gpuOps_[name];
+  MESHFLOW_CUDA_CHECK(cudaSetDevice(gpu_));
   try {
-    launchOp(op, onGpu, outputs, ctx, {stream_, gemm_.get()}, scratch);
+    launch();
   } catch (...) {
     (void)cudaStreamSynchronize(stream_);  // what was launched finishes before its tensors go
     inFlight_ = false;
     throw;
   }
   inFlight_ = true;
-  timed(gpuSeconds_);
+  if (profiling_) {
+    settle();
+    gpuSeconds_[name] += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  }
+  if (!KernelBatch::active()) settle();
+}
+
+void CudaKernels::run(const ir::Op& op, const std::vector<const Tensor*>& inputs, std::vector<Tensor*>& outputs,
+                      const cpu::KernelContext& ctx) {
+  if (readsOnHost(op.kind)) settle();  // before placementOf too: it reads an update's scale
+  if (placementOf(op, inputs, outputs) == Placement::kHost) {
+    settle();
+    const auto started = std::chrono::steady_clock::now();
+    ++hostOps_[ir::opName(op.kind)];
+    cpu::runKernel(op, inputs, outputs, ctx);
+    if (profiling_)
+      hostSeconds_[ir::opName(op.kind)] +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    return;
+  }
+  std::vector<Tensor> staged;
+  std::vector<Tensor> scratch;
+  onGpu(ir::opName(op.kind), [&] {
+    launchOp(op, readableInputs(inputs, staged), outputs, ctx, {stream_, gemm_.get()}, scratch);
+  });
   // Staged copies and scratch go back to the allocator's cache when this
   // returns: only ops later on this stream can reuse their blocks, or host
-  // code after a wait. Outside a batch, the caller reads the outputs next.
-  if (!KernelBatch::active()) settle();
+  // code after a wait. Outside a batch, onGpu waited: the caller reads the outputs next.
+}
+
+bool CudaKernels::runFused(const FusedGroup& group, const std::vector<const Tensor*>& inputs,
+                           std::vector<Tensor*>& outputs, const cpu::KernelContext& ctx) {
+  (void)ctx;
+  const auto walkable = [](const Tensor* t) { return t->rank() <= static_cast<std::size_t>(kMaxRank); };
+  if (!fusing_ || !cpu::fusable(group, inputs) || !std::all_of(inputs.begin(), inputs.end(), walkable))
+    return false;
+  std::vector<Tensor> staged;
+  onGpu(fusedPatternName(group.pattern), [&] {
+    launchFused(group, readableInputs(inputs, staged), outputs, {stream_, gemm_.get()});
+  });
+  return true;
 }
 
 }  // namespace meshflow::runtime::cuda

@@ -40,12 +40,22 @@ class CudaKernels final : public KernelBackend {
   void run(const ir::Op& op, const std::vector<const Tensor*>& inputs, std::vector<Tensor*>& outputs,
            const cpu::KernelContext& ctx) override;
 
-  /// How many ops of each kind ran on the GPU and on the host so far.
   void synchronize() override { settle(); }
   /// A strided copy between tensors the GPU holds, on the stream (counted as
   /// the op kind "copy"); false for a tensor it cannot read, a transpose of
   /// whole matrices or a rank past its largest (the host copies those).
   bool copy(const cpu::StridedCopy& c) override;
+
+  /// Fused groups (runtime/FusedOps.h) run as one launch each, unless
+  /// MESHFLOW_CUDA_FUSE=0 (read when the kernels are made) turns that off.
+  bool fuses() const override { return fusing_; }
+  /// Declines groups whose operands cpu::fusable does not take or of rank
+  /// over kMaxRank; stages host inputs as run() does.
+  bool runFused(const FusedGroup& group, const std::vector<const Tensor*>& inputs, std::vector<Tensor*>& outputs,
+                const cpu::KernelContext& ctx) override;
+
+  /// How many ops of each kind ran on the GPU and on the host so far (a fused
+  /// group counts once, under its pattern's name: fused_softmax, …).
 
   const std::map<std::string, std::int64_t>& gpuOps() const { return gpuOps_; }
   const std::map<std::string, std::int64_t>& hostOps() const { return hostOps_; }
@@ -62,6 +72,15 @@ class CudaKernels final : public KernelBackend {
  private:
   /// Waits for the stream if ops are in flight.
   void settle();
+  /// `inputs`, each in memory the GPU reads: a copy in `staged` (GPU memory)
+  /// of a tensor in host memory (a step's batch).
+  std::vector<const Tensor*> readableInputs(const std::vector<const Tensor*>& inputs, std::vector<Tensor>& staged);
+  /// Throws unless the thread's MemoryScope hands out GPU memory (`what` names the op).
+  void requireGpuMemory(const std::string& what);
+  /// Counts, launches and (profiling) times the GPU work `launch` enqueues
+  /// under `name`; outside a KernelBatch waits for it.
+  template <class Launch>
+  void onGpu(const std::string& name, Launch launch);
 
   int gpu_;
   CUstream_st* stream_ = nullptr;
@@ -69,6 +88,7 @@ class CudaKernels final : public KernelBackend {
   std::unique_ptr<Gemm> gemm_;
   std::map<std::string, std::int64_t> gpuOps_, hostOps_;
   bool profiling_ = false;
+  bool fusing_ = true;
   std::map<std::string, double> gpuSeconds_, hostSeconds_;
   const DeviceMemory* verifiedMemory_ = nullptr;  // the last MemoryScope found to be GPU memory
 };

@@ -12,17 +12,23 @@
 namespace meshflow::runtime::cuda {
 namespace {
 
-// "device 0: 1234 ops on the GPU, 56 on the host (reshape 40, constant 16)".
+// "device 0: 1234 ops on the GPU, 56 on the host (reshape 40, constant 16);
+// fused: fused_bias_gelu 2, fused_softmax 2" (a fused group counts as one op).
 std::string opsSummary(int device, const CudaKernels& kernels) {
   std::int64_t onGpu = 0, onHost = 0;
-  for (const auto& [name, count] : kernels.gpuOps()) onGpu += count;
+  std::string fused;
+  for (const auto& [name, count] : kernels.gpuOps()) {
+    onGpu += count;
+    if (name.starts_with("fused_")) fused += fmt::format("{}{} {}", fused.empty() ? "" : ", ", name, count);
+  }
   std::string hostKinds;
   for (const auto& [name, count] : kernels.hostOps()) {
     onHost += count;
     hostKinds += fmt::format("{}{} {}", hostKinds.empty() ? "" : ", ", name, count);
   }
-  return fmt::format("meshflow: cuda device {} (GPU {}): {} ops on the GPU, {} on the host{}", device, kernels.gpu(),
-                     onGpu, onHost, hostKinds.empty() ? "" : " (" + hostKinds + ")");
+  return fmt::format("meshflow: cuda device {} (GPU {}): {} ops on the GPU, {} on the host{}{}", device,
+                     kernels.gpu(), onGpu, onHost, hostKinds.empty() ? "" : " (" + hostKinds + ")",
+                     fused.empty() ? "" : "; fused: " + fused);
 }
 
 // "device 0 time by op kind (each op waited for): matmul 1.23 s (40%, 480 ops), ..." — the ten largest.

@@ -21,41 +21,13 @@ __global__ void broadcastKernel(BinaryKind kind, const void* a, const void* b, v
       offA += coordinate * Index(ix.stridesA[d]);
       offB += coordinate * Index(ix.stridesB[d]);
     }
-    const float u = loadAs<F>(a, offA), v = loadAs<F>(b, offB);
-    float r = 0;
-    switch (kind) {
-      case BinaryKind::kAdd: r = u + v; break;
-      case BinaryKind::kSub: r = u - v; break;
-      case BinaryKind::kMul: r = u * v; break;
-      case BinaryKind::kDiv: r = u / v; break;
-    }
-    storeAs<F>(y, i, r);
+    storeAs<F>(y, i, binaryOf(kind, loadAs<F>(a, offA), loadAs<F>(b, offB)));
   }
-}
-
-// Two forms so exp never overflows, as the cpu kernel's.
-__device__ float sigmoidOf(float x) {
-  if (x >= 0) return 1.0f / (1.0f + expf(-x));
-  const float e = expf(x);
-  return e / (1.0f + e);
 }
 
 template <FloatFormat F>
 __global__ void unaryKernel(UnaryKind kind, const void* x, void* y, std::int64_t n, float factor) {
-  for (std::int64_t i = firstIndex(); i < n; i += gridStride()) {
-    const float v = loadAs<F>(x, i);
-    float r = 0;
-    switch (kind) {
-      case UnaryKind::kNeg: r = -v; break;
-      case UnaryKind::kRelu: r = v > 0 ? v : 0.0f; break;
-      case UnaryKind::kGelu: r = geluOf(v); break;
-      case UnaryKind::kTanh: r = tanhf(v); break;
-      case UnaryKind::kSigmoid: r = sigmoidOf(v); break;
-      case UnaryKind::kExp: r = expf(v); break;
-      case UnaryKind::kScale: r = v * factor; break;
-    }
-    storeAs<F>(y, i, r);
-  }
+  for (std::int64_t i = firstIndex(); i < n; i += gridStride()) storeAs<F>(y, i, unaryOf(kind, loadAs<F>(x, i), factor));
 }
 
 template <FloatFormat F>

@@ -59,6 +59,15 @@ __device__ inline void storeAs(void* p, std::int64_t i, float v) {
   else static_cast<float*>(p)[i] = v;
 }
 
+// v stored as F and read back: the rounding an op's stored result gets.
+template <FloatFormat F>
+__device__ inline float roundAs(float v) {
+  if constexpr (F == FloatFormat::kF16) return half_bits::f32FromHalf(half_bits::halfFromF32(half_bits::bitsOf(v)));
+  else if constexpr (F == FloatFormat::kBF16)
+    return half_bits::f32FromBFloat16(half_bits::bfloat16FromF32(half_bits::bitsOf(v)));
+  else return v;
+}
+
 // launch(std::integral_constant<FloatFormat, F>{}) for the F of `format`.
 template <class Launch>
 void withFormat(FloatFormat format, Launch launch) {
@@ -78,6 +87,38 @@ __device__ inline float geluOf(float x) { return 0.5f * x * (1.0f + tanhf(kGeluC
 __device__ inline float geluDerivative(float x) {
   float t = tanhf(kGeluC * (x + kGeluA * x * x * x));
   return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * kGeluC * (1.0f + 3.0f * kGeluA * x * x);
+}
+
+// Two forms so exp never overflows, as the cpu kernel's.
+__device__ inline float sigmoidOf(float x) {
+  if (x >= 0) return 1.0f / (1.0f + expf(-x));
+  const float e = expf(x);
+  return e / (1.0f + e);
+}
+
+// One element of a binary op or an activation (Scale: times `factor`), in
+// f32: what the element-wise kernels and an element-wise chain compute.
+__device__ inline float binaryOf(BinaryKind kind, float u, float v) {
+  switch (kind) {
+    case BinaryKind::kAdd: return u + v;
+    case BinaryKind::kSub: return u - v;
+    case BinaryKind::kMul: return u * v;
+    case BinaryKind::kDiv: return u / v;
+  }
+  return 0;
+}
+
+__device__ inline float unaryOf(UnaryKind kind, float v, float factor) {
+  switch (kind) {
+    case UnaryKind::kNeg: return -v;
+    case UnaryKind::kRelu: return v > 0 ? v : 0.0f;
+    case UnaryKind::kGelu: return geluOf(v);
+    case UnaryKind::kTanh: return tanhf(v);
+    case UnaryKind::kSigmoid: return sigmoidOf(v);
+    case UnaryKind::kExp: return expf(v);
+    case UnaryKind::kScale: return v * factor;
+  }
+  return 0;
 }
 
 __device__ inline float warpMax(float v) {

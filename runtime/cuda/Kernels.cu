@@ -40,8 +40,8 @@ __global__ void geluGradKernel(const float* x, const float* dy, float* dx, std::
   for (std::int64_t i = firstIndex(); i < n; i += gridStride()) dx[i] = dy[i] * geluDerivative(x[i]);
 }
 
-// As the cpu chain: the scaled score x·scale in fp32, entries above the
-// diagonal weigh 0 (the cpu mask's -1e9 gives exp(-1e9 - max) = 0), exp of
+// As the cpu chain: the scaled score x·scale in fp32, rounded to F as Scale
+// stores it (the same value for scale 1), entries above the diagonal weigh 0 (the cpu mask's -1e9 gives exp(-1e9 - max) = 0), exp of
 // the score minus the row's maximum, the sum in double, one fp32 reciprocal;
 // each exp is computed again for the output (the same value), so a half
 // output is rounded once, from the f32 product.
@@ -52,13 +52,13 @@ __global__ void softmaxKernel(const void* x, void* y, std::int64_t rows, std::in
     const std::int64_t base = r * width;
     const std::int64_t kept = causal ? r % width + 1 : width;
     float max = -INFINITY;
-    for (std::int64_t j = threadIdx.x; j < kept; j += blockDim.x) max = fmaxf(max, loadAs<F>(x, base + j) * scale);
+    for (std::int64_t j = threadIdx.x; j < kept; j += blockDim.x) max = fmaxf(max, roundAs<F>(loadAs<F>(x, base + j) * scale));
     max = blockMax(max);
     double sum = 0;
-    for (std::int64_t j = threadIdx.x; j < kept; j += blockDim.x) sum += expf(loadAs<F>(x, base + j) * scale - max);
+    for (std::int64_t j = threadIdx.x; j < kept; j += blockDim.x) sum += expf(roundAs<F>(loadAs<F>(x, base + j) * scale) - max);
     const auto inverse = static_cast<float>(1.0 / blockSum(sum));
     for (std::int64_t j = threadIdx.x; j < width; j += blockDim.x) {
-      const float e = j < kept ? expf(loadAs<F>(x, base + j) * scale - max) : 0.0f;
+      const float e = j < kept ? expf(roundAs<F>(loadAs<F>(x, base + j) * scale) - max) : 0.0f;
       storeAs<F>(y, base + j, e * inverse);
     }
   }

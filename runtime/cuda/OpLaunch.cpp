@@ -110,14 +110,6 @@ void matMul(const KernelArgs& a, const GpuContext& gpu) {
   gpu.gemm->run(s, gemmType(x.dtype()), gemmType(y.dtype()), x.deviceData(), w.deviceData(), y.deviceData());
 }
 
-FloatFormat formatOf(ir::DType dtype) {
-  switch (dtype) {
-    case ir::DType::F16: return FloatFormat::kF16;
-    case ir::DType::BF16: return FloatFormat::kBF16;
-    default: return FloatFormat::kF32;
-  }
-}
-
 // Input i of an element-wise op, of the op's element type: f32, or the one
 // half type of all its operands (launchOp sends those here unwidened).
 const Tensor& elements(const KernelArgs& a, std::size_t i) {
@@ -146,23 +138,7 @@ void binary(const KernelArgs& a, const GpuContext& gpu) {
     index.stridesA[d] = sa[d];
     index.stridesB[d] = sb[d];
   }
-  const BinaryKind kind = a.op.kind == K::Add   ? BinaryKind::kAdd
-                          : a.op.kind == K::Sub ? BinaryKind::kSub
-                          : a.op.kind == K::Mul ? BinaryKind::kMul
-                                                : BinaryKind::kDiv;
-  broadcastBinary(kind, formatOf(x.dtype()), x.deviceData(), z.deviceData(), y.deviceData(), index, gpu.stream);
-}
-
-UnaryKind unaryKind(K kind) {
-  switch (kind) {
-    case K::Neg: return UnaryKind::kNeg;
-    case K::Relu: return UnaryKind::kRelu;
-    case K::Gelu: return UnaryKind::kGelu;
-    case K::Tanh: return UnaryKind::kTanh;
-    case K::Sigmoid: return UnaryKind::kSigmoid;
-    case K::Exp: return UnaryKind::kExp;
-    default: return UnaryKind::kScale;
-  }
+  broadcastBinary(binaryKind(a.op.kind), formatOf(x.dtype()), x.deviceData(), z.deviceData(), y.deviceData(), index, gpu.stream);
 }
 
 void unaryOp(const KernelArgs& a, const GpuContext& gpu) {
@@ -540,6 +516,31 @@ bool halfTable(const ir::Op& op, const std::vector<const Tensor*>& inputs, const
 }
 
 }  // namespace
+
+BinaryKind binaryKind(ir::OpKind kind) {
+  return kind == K::Add ? BinaryKind::kAdd : kind == K::Sub ? BinaryKind::kSub : kind == K::Mul ? BinaryKind::kMul
+                                                                                              : BinaryKind::kDiv;
+}
+
+UnaryKind unaryKind(K kind) {
+  switch (kind) {
+    case K::Neg: return UnaryKind::kNeg;
+    case K::Relu: return UnaryKind::kRelu;
+    case K::Gelu: return UnaryKind::kGelu;
+    case K::Tanh: return UnaryKind::kTanh;
+    case K::Sigmoid: return UnaryKind::kSigmoid;
+    case K::Exp: return UnaryKind::kExp;
+    default: return UnaryKind::kScale;
+  }
+}
+
+FloatFormat formatOf(ir::DType dtype) {
+  switch (dtype) {
+    case ir::DType::F16: return FloatFormat::kF16;
+    case ir::DType::BF16: return FloatFormat::kBF16;
+    default: return FloatFormat::kF32;
+  }
+}
 
 bool readsOnHost(ir::OpKind kind) {
   return kind == K::Embedding || kind == K::EmbeddingGrad || kind == K::CrossEntropy || kind == K::CrossEntropyGrad ||

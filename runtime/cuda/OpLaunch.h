@@ -5,7 +5,9 @@
 // inputs whose elements the GPU can read. Private to runtime/cuda.
 #pragma once
 
+#include "runtime/FusedOps.h"
 #include "runtime/cpu/KernelSupport.h"
+#include "runtime/cuda/TrainingKernels.h"
 
 struct CUstream_st;
 
@@ -22,6 +24,19 @@ struct GpuContext {
 /// labels checked against their bounds, an update's scale): the stream must
 /// have finished what produced them.
 bool readsOnHost(ir::OpKind kind);
+
+/// How a tensor of `dtype` (a float type) stores its elements.
+FloatFormat formatOf(ir::DType dtype);
+/// The kernels' names for the element-wise ops (Add, Sub, Mul, Div; Neg,
+/// Relu, Gelu, Tanh, Sigmoid, Exp, Scale).
+BinaryKind binaryKind(ir::OpKind kind);
+UnaryKind unaryKind(ir::OpKind kind);
+
+/// Enqueues a fused group (FusedLaunch.cpp) on operands cpu::fusable takes,
+/// each in memory the GPU reads; allocates the non-null outputs from the
+/// current MemoryScope in the inputs' type.
+void launchFused(const FusedGroup& group, const std::vector<const Tensor*>& inputs, std::vector<Tensor*>& outputs,
+                 const GpuContext& gpu);
 
 /// Enqueues the op; returns before it has run. Scratch tensors it needs are
 /// added to `scratch`, which must live until the stream has finished. The

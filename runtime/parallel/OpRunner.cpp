@@ -46,7 +46,7 @@ std::uint64_t dropoutElementOffset(const ir::Graph& graph, ir::OpId id, std::int
 }
 
 OpRunner::OpRunner(const ir::Graph& graph, std::int64_t microbatch)
-    : graph_(graph), microbatch_(microbatch), names_(leafNames(graph)) {
+    : graph_(graph), microbatch_(microbatch), names_(leafNames(graph)), readers_(graph) {
   shapes_.reserve(graph.valueCount());
   for (ir::ValueId v = 0; v < graph.valueCount(); ++v) shapes_.push_back(boundShape(graph.value(v).type, microbatch));
 }
@@ -69,6 +69,34 @@ void OpRunner::runKernel(ir::OpId id, const std::vector<const Tensor*>& in, std:
   }
 }
 
+bool OpRunner::runGroup(const FusedGroup& group, std::span<const ir::OpId> ops, KernelBackend& backend,
+                        ValueTable& values, const TensorMap& state, const TensorMap& inputs,
+                        std::int64_t step) const {
+  const ir::OpId first = ops[group.first];
+  std::vector<const Tensor*> in;
+  std::vector<Tensor*> out;
+  for (ir::ValueId v : group.inputs) in.push_back(&input(first, v, values, state, inputs));
+  std::vector<ir::ValueId> added;
+  for (std::size_t k = 0; k < group.outputs.size(); ++k) {
+    const ir::ValueId v = group.outputs[k];
+    if (!group.live[k]) {
+      out.push_back(nullptr);
+      continue;
+    }
+    auto [it, fresh] = values.insert_or_assign(v, Tensor::placeholder(graph_.value(v).type.dtype, shapes_[v]));
+    out.push_back(&it->second);
+    added.push_back(v);
+  }
+  try {
+    if (backend.runFused(group, in, out, cpu::KernelContext{step, first, 0})) return true;
+  } catch (const std::exception& e) {
+    throw ExecutionError(graph_, first, fmt::format("{} (fused as {} with the next {} ops)", e.what(),
+                                                    fusedPatternName(group.pattern), group.count - 1));
+  }
+  for (ir::ValueId v : added) values.erase(v);
+  return false;
+}
+
 void OpRunner::run(std::span<const ir::OpId> ops, ValueTable& values, const TensorMap& state,
                    const TensorMap& inputs, std::int64_t step, const ReleasePlan* releases,
                    std::int64_t firstSample, double* moeDropped) const {
@@ -77,7 +105,23 @@ void OpRunner::run(std::span<const ir::OpId> ops, ValueTable& values, const Tens
   // Nothing here reads or writes the tensors' elements between the ops: a GPU
   // backend may keep them in flight until the batch ends.
   KernelBatch batch;
+  KernelBackend* backend = KernelScope::current();
+  const std::vector<FusedGroup> groups =
+      backend && backend->fuses() ? findFusedGroups(graph_, ops, readers_) : std::vector<FusedGroup>{};
+  auto group = groups.begin();
+  const auto release = [&](std::size_t i) {
+    if (releases)
+      for (ir::ValueId v : releases->after[i]) values.erase(v);
+  };
   for (std::size_t i = 0; i < ops.size(); ++i) {
+    if (group != groups.end() && group->first == i) {
+      const FusedGroup& g = *group++;
+      if (runGroup(g, ops, *backend, values, state, inputs, step)) {
+        for (std::size_t k = 0; k < g.count; ++k) release(i + k);
+        i += g.count - 1;
+        continue;
+      }
+    }
     const ir::OpId id = ops[i];
     const ir::Op& op = graph_.op(id);
     in.clear();
@@ -92,8 +136,7 @@ void OpRunner::run(std::span<const ir::OpId> ops, ValueTable& values, const Tens
     }
     runKernel(id, in, out, step, firstSample);
     if (moeDropped && op.kind == ir::OpKind::MoeDispatch) *moeDropped += cpu::droppedChoices(op, *in.at(1));
-    if (releases)
-      for (ir::ValueId v : releases->after[i]) values.erase(v);
+    release(i);
   }
   batch.finish();
 }

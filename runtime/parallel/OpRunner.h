@@ -8,11 +8,14 @@
 #include <vector>
 
 #include "ir/Graph.h"
+#include "runtime/FusedOps.h"
 #include "runtime/Tensor.h"
 #include "runtime/parallel/ValueLifetimes.h"
 #include "runtime/reference/SerialExecutor.h"
 
 namespace meshflow::runtime {
+
+class KernelBackend;
 
 /// The values one run of a stage holds, by value id (ordered: messages built
 /// from it list their tensors in a fixed order).
@@ -50,6 +53,9 @@ class OpRunner {
   /// `firstSample`: where the microbatch starts in the step's batch (dropout
   /// masks follow the whole batch's element indices). With `moeDropped`, adds
   /// the choices each moe_dispatch op drops past capacity (cpu::droppedChoices).
+  /// When the thread's backend fuses (KernelBackend::fuses), each group of
+  /// findFusedGroups it takes runs as one launch, and the intermediates only
+  /// the group reads are never added to `values`.
   void run(std::span<const ir::OpId> ops, ValueTable& values, const TensorMap& state,
            const TensorMap& inputs, std::int64_t step, const ReleasePlan* releases = nullptr,
            std::int64_t firstSample = 0, double* moeDropped = nullptr) const;
@@ -64,13 +70,19 @@ class OpRunner {
                  std::int64_t step, std::int64_t firstSample = 0) const;
 
   const ir::Graph& graph() const { return graph_; }
+  const ValueReaders& readers() const { return readers_; }
   const Shape& shape(ir::ValueId v) const { return shapes_.at(v); }
 
  private:
+  /// Offers `group` of `ops` to `backend`; whether it ran it.
+  bool runGroup(const FusedGroup& group, std::span<const ir::OpId> ops, KernelBackend& backend, ValueTable& values,
+                const TensorMap& state, const TensorMap& inputs, std::int64_t step) const;
+
   const ir::Graph& graph_;
   std::int64_t microbatch_;
   std::vector<Shape> shapes_;
   std::vector<std::string> names_;
+  ValueReaders readers_;
 };
 
 }  // namespace meshflow::runtime

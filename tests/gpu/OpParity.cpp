@@ -2,7 +2,8 @@
 // (runtime/cuda/KernelPlacement.h), through the backend itself (CudaKernels:
 // the cpu kernels' argument checks, managed memory, the launch), against the
 // cpu kernel on the same fresh random inputs. Each check also fails if the op
-// ran on the host instead. Without a GPU it prints SKIPPED and exits 77.
+// ran on the host instead. The fused groups are checked last (FusedParity.cpp).
+// Without a GPU it prints SKIPPED and exits 77.
 //
 // Tolerances, as |gpu - cpu| <= atol + rtol·|cpu| per element: exact where
 // both sides round once in the same order (broadcast arithmetic, relu,
@@ -20,6 +21,7 @@
 #include "runtime/KernelBackend.h"
 #include "runtime/cuda/CudaKernels.h"
 #include "runtime/cuda/DeviceAllocator.h"
+#include "tests/gpu/FusedParity.h"
 #include "tests/gpu/Parity.h"
 
 namespace {
@@ -397,6 +399,7 @@ int main() {
                           castCases(), halfCases(), hostCases()})
         for (const OpCase& c : cases) check(kernels, memory, c);
       checkBatchedChain(kernels, memory);
+      checkFusedGroups(kernels, memory);
       std::printf("ops on the GPU: %zu kinds; %s memory peak %lld bytes\n", kernels.gpuOps().size(),
                   managed ? "managed" : "device", static_cast<long long>(memory->stats().peak));
     }

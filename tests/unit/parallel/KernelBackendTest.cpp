@@ -4,9 +4,11 @@
 // (SpmdRunner) ops alike — and give every device its memory. A backend that
 // forwards to the cpu kernels changes no bit of the run.
 #include <atomic>
+#include <deque>
 
 #include "ParallelModels.h"
 #include "runtime/KernelBackend.h"
+#include "runtime/cpu/FusedKernels.h"
 #include "runtime/cpu/LocalCluster.h"
 
 using namespace meshflow;
@@ -15,9 +17,25 @@ using namespace meshflow::parallel_test;
 namespace {
 
 
-// The cpu kernels, counted.
+enum class Fusing { kNo, kYes, kDeclined };
+
+// The cpu kernels, counted; fusing, the fused groups on the cpu reference
+// (runtime/cpu/FusedKernels.h), as the cuda backend runs them, or offered
+// and every one declined.
 class CountingKernels final : public runtime::KernelBackend {
  public:
+  explicit CountingKernels(Fusing fusing = Fusing::kNo) : fusing_(fusing) {}
+  bool fuses() const override { return fusing_ != Fusing::kNo; }
+  bool runFused(const runtime::FusedGroup& group, const std::vector<const runtime::Tensor*>& in,
+                std::vector<runtime::Tensor*>& out, const runtime::cpu::KernelContext&) override {
+    if (fusing_ == Fusing::kDeclined || !runtime::cpu::fusable(group, in)) {
+      ++declined;
+      return false;
+    }
+    ++fused;
+    runtime::cpu::runFused(group, in, out);
+    return true;
+  }
   void run(const ir::Op& op, const std::vector<const runtime::Tensor*>& in, std::vector<runtime::Tensor*>& out,
            const runtime::cpu::KernelContext& ctx) override {
     ++ops;
@@ -25,13 +43,18 @@ class CountingKernels final : public runtime::KernelBackend {
     runtime::cpu::runKernel(op, in, out, ctx);
   }
   void synchronize() override { ++waits; }
-  std::atomic<int> ops{0}, batched{0}, waits{0};
+  std::atomic<int> ops{0}, batched{0}, waits{0}, fused{0}, declined{0};
+
+ private:
+  Fusing fusing_;
 };
 
 // The cpu backend's devices, each thread with a KernelScope of its own backend.
 class ScopedHost final : public runtime::DeviceHost {
  public:
-  explicit ScopedHost(int devices) : cluster_({devices}), kernels_(static_cast<std::size_t>(devices)) {}
+  explicit ScopedHost(int devices, Fusing fusing = Fusing::kNo) : cluster_({devices}) {
+    for (int d = 0; d < devices; ++d) kernels_.emplace_back(fusing);
+  }
   bool runsHere(int device) const override { return cluster_.runsHere(device); }
   runtime::Communicator& communicator(int device) override { return cluster_.communicator(device); }
   runtime::cpu::CoreGate* cores() override { return nullptr; }
@@ -48,22 +71,25 @@ class ScopedHost final : public runtime::DeviceHost {
   int opsOn(int device) const { return kernels_[static_cast<std::size_t>(device)].ops; }
   int batchedOn(int device) const { return kernels_[static_cast<std::size_t>(device)].batched; }
   int waitsOn(int device) const { return kernels_[static_cast<std::size_t>(device)].waits; }
+  int fusedOn(int device) const { return kernels_[static_cast<std::size_t>(device)].fused; }
+  int declinedOn(int device) const { return kernels_[static_cast<std::size_t>(device)].declined; }
   int memories = 0;
 
  private:
   runtime::cpu::LocalCluster cluster_;
-  std::vector<CountingKernels> kernels_;
+  std::deque<CountingKernels> kernels_;  // not movable (atomics): built in place
 };
 
 // A run on a ScopedHost, with what its devices' backends saw.
 struct ScopedRun {
   RunResult run;
-  std::vector<int> ops, batched, waits;  // per device
+  std::vector<int> ops, batched, waits, fused, declined;  // per device
   int memories = 0;
 };
 
-ScopedRun runScoped(const passes::TrainingGraph& training, const runtime::ParallelPlan& plan, int devices) {
-  auto owned = std::make_unique<ScopedHost>(devices);
+ScopedRun runScoped(const passes::TrainingGraph& training, const runtime::ParallelPlan& plan, int devices,
+                    Fusing fusing = Fusing::kNo) {
+  auto owned = std::make_unique<ScopedHost>(devices, fusing);
   ScopedHost* host = owned.get();
   runtime::ParallelOptions options = optionsFor(8);
   options.devices = devices;
@@ -80,6 +106,8 @@ ScopedRun runScoped(const passes::TrainingGraph& training, const runtime::Parall
     r.ops.push_back(host->opsOn(d));
     r.batched.push_back(host->batchedOn(d));
     r.waits.push_back(host->waitsOn(d));
+    r.fused.push_back(host->fusedOn(d));
+    r.declined.push_back(host->declinedOn(d));
   }
   r.memories = host->memories;
   return r;
@@ -210,4 +238,33 @@ TEST_CASE("tensor-parallel ops run on the device's backend too", "[parallel][bac
   options.devices = 2;
   RunResult plain = runParallel(training, plan, options, 2, 5);
   REQUIRE(scoped.run.losses == plain.losses);
+}
+
+TEST_CASE("a backend that fuses trains a GPT to the same bits as the unfused ops", "[parallel][backend][fusion]") {
+  for (const char* dtype : {"f32", "bf16"}) {
+    INFO(dtype);
+    ir::Graph forward = traceModel(
+        "", fmt::format("gpt(layers = 2, hidden = 16, heads = 2, seq = 8, vocab = 32, dtype = {})", dtype));
+    auto training = passes::buildTrainingGraph(forward, passes::OptimizerConfig::adam());
+    runtime::ParallelPlan plan = twoStagesTwoReplicas(forward);
+    ScopedRun plain = runScoped(training, plan, 4);
+    ScopedRun fused = runScoped(training, plan, 4, Fusing::kYes);
+    // Every group declined: its ops run one by one, as without fusing.
+    ScopedRun declined = runScoped(training, plan, 4, Fusing::kDeclined);
+    for (const ScopedRun* run : {&fused, &declined}) {
+      REQUIRE(run->run.losses == plain.run.losses);
+      for (const auto& [name, tensor] : plain.run.state) REQUIRE(run->run.state.at(name).bitEqual(tensor));
+    }
+    for (int d = 0; d < 4; ++d) {
+      INFO("device " << d);
+      const auto i = static_cast<std::size_t>(d);
+      CHECK(plain.fused[i] == 0);
+      CHECK(fused.fused[i] > 0);
+      CHECK(fused.declined[i] == 0);
+      // Each group's ops but one are launches saved.
+      CHECK(fused.ops[i] + fused.fused[i] < plain.ops[i]);
+      CHECK(declined.declined[i] == fused.fused[i]);
+      CHECK(declined.ops[i] == plain.ops[i]);
+    }
+  }
 }
