@@ -140,13 +140,16 @@ torch_peak=$(awk '$1 == "torch_bench" { print $9 }' "$BUILD/torch.txt")
 
 # meshflow's step: the median of the step lines' times after the first ("step
 # 2/4  loss ...  812.3 ms (simulated ...)": the first time on the line, in ms or s).
+# bench_meshflow MEMORY [FUSE]: FUSE 0 runs every op alone (MESHFLOW_CUDA_FUSE=0).
 bench_meshflow() {
-  local memory=$1 out="$BUILD/meshflow-bench-$1.txt"
-  log "benchmark: gpt_350m bf16, meshflow, $memory memory"
+  local memory=$1 fuse=${2:-1}
+  local label="$memory${2:+, fuse $2}"
+  local out="$BUILD/meshflow-bench-$memory${2:+-fuse$2}.txt"
+  log "benchmark: gpt_350m bf16, meshflow, $label"
   # The interpreter's default cap on the values it holds (4 GiB) is a laptop's;
   # the model's tensors are on the GPU here.
-  MESHFLOW_CUDA_MEMORY=$memory MESHFLOW_CUDA_OPS=1 timeout "$(limit 200)" "$BUILD/meshflow" run --stdlib stdlib \
-    --max-memory 100GiB tests/gpu/bench_gpt.mesh 2>&1 | tee "$out"
+  MESHFLOW_CUDA_MEMORY=$memory MESHFLOW_CUDA_FUSE=$fuse MESHFLOW_CUDA_OPS=1 timeout "$(limit 200)" "$BUILD/meshflow" \
+    run --stdlib stdlib --max-memory 100GiB tests/gpu/bench_gpt.mesh 2>&1 | tee "$out"
   local bench=${PIPESTATUS[0]}
   local ours_ms
   ours_ms=$(awk '$1 == "step" { for (i = 2; i < NF; ++i) if ($(i + 1) == "ms" || $(i + 1) == "s") {
@@ -158,10 +161,10 @@ bench_meshflow() {
     summary=$(awk -v ours="$ours_ms" -v torch="$torch_step" -v flops="$flops" -v gemm="${gemm_bf16:-0}" 'BEGIN {
       s = ours / 1000; printf "meshflow %.3f s/step, PyTorch eager %.3f s/step: %.2fx", s, torch, s / torch
       if (gemm > 0) printf "; model FLOP/s %.1f%% (torch %.1f%%) of the bf16 GEMM rate", 100 * flops / s / (gemm * 1e12), 100 * flops / torch / (gemm * 1e12) }')
-    row "benchmark gpt_350m bf16 b8, $memory" "$summary"
+    row "benchmark gpt_350m bf16 b8, $label" "$summary"
     row "  memory" "meshflow $peaks; torch peak ${torch_peak:-?} bytes"
   else
-    row "benchmark gpt_350m bf16 b8, $memory" "FAILED (meshflow exit $bench, torch step ${torch_step:-none}): $(grep -m1 -E 'error' "$out" | cut -c1-100)"
+    row "benchmark gpt_350m bf16 b8, $label" "FAILED (meshflow exit $bench, torch step ${torch_step:-none}): $(grep -m1 -E 'error' "$out" | cut -c1-100)"
     status=1
   fi
 }
@@ -182,4 +185,6 @@ row "  last step's instructions" "${phases:-not measured}"
 
 # Device memory last: when steps are slow, the profile above is what says why.
 bench_meshflow device
+# What the fused groups gain: the same step with every op alone.
+bench_meshflow managed 0
 finish $status
