@@ -20,6 +20,21 @@
 namespace meshflow::runtime::cuda {
 namespace {
 
+// The name an op's time is kept under while profiling: its kind, and for a
+// matmul its operands and work too ("matmul bf16 [8, 1024, 1024] x [1024,
+// 3072] 51.5 GFLOP"), so that the report says which GEMMs are slow.
+std::string profiledName(const ir::Op& op, const std::vector<const Tensor*>& inputs) {
+  if (op.kind != ir::OpKind::MatMul || inputs.size() != 2 || inputs[0]->rank() < 2 || inputs[1]->rank() < 2)
+    return ir::opName(op.kind);
+  const Tensor &a = *inputs[0], &b = *inputs[1];
+  const bool ta = ir::flagAttr(op, "transpose_a"), tb = ir::flagAttr(op, "transpose_b");
+  const std::int64_t m = ta ? a.dim(-1) : a.dim(-2), k = ta ? a.dim(-2) : a.dim(-1), n = tb ? b.dim(-2) : b.dim(-1);
+  const double batch = static_cast<double>(shapeElements(Shape(a.shape().begin(), a.shape().end() - 2)));
+  const double flops = 2.0 * batch * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  return fmt::format("matmul {} {}{} x {}{} {:.1f} GFLOP", ir::dtypeName(a.dtype()), shapeText(a.shape()),
+                     ta ? "^T" : "", shapeText(b.shape()), tb ? "^T" : "", flops / 1e9);
+}
+
 // Whether the GPU can read the tensor's elements in place: device, managed or
 // pinned memory. Host tensors from the heap (a step's batch, made by the
 // controller) are copied first.
@@ -148,7 +163,7 @@ void CudaKernels::run(const ir::Op& op, const std::vector<const Tensor*>& inputs
   }
   std::vector<Tensor> staged;
   std::vector<Tensor> scratch;
-  onGpu(ir::opName(op.kind), [&] {
+  onGpu(profiling_ ? profiledName(op, inputs) : ir::opName(op.kind), [&] {
     launchOp(op, readableInputs(inputs, staged), outputs, ctx, {stream_, gemm_.get()}, scratch);
   });
   // Staged copies and scratch go back to the allocator's cache when this

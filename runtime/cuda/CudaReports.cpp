@@ -31,7 +31,7 @@ std::string opsSummary(int device, const CudaKernels& kernels) {
                      fused.empty() ? "" : "; fused: " + fused);
 }
 
-// "device 0 time by op kind (each op waited for): matmul 1.23 s (40%, 480 ops), ..." — the ten largest.
+// "device 0 time by op kind (each op waited for): matmul 1.23 s (40%, 480 ops), ..." — the twenty largest (matmuls by their operands).
 std::string timeSummary(int device, const CudaKernels& kernels) {
   struct Kind {
     std::string name;
@@ -52,7 +52,7 @@ std::string timeSummary(int device, const CudaKernels& kernels) {
     return a.seconds != b.seconds ? a.seconds > b.seconds : a.name < b.name;
   });
   std::string text;
-  for (std::size_t i = 0; i < kinds.size() && i < 10; ++i)
+  for (std::size_t i = 0; i < kinds.size() && i < 20; ++i)
     text += fmt::format("{}{} {:.3f} s ({:.0f}%, {} ops)", i ? ", " : "", kinds[i].name, kinds[i].seconds,
                         total > 0 ? 100 * kinds[i].seconds / total : 0.0, kinds[i].ops);
   return fmt::format("meshflow: cuda device {} time by op kind, each op waited for ({:.3f} s in all): {}", device,

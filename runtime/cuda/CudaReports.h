@@ -1,6 +1,6 @@
 // What the cuda backend says about a run when it ends, on stderr: per device,
 // how many ops ran on the GPU and on the host (MESHFLOW_CUDA_OPS=1), and the
-// op kinds that took the most time (MESHFLOW_CUDA_PROFILE=1, docs/gpu.md).
+// op kinds (matmuls by their operands) that took the most time (MESHFLOW_CUDA_PROFILE=1, docs/gpu.md).
 #pragma once
 
 #include <utility>
