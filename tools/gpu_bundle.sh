@@ -13,7 +13,7 @@
 #   bare GPU image lacks — Debian's loader and C library included, so it runs
 #   whatever the image's own are — but not the CUDA runtime, cuBLAS, NCCL or
 #   the driver, which it finds there (gpu_check.sh sets the library path).
-#   Large libraries are stored xz-compressed (gpu_check.sh unpacks them).
+#   Libraries over 1 MiB are stored xz-compressed (gpu_check.sh unpacks them).
 #   The tiny-GPT parity test and the benchmark run on it.
 #
 # Environment: BUILD (default build-bundle), JOBS (default 2). Fails if the bundle
@@ -54,8 +54,26 @@ ldd "$exe" | awk '/=> \// { print $3 } /^\t\/.*ld-linux/ { print $1 }' | sort -u
   esac
   cp -L "$lib" build-gpu-deps/meshflow/lib/
 done
+# Open MPI's launcher (Debian's orterun), its components, help files and
+# PMIx's, in their install layout under build-gpu-deps/openmpi (OPAL_PREFIX
+# and PMIx's component path point there), for the check's GPU cluster under --backend
+# mpi on one machine; the libraries they need beside meshflow's.
+if [ -x /usr/bin/orterun ] && [ -d /usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3 ]; then
+  ompi=build-gpu-deps/openmpi
+  mkdir -p $ompi/bin $ompi/lib/x86_64-linux-gnu/openmpi/lib $ompi/share $ompi/pmix2/lib
+  cp /usr/bin/orterun $ompi/bin/
+  cp -r /usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3 $ompi/lib/x86_64-linux-gnu/openmpi/lib/
+  cp -r /usr/share/openmpi $ompi/share/
+  [ -d /usr/lib/x86_64-linux-gnu/pmix2/lib/pmix ] && cp -r /usr/lib/x86_64-linux-gnu/pmix2/lib/pmix $ompi/pmix2/lib/
+  [ -d /usr/lib/x86_64-linux-gnu/pmix2/share ] && cp -r /usr/lib/x86_64-linux-gnu/pmix2/share $ompi/pmix2/
+  find $ompi/bin $ompi/lib $ompi/pmix2 -type f \( -name '*.so' -o -name orterun \) -exec ldd {} \; 2>/dev/null |
+    awk '/=> \// { print $3 }' | sort -u | while read -r lib; do
+      case "$(basename "$lib")" in libcuda.so*|libcudart.so*|libcublas*.so*|libnccl.so*|libnvidia*) continue ;; esac
+      [ -e "build-gpu-deps/meshflow/lib/$(basename "$lib")" ] || cp -L "$lib" build-gpu-deps/meshflow/lib/
+    done
+fi
 for lib in build-gpu-deps/meshflow/lib/*; do
-  [ "$(stat -c %s "$lib")" -gt $((4 << 20)) ] && xz -T2 -6 "$lib"
+  [ "$(stat -c %s "$lib")" -gt $((1 << 20)) ] && xz -T2 -6 "$lib"
 done
 size=$(du -sm build-gpu-deps | cut -f1)
 [ "$size" -le 60 ] || { echo "gpu_bundle: build-gpu-deps/ is $size MiB, more than 60" >&2; exit 1; }

@@ -187,4 +187,24 @@ row "  last step's instructions" "${phases:-not measured}"
 bench_meshflow device
 # What the fused groups gain: the same step with every op alone.
 bench_meshflow managed 0
+
+# A GPU cluster under --backend mpi: 2 processes on this GPU, with the bundle's
+# Open MPI launcher (Debian's orterun on the bundle's loader; OPAL_PREFIX and
+# PMIx's component path point at the bundle's components), one machine: no
+# ssh (plm isolated). Tried here with the system's components hidden.
+ompi=build-gpu-deps/openmpi
+if [ -x "$ompi/bin/orterun" ]; then
+  log "mpi: tests/mpi/gpu_2.mesh on 2 processes"
+  ompi=$(cd "$ompi" && pwd)
+  printf '#!/bin/sh\nexport OPAL_PREFIX="%s" PMIX_MCA_mca_base_component_path="%s/pmix2/lib/pmix"\nexec "%s/ld-linux-x86-64.so.2" --library-path "%s" "%s/bin/orterun" "$@"\n' \
+    "$ompi" "$ompi" "$(cd "$libs" && pwd)" "$library_path" "$ompi" > "$BUILD/mpirun"
+  chmod +x "$BUILD/mpirun"
+  timeout "$(limit 90)" "$BUILD/mpirun" --allow-run-as-root --oversubscribe --mca plm isolated -np 2 \
+    "$BUILD/meshflow" run --stdlib stdlib tests/mpi/gpu_2.mesh --backend mpi 2>&1 | tee "$BUILD/mpi.txt"
+  mpi=${PIPESTATUS[0]}
+  if [ "$mpi" -eq 0 ] && grep -q "^mpi gpu parity ok" "$BUILD/mpi.txt"; then row "mpi: 2 processes on the GPU" "passed"
+  else row "mpi: 2 processes on the GPU" "FAILED (exit $mpi): $(grep -m1 -E 'error|FAIL|ORTE|MPI' "$BUILD/mpi.txt" | cut -c1-100)"; status=1; fi
+else
+  row "mpi: 2 processes on the GPU" "not run: no build-gpu-deps/openmpi"
+fi
 finish $status
