@@ -34,6 +34,9 @@ constexpr std::size_t kPlansBuilt = 9;  // the plan and 8 alternatives
 // A candidate whose closed-form peak passes 90% of the budget is checked
 // against the peak its plan would report (the schedule replayed).
 constexpr double kReplayShare = 0.9;
+// The leanest search's stage searches after the first, each under a budget cut
+// by the overshoot of the replayed peak over the budget (searchLeanest).
+constexpr int kTightenings = 3;
 // The final choice simulates this many of the best estimates, while the sum
 // of their simulationWork stays under the budget (GPT-1T on 3072 GPUs with 512
 // microbatches, about 1.6 million, simulates in about a second).
@@ -362,6 +365,7 @@ class Search {
     // Nothing fits: search again with layers leaner for the microbatches a
     // stage holds at once (LayerCostTable::countMicrobatchesInFlight).
     if (candidates_.empty() && table_->countMicrobatchesInFlight()) searchAll();
+    if (candidates_.empty() && table_->priceLeanest()) searchLeanest();
     if (candidates_.empty()) throw nothingFits();
     PlanControl::Pass pass(request_.control, "placement and simulation");
     return finish(candidates_.front());
@@ -377,7 +381,37 @@ class Search {
     return l;
   }
 
-  void searchAll() {
+  // The last search, with the leanest strategies (LayerCostTable::priceLeanest),
+  // which do not depend on the budget: the other searches price memory at the
+  // layer's share of it, so they get less lean as it grows, and a budget could
+  // lose a plan a smaller one found. The stage search bounds a stage's memory
+  // by a closed form that the replayed peak may exceed; when the schedule
+  // check refuses every split it found for that, it searches again with the
+  // stage search's budget cut by that overshoot (at most kTightenings times),
+  // where a smaller budget's stage search would have found a split that fits.
+  void searchLeanest() {
+    double stageBudget = budget_;
+    std::string why;  // a refusal names the stage search under budget_, not a cut one
+    for (int round = 0; round <= kTightenings && candidates_.empty(); ++round) {
+      const ScheduleRefusal before = scheduleRefusal_;
+      scheduleRefusal_.smallestPeak = std::numeric_limits<double>::infinity();
+      searchAll(stageBudget);
+      if (round == 0) why = lastWhy_;
+      const double overshoot = scheduleRefusal_.smallestPeak;
+      if (before.smallestPeak <= overshoot) {
+        scheduleRefusal_.smallestPeak = before.smallestPeak;
+        scheduleRefusal_.leanest = before.leanest;
+      }
+      if (!std::isfinite(overshoot) || overshoot <= budget_) break;
+      stageBudget *= budget_ / overshoot;
+    }
+    lastWhy_ = why;
+  }
+
+  // `stageBudget`: the memory budget the stage search splits under (the
+  // schedule check holds the plans to budget_ whatever it is).
+  void searchAll() { searchAll(budget_); }
+  void searchAll(double stageBudget) {
     for (int microbatches : microbatchCandidates(request_)) {
       StageSearchInput in;
       in.table = &*table_;
@@ -386,7 +420,7 @@ class Search {
       in.variants = variants(request_);
       in.microbatch = request_.globalBatch / microbatches;
       in.microbatches = microbatches;
-      in.memoryBudget = budget_;
+      in.memoryBudget = stageBudget;
       in.layerPins = request_.layerPins;
       in.stages = request_.stages;
       in.control = request_.control;
@@ -402,12 +436,14 @@ class Search {
       }
       prefetch(in);
       PlanControl::Pass pass(request_.control, "stage search");
+      StageSearchInput check = in;
+      check.memoryBudget = budget_;
       for (auto& [result, search] : stageResults(in))
         for (ScheduleChoice schedule : scheduleCandidates(request_)) {
           checkpoint(request_.control, 1);
           // One rank cut into chunks runs as 1F1B does, in more pieces: only on request.
           if (schedule.chunks > 1 && result.stages.size() == 1 && !request_.schedule) continue;
-          if (auto c = withSchedule(result, schedule, microbatches, in, scheduleRefusal_)) {
+          if (auto c = withSchedule(result, schedule, microbatches, check, scheduleRefusal_)) {
             c->search = search;
             ++searched_;
             keep(std::move(*c));
