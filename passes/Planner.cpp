@@ -262,7 +262,8 @@ double searchedMemory(const StageSearchResult& found, int microbatches) {
   const int p = int(found.stages.size());
   double largest = 0;
   for (int k = 0; k < p; ++k)
-    largest = std::max(largest, found.stages[k].estimate.memory(double(std::min(p - k, microbatches))));
+    largest =
+        std::max(largest, found.stages[k].estimate.memory(double(std::min(p - k, microbatches))));
   return largest;
 }
 
@@ -335,7 +336,8 @@ std::optional<Candidate> withSchedule(const StageSearchResult& found, ScheduleCh
       refusal.smallestPeak = peak;
       refusal.leanest = c.describe(*in.configs);
     }
-    refusal.largestSearched = std::max(refusal.largestSearched, searchedMemory(found, microbatches));
+    refusal.largestSearched =
+        std::max(refusal.largestSearched, searchedMemory(found, microbatches));
     return {};
   }
   return c;
