@@ -25,7 +25,9 @@ struct MemoryFloor {
 /// bracket is within `precision` (relative) or `probes` plannings have
 /// bisected it (a count, not a time, so the answer is the same on every
 /// machine). Nothing when no budget gives a plan (the request fails for
-/// another reason). Assumes a larger budget never loses a plan.
+/// another reason). Bisection needs a larger budget never to lose a plan,
+/// which the planner's last, leanest search is there to keep
+/// (docs/planning.md, "A larger budget never loses a plan").
 std::optional<MemoryFloor> memoryFloor(const ir::Graph& forward, const ir::Cluster& cluster,
                                        PlanRequest request, double precision = 0.02,
                                        int probes = 10);

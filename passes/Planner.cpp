@@ -34,6 +34,9 @@ constexpr std::size_t kPlansBuilt = 9;  // the plan and 8 alternatives
 // A candidate whose closed-form peak passes 90% of the budget is checked
 // against the peak its plan would report (the schedule replayed).
 constexpr double kReplayShare = 0.9;
+// The leanest search's stage searches after the first, each under a budget
+// just below the splits the schedule check refused (searchLeanest).
+constexpr int kTightenings = 8;
 // The final choice simulates this many of the best estimates, while the sum
 // of their simulationWork stays under the budget (GPT-1T on 3072 GPUs with 512
 // microbatches, about 1.6 million, simulates in about a second).
@@ -243,12 +246,26 @@ struct ScheduleRefusal {
   /// the memory budget refused under their schedule, and that plan.
   double smallestPeak = std::numeric_limits<double>::infinity();
   std::string leanest;
+  /// The largest memory the stage search held a plan the budget refused to
+  /// (its closed form: StageEstimate::memory(held) at 1F1B's holding).
+  double largestSearched = 0;
 
   void refuse(std::string atHint, std::string reason) {
     hint = std::move(atHint);
     why = std::move(reason);
   }
 };
+
+// The largest memory the stage search held a stage of `found` to: its closed
+// form with 1F1B's holding, stage k of p holding min(p − k, B) microbatches.
+double searchedMemory(const StageSearchResult& found, int microbatches) {
+  const int p = int(found.stages.size());
+  double largest = 0;
+  for (int k = 0; k < p; ++k)
+    largest =
+        std::max(largest, found.stages[k].estimate.memory(double(std::min(p - k, microbatches))));
+  return largest;
+}
 
 std::optional<Candidate> withSchedule(const StageSearchResult& found, ScheduleChoice schedule,
                                       int microbatches, const StageSearchInput& in, ScheduleRefusal& refusal) {
@@ -319,6 +336,8 @@ std::optional<Candidate> withSchedule(const StageSearchResult& found, ScheduleCh
       refusal.smallestPeak = peak;
       refusal.leanest = c.describe(*in.configs);
     }
+    refusal.largestSearched =
+        std::max(refusal.largestSearched, searchedMemory(found, microbatches));
     return {};
   }
   return c;
@@ -362,6 +381,7 @@ class Search {
     // Nothing fits: search again with layers leaner for the microbatches a
     // stage holds at once (LayerCostTable::countMicrobatchesInFlight).
     if (candidates_.empty() && table_->countMicrobatchesInFlight()) searchAll();
+    if (candidates_.empty() && table_->priceLeanest()) searchLeanest();
     if (candidates_.empty()) throw nothingFits();
     PlanControl::Pass pass(request_.control, "placement and simulation");
     return finish(candidates_.front());
@@ -377,7 +397,33 @@ class Search {
     return l;
   }
 
-  void searchAll() {
+  // The last search, with the leanest strategies (LayerCostTable::priceLeanest),
+  // which do not depend on the budget: the other searches price memory at the
+  // layer's share of it, so they get less lean as it grows, and a budget could
+  // lose a plan a smaller one found. The stage search bounds a stage's memory
+  // by a closed form that the replayed peak may exceed, and picks the fastest
+  // split under it: a split the schedule check refuses hides the leaner ones a
+  // smaller budget's stage search would pick. So while the check refuses
+  // splits for memory, the stage search runs again under a budget just below
+  // the largest closed form of those (at most kTightenings times).
+  void searchLeanest() {
+    double stageBudget = budget_;
+    std::string why;  // a refusal names the stage search under budget_, not a cut one
+    for (int round = 0; round <= kTightenings && candidates_.empty(); ++round) {
+      scheduleRefusal_.largestSearched = 0;
+      searchAll(stageBudget);
+      if (round == 0) why = lastWhy_;
+      const double refused = scheduleRefusal_.largestSearched;
+      if (refused <= 0) break;
+      stageBudget = std::nextafter(std::min(stageBudget, refused), 0.0);
+    }
+    lastWhy_ = why;
+  }
+
+  // `stageBudget`: the memory budget the stage search splits under (the
+  // schedule check holds the plans to budget_ whatever it is).
+  void searchAll() { searchAll(budget_); }
+  void searchAll(double stageBudget) {
     for (int microbatches : microbatchCandidates(request_)) {
       StageSearchInput in;
       in.table = &*table_;
@@ -386,7 +432,7 @@ class Search {
       in.variants = variants(request_);
       in.microbatch = request_.globalBatch / microbatches;
       in.microbatches = microbatches;
-      in.memoryBudget = budget_;
+      in.memoryBudget = stageBudget;
       in.layerPins = request_.layerPins;
       in.stages = request_.stages;
       in.control = request_.control;
@@ -402,12 +448,14 @@ class Search {
       }
       prefetch(in);
       PlanControl::Pass pass(request_.control, "stage search");
+      StageSearchInput check = in;
+      check.memoryBudget = budget_;
       for (auto& [result, search] : stageResults(in))
         for (ScheduleChoice schedule : scheduleCandidates(request_)) {
           checkpoint(request_.control, 1);
           // One rank cut into chunks runs as 1F1B does, in more pieces: only on request.
           if (schedule.chunks > 1 && result.stages.size() == 1 && !request_.schedule) continue;
-          if (auto c = withSchedule(result, schedule, microbatches, in, scheduleRefusal_)) {
+          if (auto c = withSchedule(result, schedule, microbatches, check, scheduleRefusal_)) {
             c->search = search;
             ++searched_;
             keep(std::move(*c));

@@ -17,6 +17,11 @@
 namespace meshflow::passes {
 namespace {
 
+// A leanest solve's memory weight, in the layer's fastest latency per its
+// fastest footprint: saving a thousandth of that footprint is worth the whole
+// latency, so memory decides and time only breaks ties.
+constexpr double kLeanestWeight = 1000;
+
 // The forward share of an op's work: by FLOPs, or by bytes for ops without any.
 double forwardFraction(const ir::OpCost& c) {
   double total = c.flops + c.backwardFlops;
@@ -195,21 +200,34 @@ std::int64_t LayerCostTable::leanHolding(const MeshConfig& config, double syncWe
 bool LayerCostTable::countMicrobatchesInFlight() {
   if (countInFlight_) return false;
   countInFlight_ = true;
+  dropLeanCosts();
+  return true;
+}
+
+bool LayerCostTable::priceLeanest() {
+  if (leanest_) return false;
+  leanest_ = countInFlight_ = true;
+  dropLeanCosts();
+  return true;
+}
+
+void LayerCostTable::dropLeanCosts() {
   for (auto it = cache_.begin(); it != cache_.end();)
     it = std::get<4>(it->first) ? cache_.erase(it) : std::next(it);
-  return true;
 }
 
 double LayerCostTable::leanWeight(const MeshConfig& config, const LayerCost& fastest,
                                   double syncWeight) const {
-  if (options_.memoryBudget <= 0) return 0;
-  double layersPerStage = std::ceil(double(layerCount()) / double(stagesOf(config)));
-  double share = options_.memoryBudget / layersPerStage;
   double held = double(leanHolding(config, syncWeight));
   double memory =
       fastest.weights + fastest.gradients + fastest.optimizerState + held * fastest.activations;
+  double latency = fastest.forward + fastest.backward;
+  if (leanest_) return memory > 0 ? kLeanestWeight * latency / memory : 0;
+  if (options_.memoryBudget <= 0) return 0;
+  double layersPerStage = std::ceil(double(layerCount()) / double(stagesOf(config)));
+  double share = options_.memoryBudget / layersPerStage;
   if (memory <= share) return 0;
-  return (fastest.forward + fastest.backward) / share;
+  return latency / share;
 }
 
 void LayerCostTable::prefetch(const std::vector<Request>& requests, unsigned threads) {

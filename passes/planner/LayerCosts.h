@@ -106,14 +106,25 @@ class LayerCostTable {
   /// already counting.
   bool countMicrobatchesInFlight();
 
+  /// From now on, a lean solve is the leanest: it counts the microbatches in
+  /// flight and prices memory so far above time (kLeanestWeight) that it
+  /// minimises the layer's memory and breaks ties by time, for every layer,
+  /// whatever the budget. Its strategies do not depend on the budget, so a
+  /// search with them that plans under some budget plans under every larger
+  /// one: the planner's last search, when the other two found nothing. Drops
+  /// the lean costs cached; false when already leanest.
+  bool priceLeanest();
+
  private:
   std::optional<LayerCost> solve(int kind, const MeshConfig& config, std::int64_t microbatch,
                                  double syncWeight, double memoryWeight);
   /// The memory weight of a lean solve; 0 when the fastest strategies fit the
-  /// layer's share of the budget with leanHolding microbatches' activations.
+  /// layer's share of the budget with leanHolding microbatches' activations
+  /// (or, when leanest, hold no memory at all).
   double leanWeight(const MeshConfig& config, const LayerCost& fastest, double syncWeight) const;
   /// Microbatches' activations a lean solve counts: 1, or microbatchesInFlight.
   std::int64_t leanHolding(const MeshConfig& config, double syncWeight) const;
+  void dropLeanCosts();
   /// Equal stages of `config` that the cluster holds.
   std::int64_t stagesOf(const MeshConfig& config) const;
   /// Microbatches whose activations the first of those stages holds at once:
@@ -131,6 +142,7 @@ class LayerCostTable {
   std::map<std::tuple<int, int, std::int64_t, double, bool>, std::optional<LayerCost>> cache_;
   std::atomic<std::size_t> solves_ = 0;
   bool countInFlight_ = false;
+  bool leanest_ = false;
 };
 
 }  // namespace meshflow::passes

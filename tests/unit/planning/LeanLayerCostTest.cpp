@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
+#include <vector>
 
 #include "ir/Cluster.h"
 #include "passes/Planner.h"
@@ -62,6 +64,47 @@ TEST_CASE("a lean layer cost fits the activations of every microbatch in flight"
   CHECK(held(lean) < held(fastest));
   // Memory bought with time.
   CHECK(lean.forward + lean.backward > fastest.forward + fastest.backward);
+}
+
+TEST_CASE("the leanest layer cost is the same under every budget and no larger than a lean one",
+          "[planning][memory]") {
+  const ir::Graph forward = test::buildGpt({4, 256, 8, 128, 1024});
+  const ir::Cluster cluster = ir::p3_16xlarge(2);
+  const passes::LayerClustering layers = passes::planLayers(forward, 0);
+  const std::vector<passes::MeshConfig> configs = passes::meshConfigs(cluster, {});
+  const auto config = std::find_if(configs.begin(), configs.end(), [](const passes::MeshConfig& c) {
+    return c.shape.devices() == 4 && c.view[0] == 2;
+  });
+  REQUIRE(config != configs.end());
+  const int index = int(config - configs.begin()), layer = 1, inFlight = 4;
+  const std::int64_t microbatch = 8;
+  const double syncWeight = 1.0 / 4;
+  auto held = [&](const passes::LayerCost& c) { return resident(c) + inFlight * c.activations; };
+  auto table = [&](double budget) {
+    passes::LayerCostOptions options;
+    options.devices = cluster.deviceCount();
+    options.memoryBudget = budget;
+    return std::make_unique<passes::LayerCostTable>(forward, layers, cluster.device, options);
+  };
+  const auto fastest = *table(0)->cost(layer, index, *config, microbatch, syncWeight);
+  // A budget whose share the fastest strategies overflow: the in-flight lean
+  // solve trades some time for memory, priced by that share.
+  const double tight = held(fastest) * 0.5;
+  auto inFlight50 = table(tight);
+  inFlight50->countMicrobatchesInFlight();
+  const auto lean = *inFlight50->cost(layer, index, *config, microbatch, syncWeight, true);
+  // The leanest under that budget, under twice it and with no budget at all.
+  std::vector<double> leanest;
+  for (double budget : {tight, 2 * tight, 0.0}) {
+    auto t = table(budget);
+    REQUIRE(t->priceLeanest());
+    CHECK_FALSE(t->priceLeanest());
+    leanest.push_back(held(*t->cost(layer, index, *config, microbatch, syncWeight, true)));
+  }
+  CHECK(leanest[0] == leanest[1]);
+  CHECK(leanest[0] == leanest[2]);
+  CHECK(leanest[0] <= held(lean));
+  CHECK(leanest[0] < held(fastest));
 }
 
 }  // namespace
