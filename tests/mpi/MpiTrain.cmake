@@ -35,10 +35,11 @@ set_tests_properties(mpi.train_resume_elsewhere PROPERTIES TIMEOUT 300 LABELS mp
                      PASS_REGULAR_EXPRESSION "resumed on 2 ranks as on the cpu backend")
 # A GPU cluster under --backend mpi: each process takes a GPU of its machine
 # when the job starts; on a machine without one (CI), the job stops at once
-# with the cuda backend's error on every rank.
+# with the cuda backend's error (the controller's; the other ranks' words may
+# not make it out before mpirun ends the job, so they are not required).
 add_test(NAME mpi.train_gpu_cluster_without_gpu
          COMMAND sh -c "\"$@\" 2>&1; echo \"exit=$?\"" sh ${mpi_launch} 2 $<TARGET_FILE:meshflow> run
                  tests/mpi/gpu_2.mesh --backend mpi
          WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 set_tests_properties(mpi.train_gpu_cluster_without_gpu PROPERTIES TIMEOUT 120 LABELS mpi ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0"
-  PASS_REGULAR_EXPRESSION "cannot run the plan: no CUDA (device|backend) is available.*rank 1: the controller stopped.*exit=1")
+  PASS_REGULAR_EXPRESSION "cannot run the plan: no CUDA (device|backend) is available.*exit=1")
