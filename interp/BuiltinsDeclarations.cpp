@@ -180,12 +180,14 @@ Value cpu(Evaluator& ev, BoundArgs& a) {
   if (!a[2].isNone()) positiveQuantity(a, 2, kFlopPerSecond, "peak");
   if (!a[3].isNone()) positiveQuantity(a, 3, kBytesPerSecond, "memory_bandwidth");
   if (!a[5].isNone()) positiveQuantity(a, 5, kBytes, "memory");
+  boolArg(a, 6, "fused_kernels");
   Value device = ev.makeRecord({{"kind", ev.makeString("cpu")},
                                 {"name", ev.makeString("cpu-thread")},
                                 {"memory", a[5].isNone() ? Value::quantity(4.0 * (1 << 30), kBytes) : a[5]},
                                 {"peak", a[2].isNone() ? Value::quantity(50e9, kFlopPerSecond) : a[2]},
                                 {"memory_bandwidth",
-                                 a[3].isNone() ? Value::quantity(10e9, kBytesPerSecond) : a[3]}});
+                                 a[3].isNone() ? Value::quantity(10e9, kBytesPerSecond) : a[3]},
+                                {"fused_kernels", a[6]}});
   Value link = ev.makeRecord({{"kind", ev.makeString("link")},
                               {"bandwidth", Value::quantity(10e9, kBytesPerSecond)},
                               {"latency", Value::quantity(1e-6, kSeconds)}});
@@ -248,7 +250,8 @@ void installDeclarationBuiltins(Environment& env) {
                  {"peak", Value()},
                  {"memory_bandwidth", Value()},
                  {"cores", Value()},
-                 {"memory", Value()}},
+                 {"memory", Value()},
+                 {"fused_kernels", Value::boolean(false)}},
                 cpu);
   defineBuiltin(env, "cuda",
                 {{"devices", Value::integer(1)},

@@ -234,6 +234,7 @@ std::unique_ptr<StepRunner> makeRunner(Evaluator& ev, const BoundArgs& a, const 
   refuseIfTooBig(a, plan, cluster->device.memoryBytes);
   try {
     runtime::ParallelPlan parallel = runtime::parallelPlanOf(forward, plan);
+    parallel.fusedAttention = cluster->device.fusedKernels;
     runtime::ParallelOptions options;
     options.batch = batch;
     options.devices = static_cast<int>(devices);

@@ -24,14 +24,6 @@ struct Chain {
   }
 };
 
-double factorOf(const ir::Op& op) {
-  auto it = op.attrs.find("factor");
-  if (it == op.attrs.end()) return 1.0;
-  if (const auto* d = std::get_if<double>(&it->second)) return *d;
-  if (const auto* i = std::get_if<std::int64_t>(&it->second)) return static_cast<double>(*i);
-  return 1.0;
-}
-
 FusedGroup group(FusedPattern pattern, std::size_t first, std::size_t last, const Chain& c) {
   FusedGroup g;
   g.pattern = pattern;
@@ -40,7 +32,7 @@ FusedGroup group(FusedPattern pattern, std::size_t first, std::size_t last, cons
   g.outputs = {c.at(last).outputs.at(0)};
   g.live = {true};
   for (std::size_t p = first; p <= last; ++p) {
-    if (c.at(p).kind == K::Scale) g.scale = factorOf(c.at(p));
+    if (c.at(p).kind == K::Scale) g.scale = scaleFactor(c.at(p));
     if (c.at(p).kind == K::CausalMask || c.at(p).kind == K::CausalMaskGrad) g.causal = true;
   }
   return g;
@@ -114,7 +106,7 @@ std::optional<ChainStep> stepOf(const Chain& c, std::size_t p, std::optional<ir:
   if (!chainable(op.kind) || op.outputs.size() != 1) return std::nullopt;
   ChainStep step;
   step.kind = op.kind;
-  if (op.kind == K::Scale) step.factor = factorOf(op);
+  if (op.kind == K::Scale) step.factor = scaleFactor(op);
   if (!binaryOp(op.kind)) {
     if (op.inputs.size() != 1) return std::nullopt;
     if (!chain) inputIndex(g, op.inputs[0]);
@@ -202,6 +194,14 @@ const char* fusedPatternName(FusedPattern pattern) {
   return "fused";
 }
 
+double scaleFactor(const ir::Op& op) {
+  auto it = op.attrs.find("factor");
+  if (it == op.attrs.end()) return 1.0;
+  if (const auto* d = std::get_if<double>(&it->second)) return *d;
+  if (const auto* i = std::get_if<std::int64_t>(&it->second)) return static_cast<double>(*i);
+  return 1.0;
+}
+
 ValueReaders::ValueReaders(const ir::Graph& graph)
     : consumers_(graph.consumers()), graphOutput_(graph.valueCount(), false) {
   for (ir::ValueId v : graph.outputs)
@@ -213,6 +213,12 @@ bool ValueReaders::onlyReader(ir::ValueId v, ir::OpId reader) const {
   const auto& readers = consumers_[v];
   return !readers.empty() &&
          std::all_of(readers.begin(), readers.end(), [&](ir::OpId r) { return r == reader; });
+}
+
+bool ValueReaders::readOnlyBy(ir::ValueId v, std::span<const ir::OpId> allowed) const {
+  if (v >= consumers_.size() || graphOutput_[v]) return false;
+  return std::all_of(consumers_[v].begin(), consumers_[v].end(),
+                     [&](ir::OpId r) { return std::find(allowed.begin(), allowed.end(), r) != allowed.end(); });
 }
 
 std::vector<FusedGroup> findFusedGroups(const ir::Graph& graph, std::span<const ir::OpId> ops,

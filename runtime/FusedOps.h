@@ -62,6 +62,9 @@ struct FusedGroup {
   std::vector<ChainStep> steps;
 };
 
+/// A Scale op's factor (1 when it has none).
+double scaleFactor(const ir::Op& op);
+
 /// Whether `kind` is an element-wise op a chain may hold (binaryOp: of two operands).
 bool chainable(ir::OpKind kind);
 bool binaryOp(ir::OpKind kind);
@@ -74,6 +77,8 @@ class ValueReaders {
   bool onlyReader(ir::ValueId v, ir::OpId reader) const;
   /// Whether anything but `reader` reads `v` (another op, or the caller of the graph).
   bool readBeyond(ir::ValueId v, ir::OpId reader) const { return !onlyReader(v, reader); }
+  /// Whether `v` is no graph output and every op that reads it is one of `allowed`.
+  bool readOnlyBy(ir::ValueId v, std::span<const ir::OpId> allowed) const;
 
  private:
   std::vector<std::vector<ir::OpId>> consumers_;

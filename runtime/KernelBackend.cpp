@@ -36,6 +36,26 @@ void runKernel(const ir::Op& op, const std::vector<const Tensor*>& inputs, std::
   cpu::runKernel(op, inputs, outputs, ctx);
 }
 
+cpu::AttentionResult runAttention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                  const cpu::AttentionOptions& options) {
+  cpu::AttentionResult result;
+  if (KernelBackend* backend = currentBackend) {
+    if (backend->attention(q, k, v, options, result)) return result;
+    backend->synchronize();  // the host reads what the backend's queued ops write
+  }
+  return cpu::fusedAttention(q, k, v, options);
+}
+
+cpu::AttentionGrads runAttentionGrad(const Tensor& q, const Tensor& k, const Tensor& v,
+                                     const Tensor& dOut, const Tensor& lse, const cpu::AttentionOptions& options) {
+  cpu::AttentionGrads grads;
+  if (KernelBackend* backend = currentBackend) {
+    if (backend->attentionGrad(q, k, v, dOut, lse, options, grads)) return grads;
+    backend->synchronize();
+  }
+  return cpu::fusedAttentionGrad(q, k, v, dOut, lse, options);
+}
+
 void runCopy(const cpu::StridedCopy& c) {
   if (KernelBackend* backend = currentBackend; backend && backend->copy(c)) return;
   cpu::runStridedCopy(c);

@@ -10,6 +10,7 @@
 #include "ir/Graph.h"
 #include "runtime/FusedOps.h"
 #include "runtime/Tensor.h"
+#include "runtime/cpu/FusedAttention.h"
 #include "runtime/cpu/KernelSupport.h"
 #include "runtime/cpu/Kernels.h"
 
@@ -43,6 +44,20 @@ class KernelBackend {
   virtual bool runFused(const FusedGroup& group, const std::vector<const Tensor*>& inputs,
                         std::vector<Tensor*>& outputs, const cpu::KernelContext& ctx) {
     (void)group, (void)inputs, (void)outputs, (void)ctx;
+    return false;
+  }
+  /// A fused attention's forward and backward (runtime/AttentionGroups.h,
+  /// cpu::fusedAttention's contract) where this backend keeps the elements.
+  /// False: it has no kernel for them, and runAttention computes them on the
+  /// host after synchronize().
+  virtual bool attention(const Tensor& q, const Tensor& k, const Tensor& v, const cpu::AttentionOptions& options,
+                         cpu::AttentionResult& result) {
+    (void)q, (void)k, (void)v, (void)options, (void)result;
+    return false;
+  }
+  virtual bool attentionGrad(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dOut,
+                             const Tensor& lse, const cpu::AttentionOptions& options, cpu::AttentionGrads& grads) {
+    (void)q, (void)k, (void)v, (void)dOut, (void)lse, (void)options, (void)grads;
     return false;
   }
 };
@@ -87,6 +102,13 @@ class KernelBatch {
 /// Runs `op` on the calling thread's backend (cpu::runKernel when none is set).
 void runKernel(const ir::Op& op, const std::vector<const Tensor*>& inputs, std::vector<Tensor*>& outputs,
                const cpu::KernelContext& ctx);
+
+/// A fused attention's forward and backward on the calling thread's backend,
+/// else on the host (cpu::fusedAttention, cpu::fusedAttentionGrad).
+cpu::AttentionResult runAttention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                  const cpu::AttentionOptions& options);
+cpu::AttentionGrads runAttentionGrad(const Tensor& q, const Tensor& k, const Tensor& v,
+                                     const Tensor& dOut, const Tensor& lse, const cpu::AttentionOptions& options);
 
 /// Runs a strided copy on the calling thread's backend, else on the host
 /// (cpu::runStridedCopy): the same bits either way.

@@ -92,40 +92,43 @@ AttentionResult fusedAttention(const Tensor& q, const Tensor& k, const Tensor& v
   return {rounded(std::move(out), q.dtype()), std::move(lse)};
 }
 
-AttentionGrads fusedAttentionGrad(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
-                                  const Tensor& dOut, const Tensor& lse, const AttentionOptions& options) {
+AttentionGrads fusedAttentionGrad(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dOut,
+                                  const Tensor& lse, const AttentionOptions& options) {
   const Dims dims = checkedDims(q, k, v, options);
   Shape lseShape(q.shape().begin(), q.shape().end() - 1);
-  if (out.shape() != q.shape() || dOut.shape() != q.shape() || out.dtype() != q.dtype() ||
-      dOut.dtype() != q.dtype() || lse.dtype() != ir::DType::F32 || lse.shape() != lseShape)
+  if (dOut.shape() != q.shape() || dOut.dtype() != q.dtype() || lse.dtype() != ir::DType::F32 ||
+      lse.shape() != lseShape)
     throw std::invalid_argument(fmt::format(
-        "fused attention backward: needs out and dOut of q's type {} and lse f32 of q's shape without its last "
-        "dimension, got out {}, dOut {}, lse {}",
-        q.typeText(), out.typeText(), dOut.typeText(), lse.typeText()));
-  const Tensor q32 = q.toF32(), k32 = k.toF32(), v32 = v.toF32(), o32 = out.toF32(), do32 = dOut.toF32();
+        "fused attention backward: needs dOut of q's type {} and lse f32 of q's shape without its last "
+        "dimension, got dOut {}, lse {}",
+        q.typeText(), dOut.typeText(), lse.typeText()));
+  const Tensor q32 = q.toF32(), k32 = k.toF32(), v32 = v.toF32(), do32 = dOut.toF32();
   Tensor dq = Tensor::uninitialized(ir::DType::F32, q.shape());
   Tensor dk = Tensor::zeros(k.shape()), dv = Tensor::zeros(v.shape());
   const float scale = static_cast<float>(options.scale);
   const float *qp = q32.f32().data(), *kp = k32.f32().data(), *vp = v32.f32().data();
-  const float *opp = o32.f32().data(), *dop = do32.f32().data(), *lp = lse.f32().data();
+  const float *dop = do32.f32().data(), *lp = lse.f32().data();
   float *dqp = dq.f32().data(), *dkp = dk.f32().data(), *dvp = dv.f32().data();
-  std::vector<float> p;
+  std::vector<float> p, dp;
   for (std::int64_t b = 0; b < dims.n; ++b)
     for (std::int64_t i = 0; i < dims.r; ++i) {
       const std::int64_t row = b * dims.r + i, keys = visibleKeys(dims, i, options.causal);
       const std::int64_t base = b * dims.s * dims.d;
       const float *qi = qp + row * dims.d, *doi = dop + row * dims.d;
       rowScores(qi, kp + base, keys, dims.d, scale, p);
-      for (float& x : p) x = std::exp(x - lp[row]);
-      // dScores_j = p_j (dOut_i · v_j - dOut_i · out_i): softmax's backward
-      // with Σ_j p_j (dOut_i · v_j) = dOut_i · out_i.
-      const float rowDot = dot(doi, opp + row * dims.d, dims.d);
+      dp.resize(static_cast<std::size_t>(keys));
+      // Softmax's backward: dScores_j = p_j (dp_j - Σ_t p_t dp_t), dp_j = dOut_i · v_j.
+      float rowDot = 0;
+      for (std::int64_t j = 0; j < keys; ++j) {
+        p[j] = std::exp(p[j] - lp[row]);
+        dp[j] = dot(doi, vp + base + j * dims.d, dims.d);
+        rowDot += p[j] * dp[j];
+      }
       float* dqi = dqp + row * dims.d;
       std::fill(dqi, dqi + dims.d, 0.0f);
       for (std::int64_t j = 0; j < keys; ++j) {
-        const float* vj = vp + base + j * dims.d;
-        const float ds = p[j] * (dot(doi, vj, dims.d) - rowDot) * scale;
-        const float *kj = kp + base + j * dims.d;
+        const float ds = p[j] * (dp[j] - rowDot) * scale;
+        const float* kj = kp + base + j * dims.d;
         float *dkj = dkp + base + j * dims.d, *dvj = dvp + base + j * dims.d;
         for (std::int64_t t = 0; t < dims.d; ++t) {
           dqi[t] += ds * kj[t];

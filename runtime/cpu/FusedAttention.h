@@ -3,6 +3,11 @@
 // its scores — never the s × s scores or probabilities — and its backward
 // recomputing the probabilities from q, k and that log-sum-exp (the
 // arithmetic of FlashAttention, Dao et al. 2022; rows are not tiled here).
+// Unlike FlashAttention-2 the backward does not read the forward's result:
+// softmax's row term Σ_j p_j · (dOut · v_j) is summed from the recomputed
+// probabilities (one more pass over a row's keys), so that what a plan
+// prices a fused attention's backward to read — q, k, v — is all it keeps
+// (passes/FusedKernels.h), with the log-sum-exp, r floats per row block.
 // This is the kernel a plan priced with fused attention
 // (passes/FusedKernels.h, `gpu(..., fused_kernels = true)`) stands for: the
 // reference the runtime's fused attention and the cuda backend's kernels are
@@ -43,8 +48,8 @@ AttentionResult fusedAttention(const Tensor& q, const Tensor& k, const Tensor& v
                                const AttentionOptions& options);
 
 /// The gradients of fusedAttention's `out` given dOut (out's shape and dtype),
-/// from q, k, v and the forward's out and lse.
-AttentionGrads fusedAttentionGrad(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
-                                  const Tensor& dOut, const Tensor& lse, const AttentionOptions& options);
+/// from q, k, v and the forward's lse.
+AttentionGrads fusedAttentionGrad(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dOut,
+                                  const Tensor& lse, const AttentionOptions& options);
 
 }  // namespace meshflow::runtime::cpu

@@ -36,6 +36,8 @@ class CudaHost final : public DeviceHost {
   /// Managed or device memory on the device's GPU (DeviceAllocator.h),
   /// `limit` bytes (0: the GPU's size).
   std::shared_ptr<DeviceMemory> makeMemory(int device, std::int64_t limit) override;
+  /// No fused attention kernel yet: attention runs op by op on the GPU.
+  bool fusesAttention() const override { return false; }
 
   const std::vector<int>& gpus() const { return gpu_; }
   const CudaKernels& kernels(int device) const { return *kernels_.at(static_cast<std::size_t>(device)); }

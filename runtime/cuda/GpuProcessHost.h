@@ -30,6 +30,8 @@ class GpuProcessHost final : public DeviceHost {
   /// device's kernels in a KernelScope.
   void run(const std::function<void(int device)>& body) override;
   std::shared_ptr<DeviceMemory> makeMemory(int device, std::int64_t limit) override;
+  /// No fused attention kernel yet: attention runs op by op on the GPU.
+  bool fusesAttention() const override { return false; }
 
   int gpu() const { return gpu_; }
 

@@ -169,7 +169,7 @@ json planJson(const ParallelPlan& p) {
           {"strategies", strategies},          {"schedule", p.schedule},
           {"microbatches", p.microbatches},    {"group_size", p.groupSize},
           {"costs", costs},                    {"recompute", recompute},
-          {"shard_optimizer", p.shardOptimizer}};
+          {"shard_optimizer", p.shardOptimizer}, {"fused_attention", p.fusedAttention}};
 }
 
 ParallelPlan planOf(const json& j) {
@@ -191,6 +191,7 @@ ParallelPlan planOf(const json& j) {
     p.recompute.push_back(*kind);
   }
   p.shardOptimizer = j.at("shard_optimizer").get<std::vector<bool>>();
+  p.fusedAttention = j.at("fused_attention").get<bool>();
   return p;
 }
 

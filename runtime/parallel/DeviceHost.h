@@ -37,6 +37,10 @@ class DeviceHost {
   virtual std::shared_ptr<DeviceMemory> makeMemory(int device, std::int64_t limit) {
     return std::make_shared<DeviceMemory>(device, limit);
   }
+  /// Whether its devices' kernels run a fused attention (ParallelPlan::
+  /// fusedAttention) where they keep their tensors. The cuda backend has no
+  /// such kernel yet: it runs attention op by op rather than on the host.
+  virtual bool fusesAttention() const { return true; }
 };
 
 }  // namespace meshflow::runtime

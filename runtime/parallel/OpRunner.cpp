@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "runtime/KernelBackend.h"
 
 namespace meshflow::runtime {
@@ -69,6 +71,50 @@ void OpRunner::runKernel(ir::OpId id, const std::vector<const Tensor*>& in, std:
   }
 }
 
+void OpRunner::fuseAttention(std::vector<AttentionGroup> groups) {
+  attention_ = std::move(groups);
+  attentionOfOp_.clear();
+  for (std::size_t g = 0; g < attention_.size(); ++g) {
+    for (ir::OpId id : attention_[g].forward) attentionOfOp_[id] = g;
+    for (ir::OpId id : attention_[g].backward) attentionOfOp_[id] = g;
+  }
+}
+
+std::size_t OpRunner::runAttentionAt(std::span<const ir::OpId> ops, std::size_t i, ValueTable& values,
+                                     const TensorMap& state, const TensorMap& inputs) const {
+  auto found = attentionOfOp_.find(ops[i]);
+  if (found == attentionOfOp_.end()) return 0;
+  const AttentionGroup& g = attention_[found->second];
+  const bool backward = graph_.op(ops[i]).phase == ir::Phase::Backward;
+  const std::vector<ir::OpId>& run = backward ? g.backward : g.forward;
+  if (ops.size() - i < run.size() || !std::equal(run.begin(), run.end(), ops.begin() + static_cast<std::ptrdiff_t>(i)))
+    throw ExecutionError(graph_, ops[i],
+                         fmt::format("runs apart from the fused attention of ops {}..{} it belongs to (its {} must "
+                                     "run as one)",
+                                     run.front(), run.back(), backward ? "backward" : "forward"));
+  auto in = [&](ir::ValueId v) -> const Tensor& { return input(run.front(), v, values, state, inputs); };
+  const cpu::AttentionOptions options{g.scale, g.causal};
+  try {
+    if (!backward) {
+      cpu::AttentionResult r = runAttention(in(g.q), in(g.k), in(g.v), options);
+      values.insert_or_assign(g.out, std::move(r.out));
+      values.insert_or_assign(g.softmaxOut, r.lse);
+      values.insert_or_assign(g.probs, std::move(r.lse));
+    } else {
+      cpu::AttentionGrads d = runAttentionGrad(in(g.q), in(g.k), in(g.v), in(g.dOut), in(g.probs), options);
+      values.insert_or_assign(g.dq, std::move(d.dq));
+      values.insert_or_assign(g.dk, std::move(d.dk));
+      values.insert_or_assign(g.dv, std::move(d.dv));
+    }
+  } catch (const ExecutionError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw ExecutionError(graph_, run.front(), fmt::format("{} (the fused attention {} of ops {}..{})", e.what(),
+                                                          backward ? "backward" : "forward", run.front(), run.back()));
+  }
+  return run.size();
+}
+
 bool OpRunner::runGroup(const FusedGroup& group, std::span<const ir::OpId> ops, KernelBackend& backend,
                         ValueTable& values, const TensorMap& state, const TensorMap& inputs,
                         std::int64_t step) const {
@@ -114,6 +160,12 @@ void OpRunner::run(std::span<const ir::OpId> ops, ValueTable& values, const Tens
       for (ir::ValueId v : releases->after[i]) values.erase(v);
   };
   for (std::size_t i = 0; i < ops.size(); ++i) {
+    if (const std::size_t ran = attention_.empty() ? 0 : runAttentionAt(ops, i, values, state, inputs)) {
+      for (std::size_t k = 0; k < ran; ++k) release(i + k);
+      i += ran - 1;
+      continue;
+    }
+    while (group != groups.end() && group->first < i) ++group;  // overlapped a fused attention
     if (group != groups.end() && group->first == i) {
       const FusedGroup& g = *group++;
       if (runGroup(g, ops, *backend, values, state, inputs, step)) {

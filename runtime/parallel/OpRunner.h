@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ir/Graph.h"
+#include "runtime/AttentionGroups.h"
 #include "runtime/FusedOps.h"
 #include "runtime/Tensor.h"
 #include "runtime/parallel/ValueLifetimes.h"
@@ -69,11 +70,24 @@ class OpRunner {
   void runKernel(ir::OpId id, const std::vector<const Tensor*>& in, std::vector<Tensor*>& out,
                  std::int64_t step, std::int64_t firstSample = 0) const;
 
+  /// From now on runs each of `groups` (findAttentionGroups on this runner's
+  /// graph) as a fused attention: its forward ops as one kernel, its backward
+  /// ops as another (runtime::runAttention). Every run that holds an op of a
+  /// group must then hold the whole of that forward or backward, in order
+  /// (else run() throws ExecutionError): callers leave out the attentions
+  /// whose ops they run apart (selective recomputation reruns only the softmax).
+  void fuseAttention(std::vector<AttentionGroup> groups);
+  const std::vector<AttentionGroup>& fusedAttention() const { return attention_; }
+
   const ir::Graph& graph() const { return graph_; }
   const ValueReaders& readers() const { return readers_; }
   const Shape& shape(ir::ValueId v) const { return shapes_.at(v); }
 
  private:
+  /// Where ops[i] starts the forward or backward of a fused attention, runs
+  /// it and answers how many ops that was; 0 where ops[i] is in no group.
+  std::size_t runAttentionAt(std::span<const ir::OpId> ops, std::size_t i, ValueTable& values,
+                             const TensorMap& state, const TensorMap& inputs) const;
   /// Offers `group` of `ops` to `backend`; whether it ran it.
   bool runGroup(const FusedGroup& group, std::span<const ir::OpId> ops, KernelBackend& backend, ValueTable& values,
                 const TensorMap& state, const TensorMap& inputs, std::int64_t step) const;
@@ -83,6 +97,8 @@ class OpRunner {
   std::vector<Shape> shapes_;
   std::vector<std::string> names_;
   ValueReaders readers_;
+  std::vector<AttentionGroup> attention_;
+  std::map<ir::OpId, std::size_t> attentionOfOp_;  ///< Every op of a fused attention: its group.
 };
 
 }  // namespace meshflow::runtime

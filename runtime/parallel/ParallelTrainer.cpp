@@ -173,11 +173,29 @@ ParallelTrainer::ParallelTrainer(const passes::TrainingGraph& training, Parallel
   if (!host_)
     host_ = std::make_unique<cpu::LocalCluster>(cpu::LocalClusterOptions{devices, options_.timeout, options_.hostCores});
   for (int d = 0; d < devices; ++d) memory_.push_back(host_->makeMemory(d, options_.deviceMemory));
+  if (plan_.fusedAttention && host_->fusesAttention()) runner_->fuseAttention(attentionToFuse());
 }
 
 ParallelTrainer::~ParallelTrainer() = default;
 
 int ParallelTrainer::replicas() const { return plan_.replicas(); }
+
+// Each attention whole in one virtual stage and one layer (so that a run
+// holds its forward, and its backward, entire), in a stage that does not
+// rerun the softmax alone (selective recomputation).
+std::vector<AttentionGroup> ParallelTrainer::attentionToFuse() const {
+  auto at = [](const std::vector<int>& of, ir::OpId id) { return id < of.size() ? of[id] : 0; };
+  auto stage = [&](ir::OpId id) { return at(plan_.stageOfForwardOp, id); };
+  auto layer = [&](ir::OpId id) { return at(plan_.layerOfForwardOp, id); };
+  std::vector<AttentionGroup> fused;
+  for (AttentionGroup& g : findAttentionGroups(training_.graph, runner_->readers())) {
+    const ir::OpId first = g.forward.front();
+    const bool whole = std::all_of(g.forward.begin(), g.forward.end(),
+                                   [&](ir::OpId id) { return stage(id) == stage(first) && layer(id) == layer(first); });
+    if (whole && plan_.recomputeOf(stage(first)) != passes::Recompute::kSelective) fused.push_back(std::move(g));
+  }
+  return fused;
+}
 
 passes::PipelineDescription ParallelTrainer::describe() const {
   const int ranks = static_cast<int>(plan_.rankDevices.size());

@@ -70,6 +70,11 @@ struct ParallelPlan {
   /// shorter list: unsharded for the ranks it leaves out. A rank shards only
   /// with more than one data-parallel replica (docs/runtime.md).
   std::vector<bool> shardOptimizer;
+  /// Run each attention as one fused kernel forward and one backward, as a
+  /// plan for a device with fused kernels prices it (`fused_kernels = true`;
+  /// runtime/AttentionGroups.h): on ranks of one device a replica, in stages
+  /// that do not recompute selectively; elsewhere op by op.
+  bool fusedAttention = false;
 
   /// Rank r's mesh ({1, 1} when rankMeshes is empty).
   std::array<std::int64_t, 2> meshOf(int rank) const;
@@ -197,6 +202,8 @@ class ParallelTrainer {
     bool flat = false;
   };
   std::vector<HeldState> heldState(int device) const;
+  // The attentions the runner runs fused (plan_.fusedAttention).
+  std::vector<AttentionGroup> attentionToFuse() const;
   // Where device's piece of `s` lies: name, offset, block and (flat) the
   // first element of its run; none when its flat shard holds none of it.
   struct PieceKey {

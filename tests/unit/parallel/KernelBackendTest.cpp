@@ -43,7 +43,19 @@ class CountingKernels final : public runtime::KernelBackend {
     runtime::cpu::runKernel(op, in, out, ctx);
   }
   void synchronize() override { ++waits; }
-  std::atomic<int> ops{0}, batched{0}, waits{0}, fused{0}, declined{0};
+  // Counted and left to the host (runtime::runAttention's fallback).
+  bool attention(const runtime::Tensor&, const runtime::Tensor&, const runtime::Tensor&,
+                 const runtime::cpu::AttentionOptions&, runtime::cpu::AttentionResult&) override {
+    ++attentions;
+    return false;
+  }
+  bool attentionGrad(const runtime::Tensor&, const runtime::Tensor&, const runtime::Tensor&, const runtime::Tensor&,
+                     const runtime::Tensor&, const runtime::cpu::AttentionOptions&,
+                     runtime::cpu::AttentionGrads&) override {
+    ++attentionGrads;
+    return false;
+  }
+  std::atomic<int> ops{0}, batched{0}, waits{0}, fused{0}, declined{0}, attentions{0}, attentionGrads{0};
 
  private:
   Fusing fusing_;
@@ -73,6 +85,8 @@ class ScopedHost final : public runtime::DeviceHost {
   int waitsOn(int device) const { return kernels_[static_cast<std::size_t>(device)].waits; }
   int fusedOn(int device) const { return kernels_[static_cast<std::size_t>(device)].fused; }
   int declinedOn(int device) const { return kernels_[static_cast<std::size_t>(device)].declined; }
+  int attentionsOn(int device) const { return kernels_[static_cast<std::size_t>(device)].attentions; }
+  int attentionGradsOn(int device) const { return kernels_[static_cast<std::size_t>(device)].attentionGrads; }
   int memories = 0;
 
  private:
@@ -84,6 +98,7 @@ class ScopedHost final : public runtime::DeviceHost {
 struct ScopedRun {
   RunResult run;
   std::vector<int> ops, batched, waits, fused, declined;  // per device
+  int attentions = 0, attentionGrads = 0;                 // over all devices
   int memories = 0;
 };
 
@@ -99,8 +114,11 @@ ScopedRun runScoped(const passes::TrainingGraph& training, const runtime::Parall
   runtime::initializeParameters(training.graph, 5, state);
   trainer.setState(state);
   auto data = runtime::syntheticData(5);
-  for (int step = 1; step <= 2; ++step)
-    r.run.losses.push_back(trainer.step(data->batch(training.graph, 8, step - 1), step).loss);
+  for (int step = 1; step <= 2; ++step) {
+    const auto result = trainer.step(data->batch(training.graph, 8, step - 1), step);
+    r.run.losses.push_back(result.loss);
+    r.run.moeDropped.push_back(result.moeDropped);
+  }
   r.run.state = trainer.state();
   for (int d = 0; d < devices; ++d) {
     r.ops.push_back(host->opsOn(d));
@@ -108,6 +126,8 @@ ScopedRun runScoped(const passes::TrainingGraph& training, const runtime::Parall
     r.waits.push_back(host->waitsOn(d));
     r.fused.push_back(host->fusedOn(d));
     r.declined.push_back(host->declinedOn(d));
+    r.attentions += host->attentionsOn(d);
+    r.attentionGrads += host->attentionGradsOn(d);
   }
   r.memories = host->memories;
   return r;
@@ -267,4 +287,58 @@ TEST_CASE("a backend that fuses trains a GPT to the same bits as the unfused ops
       CHECK(declined.ops[i] == plain.ops[i]);
     }
   }
+}
+
+namespace {
+
+// A GPT (multi-head) and a Llama (grouped queries: two query heads a key head).
+const char* kAttentionModels[] = {
+    "gpt(layers = 2, hidden = 16, heads = 2, seq = 8, vocab = 32)",
+    "llama(layers = 2, hidden = 16, heads = 4, kv_heads = 2, ffn = 32, seq = 8, vocab = 32, dtype = f32)",
+};
+
+}  // namespace
+
+TEST_CASE("a plan with fused attention runs each attention as one kernel forward and one backward",
+          "[parallel][backend][attention]") {
+  for (const char* model : kAttentionModels) {
+    INFO(model);
+    ir::Graph forward = traceModel("", model);
+    auto training = passes::buildTrainingGraph(forward, passes::OptimizerConfig::adam());
+    const RunResult serial = runSerial(training, 8, 2, 5);
+    for (passes::Recompute recompute : {passes::Recompute::kNone, passes::Recompute::kFull}) {
+      INFO("recompute " << passes::recomputeName(recompute));
+      runtime::ParallelPlan plan = twoStagesTwoReplicas(forward);
+      plan.recompute = {recompute, recompute};
+      plan.fusedAttention = true;
+      ScopedRun fused = runScoped(training, plan, 4);
+      plan.fusedAttention = false;
+      ScopedRun plain = runScoped(training, plan, 4);
+      // 2 layers × 2 microbatches × 2 replicas × 2 steps; a full
+      // recomputation reruns each forward once more.
+      CHECK(fused.attentions == (recompute == passes::Recompute::kFull ? 32 : 16));
+      CHECK(fused.attentionGrads == 16);
+      CHECK(plain.attentions == 0);
+      // The fused forward (5 or 7 ops) and backward (7 or 9) each ran as none
+      // of the backend's ops.
+      int fusedOps = 0, plainOps = 0;
+      for (int d = 0; d < 4; ++d) fusedOps += fused.ops[static_cast<std::size_t>(d)];
+      for (int d = 0; d < 4; ++d) plainOps += plain.ops[static_cast<std::size_t>(d)];
+      CHECK(fusedOps < plainOps - 16 * 10);
+      requireSameRun(fused.run, serial);
+    }
+  }
+}
+
+TEST_CASE("selective recomputation leaves its attentions unfused", "[parallel][backend][attention]") {
+  ir::Graph forward = traceModel("", kAttentionModels[0]);
+  auto training = passes::buildTrainingGraph(forward, passes::OptimizerConfig::adam());
+  runtime::ParallelPlan plan = twoStagesTwoReplicas(forward);
+  plan.recompute = {passes::Recompute::kSelective, passes::Recompute::kNone};
+  plan.fusedAttention = true;
+  ScopedRun run = runScoped(training, plan, 4);
+  // The second stage's layer is fused; the first stage's reruns its softmax alone.
+  CHECK(run.attentions == 8);
+  CHECK(run.attentionGrads == 8);
+  requireSameRun(run.run, runSerial(training, 8, 2, 5));
 }

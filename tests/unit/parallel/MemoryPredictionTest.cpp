@@ -69,9 +69,10 @@ struct DeviceCheck {
 
 // Two steps of the planned run; each device's peak beside its stage's prediction.
 std::vector<DeviceCheck> measure(const ir::Graph& forward, const passes::TrainingGraph& training,
-                                 const ir::Plan& plan, std::int64_t batch) {
-  runtime::ParallelTrainer trainer(training, runtime::parallelPlanOf(forward, plan),
-                                   optionsFor(batch));
+                                 const ir::Plan& plan, std::int64_t batch, bool fusedAttention = false) {
+  runtime::ParallelPlan parallel = runtime::parallelPlanOf(forward, plan);
+  parallel.fusedAttention = fusedAttention;
+  runtime::ParallelTrainer trainer(training, parallel, optionsFor(batch));
   runtime::TensorMap state;
   runtime::initializeParameters(training.graph, 1, state);
   trainer.setState(state);
@@ -186,4 +187,54 @@ TEST_CASE("each device's measured peak is within 10% of the plan's prediction",
   for (const std::string& u : unexplained) list += u + "\n";
   INFO(list);
   CHECK(unexplained.empty());
+}
+
+TEST_CASE("a plan priced with fused attention holds what the runtime's fused attention holds",
+          "[parallel][memory][prediction][attention]") {
+  // Scores of 4 heads × 64 × 64 per sample: what the fused attention never makes.
+  ir::Graph forward = traceModel("", "gpt(layers = 2, hidden = 64, heads = 4, seq = 64, vocab = 96)");
+  auto training = passes::buildTrainingGraph(forward, passes::OptimizerConfig::adam());
+  struct Shape {
+    int stages, replicas;
+    const char* recompute;
+  };
+  for (const Shape& shape : {Shape{1, 1, "none"}, Shape{2, 1, "none"}, Shape{1, 2, "none"}, Shape{2, 1, "full"}}) {
+    passes::PlanRequest request;
+    request.globalBatch = 16;
+    request.stages = shape.stages;
+    request.dataParallel = shape.replicas;
+    request.microbatches = shape.stages == 1 ? 1 : 2;
+    request.maxTensorParallel = 1;
+    request.recompute = shape.recompute;
+    const int devices = shape.stages * shape.replicas;
+    ir::Cluster fusing = cpuCluster(devices);
+    fusing.device.fusedKernels = true;
+    const ir::Plan plan = passes::planTraining(forward, fusing, request);
+    const ir::Plan unfusedPlan = passes::planTraining(forward, cpuCluster(devices), request);
+    const std::vector<DeviceCheck> fused = measure(forward, training, plan, 16, true);
+    const std::vector<DeviceCheck> unfused = measure(forward, training, plan, 16, false);
+    std::vector<double> unfusedPredicted(unfused.size());
+    for (const ir::PlanStage& stage : unfusedPlan.stages)
+      for (int d : stage.devices) unfusedPredicted.at(static_cast<std::size_t>(d)) = stage.peakMemoryBytes;
+    for (std::size_t d = 0; d < fused.size(); ++d) {
+      const DeviceCheck& c = fused[d];
+      const std::string text = fmt::format(
+          "{} stages × {} replicas, recompute {}: device {}: fused measured {} ({}), predicted {}, ratio {:.3f}; "
+          "the plan run unfused: measured {}; the unfused plan predicts {}",
+          shape.stages, shape.replicas, shape.recompute, d, runtime::bytesText(c.measured), breakdownText(c.breakdown),
+          runtime::bytesText(c.predicted), c.measured / c.predicted, runtime::bytesText(unfused[d].measured),
+          runtime::bytesText(unfusedPredicted[d]));
+      INFO(text);
+      if (std::getenv("MESHFLOW_MEMORY_REPORT")) fmt::print("{}\n", text);
+      // Within 10%, or over-predicted by up to 15% as in the test above (the
+      // last stage's backward is priced holding all its weight gradients
+      // before it frees its stash: 0.92 unfused, 0.87-0.89 fused here).
+      const double ratio = c.measured / c.predicted;
+      CHECK(ratio >= 0.85);
+      CHECK(ratio <= 1.10);
+      // Without the scores the device holds less, as the plan says it will.
+      CHECK(c.measured < unfused[d].measured);
+      CHECK(c.predicted < unfusedPredicted[d]);
+    }
+  }
 }
