@@ -18,6 +18,8 @@ namespace {
 using cpu::KernelArgs;
 using K = ir::OpKind;
 
+bool isFloat(ir::DType dtype) { return dtype == ir::DType::F32 || dtype == ir::DType::F16 || dtype == ir::DType::BF16; }
+
 // The elements where kernels read and write them (Tensor::deviceData: the
 // block, not the host's copy, of a tensor in device-only memory).
 void requireType(const Tensor& t, ir::DType dtype) {
@@ -111,14 +113,13 @@ void matMul(const KernelArgs& a, const GpuContext& gpu) {
   gpu.gemm->run(s, gemmType(x.dtype()), gemmType(y.dtype()), x.deviceData(), w.deviceData(), y.deviceData());
 }
 
-// Input i of an element-wise op, of the op's element type: f32, or the one
-// half type of all its operands (launchOp sends those here unwidened).
+// Input i of an op on one element type (element-wise ops, softmax, layer
+// norm): f32, or the one half type of all its operands (launchOp sends those
+// here as stored).
 const Tensor& elements(const KernelArgs& a, std::size_t i) {
   const Tensor& t = a.in(i);
   const ir::DType dtype = a.in(0).dtype();
-  if (dtype == ir::DType::F32) return a.f32(i);  // the cpu kernel's own message
-  if (dtype != ir::DType::F32 && dtype != ir::DType::F16 && dtype != ir::DType::BF16)
-    a.fail(fmt::format("input {} must be f32, got {}", i, t.typeText()));
+  if (dtype == ir::DType::F32 || !isFloat(dtype)) return a.f32(i);  // the cpu kernel's own message
   if (t.dtype() != dtype)
     a.fail(fmt::format("input {} must be {} as input 0 is, got {}", i, ir::dtypeName(dtype), t.typeText()));
   return t;
@@ -230,11 +231,12 @@ void layerNormOp(const KernelArgs& a, const GpuContext& gpu) {
             rows.count, rows.width, eps, gpu.stream);
 }
 
-// The type the caller gave output i (a half model's f32 parameter gradients),
-// else `fallback` (the type the widened path gives an untyped output).
+// The float type the caller gave output i (a half model's f32 parameter
+// gradients), else `fallback`: the type the widened path gives an untyped
+// output (an output typed otherwise then fails KernelArgs::out's check).
 ir::DType typedOr(const KernelArgs& a, std::size_t i, ir::DType fallback) {
   const Tensor& t = a.rawOut(i);
-  return t.allocated() || t.isPlaceholder() ? t.dtype() : fallback;
+  return (t.allocated() || t.isPlaceholder()) && isFloat(t.dtype()) ? t.dtype() : fallback;
 }
 
 void layerNormGradOp(const KernelArgs& a, const GpuContext& gpu, std::vector<Tensor>& scratch) {
@@ -314,8 +316,7 @@ void embeddingGradOp(const KernelArgs& a, const GpuContext& gpu, std::vector<Ten
   a.expectArity(2, 1);
   const Tensor& tokens = a.i32(0);
   const Tensor& dy = a.in(1);
-  if (dy.dtype() != ir::DType::F32 && dy.dtype() != ir::DType::F16 && dy.dtype() != ir::DType::BF16)
-    a.fail("input 1 must be f32, got " + dy.typeText());
+  if (!isFloat(dy.dtype())) a.fail("input 1 must be f32, got " + dy.typeText());
   if (dy.rank() != tokens.rank() + 1 || !std::equal(tokens.shape().begin(), tokens.shape().end(), dy.shape().begin()))
     a.fail(fmt::format("dy {} does not match ids {}", dy.typeText(), tokens.typeText()));
   const std::int64_t h = dy.dim(-1);
@@ -362,7 +363,7 @@ void sumOp(const KernelArgs& a, const GpuContext& gpu, std::vector<Tensor>& scra
 // Input i of any float type (an f32 one checked as the cpu kernel checks it).
 const Tensor& anyFloat(const KernelArgs& a, std::size_t i) {
   const Tensor& t = a.in(i);
-  return t.dtype() == ir::DType::F16 || t.dtype() == ir::DType::BF16 ? t : a.f32(i);
+  return isFloat(t.dtype()) ? t : a.f32(i);
 }
 
 void globalNormOp(const KernelArgs& a, const GpuContext& gpu, std::vector<Tensor>& scratch) {
