@@ -110,11 +110,11 @@ __global__ void crossEntropyRows(const void* logits, const std::int32_t* labels,
   }
 }
 
-// One thread: the rows' losses summed in row order, as the cpu kernel.
+// One block: the rows' losses summed in a fixed order (blockSumStrided; the
+// cpu kernel adds them in row order, in double too).
 __global__ void meanOfRows(const double* rowLoss, std::int64_t rows, float* loss) {
-  double total = 0;
-  for (std::int64_t r = 0; r < rows; ++r) total += rowLoss[r];
-  *loss = static_cast<float>(total / static_cast<double>(rows));
+  const double total = blockSumStrided(rowLoss, rows, 1);
+  if (threadIdx.x == 0) *loss = static_cast<float>(total / static_cast<double>(rows));
 }
 
 template <FloatFormat F>
@@ -187,7 +187,7 @@ void crossEntropy(FloatFormat format, const void* logits, const std::int32_t* la
     crossEntropyRows<f()><<<rowBlocks(rows), kThreads, 0, stream>>>(logits, labels, rows, vocab, rowLoss);
   });
   checkLaunch();
-  meanOfRows<<<1, 1, 0, stream>>>(rowLoss, rows, loss);
+  meanOfRows<<<1, kThreads, 0, stream>>>(rowLoss, rows, loss);
   checkLaunch();
 }
 
