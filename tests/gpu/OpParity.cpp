@@ -350,9 +350,9 @@ std::vector<OpCase> halfCases() {
 // double) as the f32 cases do, then round it to the half type once; two f32
 // values that agree to the f32 case's tolerance δ round to halves that differ
 // by at most δ plus one unit in the half's last place: 2^-7 relative for
-// bf16 (8 significant bits), 2^-10 for f16 (11), f16 subnormals (units of
-// 2^-24) inside the absolute term. So each tolerance is the f32 case's plus
-// that unit; results kept in f32 (a half model's parameter gradients and
+// bf16 (8 significant bits), 2^-10 for f16 (11), and 2^-24 absolute for f16
+// subnormals (below 2^-14). So each tolerance is the f32 case's plus that
+// unit (`rounded`); results kept in f32 (a half model's parameter gradients and
 // optimizer state) need only the f32 case's, and the one tolerance of a case
 // covers its loosest output. The update of SGD stays exact: the same f32
 // operations on the same values on both sides, rounded once.
@@ -366,33 +366,36 @@ std::vector<OpCase> halfKernelCases() {
   const Tensor scale = Tensor::scalar(0.8f);
   for (const DType dtype : {DType::BF16, DType::F16}) {
     const std::string t = meshflow::ir::dtypeName(dtype);
-    const double unit = dtype == DType::BF16 ? 1.0 / 128 : 1.0 / 1024;
+    const auto rounded = [dtype](Tolerance f32) {
+      return dtype == DType::BF16 ? Tolerance{f32.atol, f32.rtol + 1.0 / 128}
+                                  : Tolerance{f32.atol + std::ldexp(1.0, -24), f32.rtol + 1.0 / 1024};
+    };
     const auto half = [dtype](const Tensor& x) { return x.castTo(dtype); };
     // Rows of 300: more than a block's 256 threads, and not a multiple of them.
     Tensor x = half(randomTensor({37, 300})), gamma = half(randomTensor({300})), beta = half(randomTensor({300}));
     Tensor dy = half(randomTensor({37, 300}));
-    cases.push_back({"layer_norm " + t, OpKind::LayerNorm, {x, gamma, beta}, eps, {1e-5, 1e-5 + unit}});
-    cases.push_back({"layer_norm_grad " + t, OpKind::LayerNormGrad, {x, gamma, dy}, eps, {1e-5, 1e-5 + unit}, 3});
+    cases.push_back({"layer_norm " + t, OpKind::LayerNorm, {x, gamma, beta}, eps, rounded({1e-5, 1e-5})});
+    cases.push_back({"layer_norm_grad " + t, OpKind::LayerNormGrad, {x, gamma, dy}, eps, rounded({1e-5, 1e-5}), 3});
     // A half model's: dgamma and dbeta in f32 (ir::kF32Outputs), 4,096 rows in 64 chunks a column.
     Tensor tall = half(randomTensor({4096, 64})), tallGamma = half(randomTensor({64}));
     Tensor tallDy = half(randomTensor({4096, 64}));
     cases.push_back(OpCase{"layer_norm_grad " + t + " -> f32 dgamma, dbeta (4096 rows)", OpKind::LayerNormGrad,
-                           {tall, tallGamma, tallDy}, eps, {1e-5, 1e-5 + unit}, 3}
+                           {tall, tallGamma, tallDy}, eps, rounded({1e-5, 1e-5}), 3}
                         .typed(1, DType::F32, {64})
                         .typed(2, DType::F32, {64}));
     // Sums: in double on both sides, in another order; the f32 cases' {1e-9, 1e-7}.
     Tensor grads = half(randomTensor({7, 300, 96})), bias = half(randomTensor({96}));
     cases.push_back({"reduce_to_shape " + t + " (bias of [7,300,96]: chunks)", OpKind::ReduceToShape, {grads, bias},
-                     {}, {1e-9, 1e-7 + unit}});
+                     {}, rounded({1e-9, 1e-7})});
     cases.push_back(OpCase{"reduce_to_shape " + t + " -> f32 (a half model's bias gradient)", OpKind::ReduceToShape,
                            {grads, bias}, {}, {1e-9, 1e-7}}
                         .typed(0, DType::F32, {96}));
     Tensor small = half(randomTensor({6, 7, 33}));
-    cases.push_back({"sum " + t + " over axes 0, 2", OpKind::Sum, {small}, axes({0, 2}), {1e-9, 1e-7 + unit}});
+    cases.push_back({"sum " + t + " over axes 0, 2", OpKind::Sum, {small}, axes({0, 2}), rounded({1e-9, 1e-7})});
     cases.push_back({"mean " + t + " over axis 0 of [3000,5] (chunks)", OpKind::Mean, {half(randomTensor({3000, 5}))},
-                     axes({0}), {1e-9, 1e-7 + unit}});
+                     axes({0}), rounded({1e-9, 1e-7})});
     cases.push_back({"sum " + t + " of 2^20 elements (16384 chunks, one block adds them)", OpKind::Sum,
-                     {half(randomTensor({1024, 1024}))}, {}, {1e-9, 1e-7 + unit}});
+                     {half(randomTensor({1024, 1024}))}, {}, rounded({1e-9, 1e-7})});
     // A copy: the same bits.
     cases.push_back({"broadcast_to " + t + " (axes 0, 2 removed)", OpKind::BroadcastTo,
                      {half(randomTensor({7})), small}, axes({0, 2})});
@@ -404,9 +407,9 @@ std::vector<OpCase> halfKernelCases() {
     cases.push_back({"sgd_update " + t + " weight, f32 gradient, momentum (in place)", OpKind::SgdUpdate,
                      {w, g, scale, m}, sgd, {}, 2, {}, true});
     cases.push_back({"adam_update " + t + " weight, f32 gradient, state (in place)", OpKind::AdamUpdate,
-                     {w, g, scale, m, v}, adam, {1e-9, 1e-6 + unit}, 3, {3, 0, 0}, true});
+                     {w, g, scale, m, v}, adam, rounded({1e-9, 1e-6}), 3, {3, 0, 0}, true});
     cases.push_back({"adamw_update " + t + " weight, gradient and state", OpKind::AdamUpdate,
-                     {w, half(g), scale, half(m), half(v)}, adamw, {1e-9, 1e-6 + unit}, 3, {2, 0, 0}});
+                     {w, half(g), scale, half(m), half(v)}, adamw, rounded({1e-9, 1e-6}), 3, {2, 0, 0}});
   }
   // The spread sums in f32 too: one output from 16,384 chunks, a norm over 64 blocks.
   cases.push_back({"sum f32 of 2^20 elements (16384 chunks, one block adds them)", OpKind::Sum,
