@@ -3,6 +3,7 @@
 // row and combine through KernelSupport.cuh's block reductions.
 #include <stdexcept>
 
+#include "runtime/cuda/ChunkSums.h"
 #include "runtime/cuda/KernelSupport.cuh"
 #include "runtime/cuda/TrainingKernels.h"
 
@@ -67,21 +68,6 @@ __global__ void layerNormGradColumns(const void* x, const void* dy, double* part
     }
     partial[2 * t] = dg;
     partial[2 * t + 1] = db;
-  }
-}
-
-// dgamma[j] = Σ_r dy · xhat, dbeta[j] = Σ_r dy: a block per column adds its
-// chunks in a fixed order (blockSumStrided), each sum rounded to f32 and then
-// to its tensor's format (f32 for a half model's parameter gradients).
-__global__ void layerNormGradAddChunks(const double* partial, FloatFormat dgammaFormat, void* dgamma,
-                                       FloatFormat dbetaFormat, void* dbeta, std::int64_t width, std::int64_t chunks) {
-  for (std::int64_t j = blockIdx.x; j < width; j += gridDim.x) {
-    const double dg = blockSumStrided(partial + 2 * j, chunks, 2 * width);
-    const double db = blockSumStrided(partial + 2 * j + 1, chunks, 2 * width);
-    if (threadIdx.x == 0) {
-      storeIn(dgammaFormat, dgamma, j, static_cast<float>(dg));
-      storeIn(dbetaFormat, dbeta, j, static_cast<float>(db));
-    }
   }
 }
 
@@ -173,9 +159,21 @@ void layerNormGrad(FloatFormat format, const void* x, const void* gamma, const v
                                                                                   chunks, moments);
   });
   checkLaunch();
-  layerNormGradAddChunks<<<rowBlocks(width), kThreads, 0, stream>>>(partial, dgammaFormat, dgamma, dbetaFormat, dbeta,
-                                                                    width, chunks);
-  checkLaunch();
+  // dgamma[j] = Σ_r dy · xhat and dbeta[j] = Σ_r dy: column j's chunk c at
+  // partial[2 (c · width + j)] and the next double.
+  const auto addColumns = [&](const double* first, FloatFormat format, void* y) {
+    ChunkSums sums;
+    sums.partial = first;
+    sums.outputStride = 2;
+    sums.chunkStride = 2 * width;
+    sums.outputs = width;
+    sums.chunks = chunks;
+    sums.format = format;
+    sums.y = y;
+    addChunks(sums, stream);
+  };
+  addColumns(partial, dgammaFormat, dgamma);
+  addColumns(partial + 1, dbetaFormat, dbeta);
 }
 
 void crossEntropy(FloatFormat format, const void* logits, const std::int32_t* labels, float* loss, std::int64_t rows,

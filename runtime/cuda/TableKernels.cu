@@ -4,6 +4,7 @@
 // as f32 and each result rounded once (KernelSupport.cuh's loadAs/storeAs).
 #include <stdexcept>
 
+#include "runtime/cuda/ChunkSums.h"
 #include "runtime/cuda/KernelSupport.cuh"
 #include "runtime/cuda/TrainingKernels.h"
 
@@ -82,16 +83,6 @@ __global__ void sumChunksKernel(const void* x, double* partial, SumIndex ix, std
     const std::int64_t c = t / outputs, o = t % outputs;
     const std::int64_t first = c * length, last = first + length < perOutput ? first + length : perOutput;
     partial[t] = first < last ? sumRange<F>(x, ix, baseOf(ix, o), first, last) : 0.0;
-  }
-}
-
-// A block per output adds its chunks in a fixed order (blockSumStrided): a
-// sum into one output of 2^18 chunks is spread over a block, not one thread.
-__global__ void addChunksKernel(const double* partial, FloatFormat yFormat, void* y, std::int64_t outputs,
-                                std::int64_t chunks, double factor) {
-  for (std::int64_t o = blockIdx.x; o < outputs; o += gridDim.x) {
-    const double sum = blockSumStrided(partial + o, chunks, outputs);
-    if (threadIdx.x == 0) storeIn(yFormat, y, o, static_cast<float>(sum * factor));
   }
 }
 
@@ -222,8 +213,16 @@ void sumOver(FloatFormat xFormat, const void* x, FloatFormat yFormat, void* y, c
   });
   checkLaunch();
   if (chunks == 1) return;
-  addChunksKernel<<<rowBlocks(outputs), kThreads, 0, stream>>>(scratch, yFormat, y, outputs, chunks, factor);
-  checkLaunch();
+  ChunkSums sums;  // output o's chunk c at scratch[c · outputs + o] (sumChunksKernel)
+  sums.partial = scratch;
+  sums.outputStride = 1;
+  sums.chunkStride = outputs;
+  sums.outputs = outputs;
+  sums.chunks = chunks;
+  sums.factor = factor;
+  sums.format = yFormat;
+  sums.y = y;
+  addChunks(sums, stream);
 }
 
 std::int64_t addSquaresScratch(std::int64_t n) {

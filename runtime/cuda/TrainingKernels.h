@@ -75,8 +75,8 @@ void softmaxGrad(const float* y, const float* dy, float* dx, std::int64_t rows, 
 void softmaxGrad(FloatFormat format, const void* y, const void* dy, void* dx, std::int64_t rows, std::int64_t width,
                  Stream stream);
 /// LayerNorm's backward: dx per row, dgamma and dbeta summed over rows in row
-/// order (double), long columns in chunks whose partial sums a block per
-/// column adds in a fixed order. x, gamma, dy and dx stored as `format`,
+/// order (double), long columns in chunks whose partial sums are added in a
+/// fixed order (ChunkSums.h). x, gamma, dy and dx stored as `format`,
 /// dgamma and dbeta each as its own format (f32 for a half model's parameter
 /// gradients, ir::kF32Outputs); every result computed as the f32 kernel's and
 /// rounded once. `scratch`: layerNormGradScratch(rows, width) doubles of
@@ -128,9 +128,10 @@ struct SumIndex {
 /// kernel's bits). With few outputs and long sums (bias and layer-norm
 /// gradients: thousands of outputs, thousands of rows each) one thread per
 /// output leaves most of the GPU idle, so the sum is cut into chunks of
-/// consecutive elements summed in parallel into `scratch`, and a block per
-/// output adds its chunks in a fixed order: deterministic, and within a
-/// rounding of the cpu kernel's one running sum. sumOverScratch says how many
+/// consecutive elements summed in parallel into `scratch`, and each output's
+/// chunks are added in a fixed order (by a block when there are many,
+/// ChunkSums.h): deterministic, and within a rounding of the cpu kernel's one
+/// running sum. sumOverScratch says how many
 /// doubles of scratch that takes (0: one pass, scratch unused).
 std::int64_t sumOverScratch(const SumIndex& index);
 void sumOver(FloatFormat xFormat, const void* x, FloatFormat yFormat, void* y, const SumIndex& index, double factor,

@@ -376,7 +376,8 @@ std::vector<OpCase> halfKernelCases() {
     Tensor dy = half(randomTensor({37, 300}));
     cases.push_back({"layer_norm " + t, OpKind::LayerNorm, {x, gamma, beta}, eps, rounded({1e-5, 1e-5})});
     cases.push_back({"layer_norm_grad " + t, OpKind::LayerNormGrad, {x, gamma, dy}, eps, rounded({1e-5, 1e-5}), 3});
-    // A half model's: dgamma and dbeta in f32 (ir::kF32Outputs), 4,096 rows in 64 chunks a column.
+    // A half model's: dgamma and dbeta in f32 (ir::kF32Outputs), 4,096 rows in
+    // 64 chunks a column, which a block adds (cuda::kBlockAddsFrom).
     Tensor tall = half(randomTensor({4096, 64})), tallGamma = half(randomTensor({64}));
     Tensor tallDy = half(randomTensor({4096, 64}));
     cases.push_back(OpCase{"layer_norm_grad " + t + " -> f32 dgamma, dbeta (4096 rows)", OpKind::LayerNormGrad,
@@ -384,6 +385,8 @@ std::vector<OpCase> halfKernelCases() {
                         .typed(1, DType::F32, {64})
                         .typed(2, DType::F32, {64}));
     // Sums: in double on both sides, in another order; the f32 cases' {1e-9, 1e-7}.
+    // The bias: 32 chunks an output, the [3000,5] mean 46, each added by a
+    // thread; the 2^20 elements into one output, 16,384 chunks added by a block.
     Tensor grads = half(randomTensor({7, 300, 96})), bias = half(randomTensor({96}));
     cases.push_back({"reduce_to_shape " + t + " (bias of [7,300,96]: chunks)", OpKind::ReduceToShape, {grads, bias},
                      {}, rounded({1e-9, 1e-7})});
