@@ -2,7 +2,9 @@
 // (runtime/cuda/KernelPlacement.h), through the backend itself (CudaKernels:
 // the cpu kernels' argument checks, managed memory, the launch), against the
 // cpu kernel on the same fresh random inputs. Each check also fails if the op
-// ran on the host instead. The fused groups are checked last (FusedParity.cpp).
+// ran on the host instead, or took the other half-precision path than the case
+// says (widened to f32 copies or read as stored, runtime/cuda/OperandPath.h).
+// The fused groups are checked last (FusedParity.cpp).
 // Without a GPU it prints SKIPPED and exits 77.
 //
 // Tolerances, as |gpu - cpu| <= atol + rtol·|cpu| per element: exact where
