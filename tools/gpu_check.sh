@@ -163,6 +163,10 @@ bench_meshflow() {
       if (gemm > 0) printf "; model FLOP/s %.1f%% (torch %.1f%%) of the bf16 GEMM rate", 100 * flops / s / (gemm * 1e12), 100 * flops / torch / (gemm * 1e12) }')
     row "benchmark gpt_350m bf16 b8, $label" "$summary"
     row "  memory" "meshflow $peaks; torch peak ${torch_peak:-?} bytes"
+    # GPU ops whose half operands went through f32 copies (MESHFLOW_CUDA_OPS; runtime/cuda/OperandPath.h).
+    local widened
+    widened=$(grep -o "widened to f32: .*" "$out" | sort -u | head -n 1)
+    row "  half ops widened" "${widened:-none}"
   else
     row "benchmark gpt_350m bf16 b8, $label" "FAILED (meshflow exit $bench, torch step ${torch_step:-none}): $(grep -m1 -E 'error' "$out" | cut -c1-100)"
     status=1

@@ -147,8 +147,9 @@ void broadcastTo(const KernelArgs& a);
 /// Sum, Mean and ReduceToShape as one sum: dst[Σ i·dstStrides] += src[i] for
 /// every index i of src (row-major; dstStrides 0 along the summed axes),
 /// accumulated in double in that order, then dst · factor. The checks of the
-/// kernels above; dst allocated. Run on the host by them and on a GPU by the
-/// cuda backend.
+/// kernels above; dst allocated (in the caller's float type, else src's). Run
+/// on the host by them (on f32, widened) and on a GPU by the cuda backend
+/// (src and dst of any float type, as they are stored).
 struct SumPlan {
   const Tensor* src = nullptr;
   Tensor* dst = nullptr;
@@ -156,7 +157,8 @@ struct SumPlan {
   double factor = 1.0;
 };
 SumPlan sumPlan(const KernelArgs& args);
-/// BroadcastTo as a copy: y (like's shape) from x read with 0 strides along the broadcast axes.
+/// BroadcastTo as a copy: y (like's shape, x's float type) from x read with
+/// 0 strides along the broadcast axes.
 StridedCopy broadcastCopy(const KernelArgs& args);
 // [AttentionKernels]
 void causalMask(const KernelArgs& a);  // CausalMask and CausalMaskGrad

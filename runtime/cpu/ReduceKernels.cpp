@@ -31,17 +31,35 @@ void sumInto(const Tensor& src, const std::vector<std::int64_t>& dstStrides, Ten
   for (std::size_t i = 0; i < acc.size(); ++i) out[i] = static_cast<float>(acc[i] * factor);
 }
 
+bool isHalf(ir::DType dtype) { return dtype == ir::DType::F16 || dtype == ir::DType::BF16; }
+
+// Input 0 of any float type: the cpu kernels see f32 (runKernel widens half
+// operands), the cuda backend's sums and copies read f16/bf16 as they are.
+const Tensor& floatInput(const KernelArgs& args) {
+  const Tensor& x = args.in(0);
+  return isHalf(x.dtype()) ? x : args.f32(0);
+}
+
+// The type the caller gave output 0 if it is a float type, else x's (the
+// type widening gives an untyped output); any other type fails in `out`.
+ir::DType resultType(const KernelArgs& args, const Tensor& x) {
+  const Tensor& y = args.rawOut(0);
+  if (!(y.allocated() || y.isPlaceholder())) return x.dtype();
+  return y.dtype() == ir::DType::F32 || isHalf(y.dtype()) ? y.dtype() : ir::DType::F32;
+}
+
 }  // namespace
 
 SumPlan sumPlan(const KernelArgs& args) {
   args.expectArity(2 - (args.op.kind == ir::OpKind::ReduceToShape ? 0 : 1), 1);
-  const Tensor& x = args.f32(0);
+  const Tensor& x = floatInput(args);
+  const ir::DType yType = resultType(args, x);
   if (args.op.kind == ir::OpKind::ReduceToShape) {
     const Tensor& like = args.in(1);
     auto target = broadcastShapes(like.shape(), x.shape());
     if (like.rank() > x.rank() || !target || *target != x.shape())
       args.fail(fmt::format("{} does not broadcast to dy {}", like.typeText(), x.typeText()));
-    Tensor& dx = args.outF32(0, like.shape());
+    Tensor& dx = args.out(0, yType, like.shape());
     return {&x, &dx, broadcastStrides(like.shape(), x.shape()), 1.0};
   }
   auto mask = axesMask(args, x.rank());
@@ -53,7 +71,7 @@ SumPlan sumPlan(const KernelArgs& args) {
     else
       yShape.push_back(x.shape()[d]);
   }
-  Tensor& y = args.outF32(0, yShape);
+  Tensor& y = args.out(0, yType, yShape);
   // Destination strides over x's dimensions: 0 along the reduced axes.
   auto yStrides = rowMajorStrides(yShape);
   std::vector<std::int64_t> dstStrides(x.rank(), 0);
@@ -65,7 +83,7 @@ SumPlan sumPlan(const KernelArgs& args) {
 
 StridedCopy broadcastCopy(const KernelArgs& args) {
   args.expectArity(2, 1);
-  const Tensor& x = args.f32(0);
+  const Tensor& x = floatInput(args);
   const Tensor& like = args.in(1);
   std::vector<std::int64_t> strides;
   if (args.hasAttr("axes")) {
@@ -92,7 +110,7 @@ StridedCopy broadcastCopy(const KernelArgs& args) {
       args.fail(fmt::format("{} does not broadcast to {}", x.typeText(), like.typeText()));
     strides = broadcastStrides(x.shape(), like.shape());
   }
-  Tensor& y = args.outF32(0, like.shape());
+  Tensor& y = args.out(0, x.dtype(), like.shape());  // a copy: x's type
   return {&x, &y, like.shape(), std::move(strides), rowMajorStrides(like.shape()), 0, 0, false};
 }
 

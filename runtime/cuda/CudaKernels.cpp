@@ -163,8 +163,10 @@ void CudaKernels::run(const ir::Op& op, const std::vector<const Tensor*>& inputs
   }
   std::vector<Tensor> staged;
   std::vector<Tensor> scratch;
+  const OperandPath path = operandPathOf(op, inputs, outputs);
+  if (path == OperandPath::kWidened) ++widenedOps_[ir::opName(op.kind)];
   onGpu(profiling_ ? profiledName(op, inputs) : ir::opName(op.kind), [&] {
-    launchOp(op, readableInputs(inputs, staged), outputs, ctx, {stream_, gemm_.get()}, scratch);
+    launchOp(op, readableInputs(inputs, staged), outputs, ctx, {stream_, gemm_.get()}, scratch, path);
   });
   // Staged copies and scratch go back to the allocator's cache when this
   // returns: only ops later on this stream can reuse their blocks, or host

@@ -55,10 +55,11 @@ class CudaKernels final : public KernelBackend {
                 const cpu::KernelContext& ctx) override;
 
   /// How many ops of each kind ran on the GPU and on the host so far (a fused
-  /// group counts once, under its pattern's name: fused_softmax, …).
-
+  /// group counts once, under its pattern's name: fused_softmax, …), and how
+  /// many of the GPU's widened half operands to f32 copies (OperandPath.h).
   const std::map<std::string, std::int64_t>& gpuOps() const { return gpuOps_; }
   const std::map<std::string, std::int64_t>& hostOps() const { return hostOps_; }
+  const std::map<std::string, std::int64_t>& widenedOps() const { return widenedOps_; }
 
   /// With profiling on (MESHFLOW_CUDA_PROFILE, read when the kernels are
   /// made), every op is waited for and timed: seconds per op kind, on the GPU
@@ -86,7 +87,7 @@ class CudaKernels final : public KernelBackend {
   CUstream_st* stream_ = nullptr;
   bool inFlight_ = false;  ///< Ops launched since the stream was last waited for.
   std::unique_ptr<Gemm> gemm_;
-  std::map<std::string, std::int64_t> gpuOps_, hostOps_;
+  std::map<std::string, std::int64_t> gpuOps_, hostOps_, widenedOps_;
   bool profiling_ = false;
   bool fusing_ = true;
   std::map<std::string, double> gpuSeconds_, hostSeconds_;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <string>
 
 #include "runtime/cuda/CudaKernels.h"
@@ -12,23 +13,33 @@
 namespace meshflow::runtime::cuda {
 namespace {
 
+// "reshape 40, constant 16": the kinds of `counts` whose name `take` takes, in
+// name order; adds their counts to `total`.
+template <class Take>
+std::string kindsOf(const std::map<std::string, std::int64_t>& counts, std::int64_t& total, Take take) {
+  std::string text;
+  for (const auto& [name, count] : counts) {
+    total += count;
+    if (take(name)) text += fmt::format("{}{} {}", text.empty() ? "" : ", ", name, count);
+  }
+  return text;
+}
+
 // "device 0: 1234 ops on the GPU, 56 on the host (reshape 40, constant 16);
-// fused: fused_bias_gelu 2, fused_softmax 2" (a fused group counts as one op).
+// fused: fused_bias_gelu 2, fused_softmax 2; widened to f32: add 4" (a fused
+// group counts as one op; widened: GPU ops whose half operands went through
+// f32 copies, OperandPath.h).
 std::string opsSummary(int device, const CudaKernels& kernels) {
-  std::int64_t onGpu = 0, onHost = 0;
-  std::string fused;
-  for (const auto& [name, count] : kernels.gpuOps()) {
-    onGpu += count;
-    if (name.starts_with("fused_")) fused += fmt::format("{}{} {}", fused.empty() ? "" : ", ", name, count);
-  }
-  std::string hostKinds;
-  for (const auto& [name, count] : kernels.hostOps()) {
-    onHost += count;
-    hostKinds += fmt::format("{}{} {}", hostKinds.empty() ? "" : ", ", name, count);
-  }
-  return fmt::format("meshflow: cuda device {} (GPU {}): {} ops on the GPU, {} on the host{}{}", device,
+  std::int64_t onGpu = 0, onHost = 0, widened = 0;
+  const auto all = [](const std::string&) { return true; };
+  const std::string fused =
+      kindsOf(kernels.gpuOps(), onGpu, [](const std::string& name) { return name.starts_with("fused_"); });
+  const std::string hostKinds = kindsOf(kernels.hostOps(), onHost, all);
+  const std::string widenedKinds = kindsOf(kernels.widenedOps(), widened, all);
+  return fmt::format("meshflow: cuda device {} (GPU {}): {} ops on the GPU, {} on the host{}{}{}", device,
                      kernels.gpu(), onGpu, onHost, hostKinds.empty() ? "" : " (" + hostKinds + ")",
-                     fused.empty() ? "" : "; fused: " + fused);
+                     fused.empty() ? "" : "; fused: " + fused,
+                     widenedKinds.empty() ? "" : "; widened to f32: " + widenedKinds);
 }
 
 // "device 0 time by op kind (each op waited for): matmul 1.23 s (40%, 480 ops), ..." — the twenty largest (matmuls by their operands).

@@ -20,8 +20,8 @@ enum class Placement { kGpu, kHost };
 /// their gradients, dropout, the causal mask, softmax, layer norm,
 /// cross-entropy, embedding (and their backwards), the sums (Sum, Mean,
 /// ReduceToShape) and BroadcastTo, GlobalNorm and the SGD and Adam updates, on
-/// f32 or on f16/bf16 widened to f32 on the GPU and rounded back once (i32
-/// ids and labels). kHost for the rest: reshapes (they copy nothing),
+/// f32 or f16/bf16 operands (i32 ids and labels): read as stored or widened
+/// to f32 copies, as OperandPath.h decides. kHost for the rest: reshapes (they copy nothing),
 /// constants, scalar bookkeeping (ClipScale, LossScaleUpdate), MoE routing,
 /// an update whose step an overflow skips, and tensors of rank over 8.
 Placement placementOf(const ir::Op& op, const std::vector<const Tensor*>& inputs,

@@ -68,6 +68,26 @@ __device__ inline float roundAs(float v) {
   else return v;
 }
 
+// The same for a format known only when the kernel runs (one branch, the
+// same for every thread): for operands whose formats vary independently (an
+// update's weight, gradient and state; a sum's result), where a template per
+// combination would multiply the kernels.
+__device__ inline float loadIn(FloatFormat f, const void* p, std::int64_t i) {
+  switch (f) {
+    case FloatFormat::kF16: return loadAs<FloatFormat::kF16>(p, i);
+    case FloatFormat::kBF16: return loadAs<FloatFormat::kBF16>(p, i);
+    default: return loadAs<FloatFormat::kF32>(p, i);
+  }
+}
+
+__device__ inline void storeIn(FloatFormat f, void* p, std::int64_t i, float v) {
+  switch (f) {
+    case FloatFormat::kF16: return storeAs<FloatFormat::kF16>(p, i, v);
+    case FloatFormat::kBF16: return storeAs<FloatFormat::kBF16>(p, i, v);
+    default: return storeAs<FloatFormat::kF32>(p, i, v);
+  }
+}
+
 // launch(std::integral_constant<FloatFormat, F>{}) for the F of `format`.
 template <class Launch>
 void withFormat(FloatFormat format, Launch launch) {
@@ -163,18 +183,33 @@ __device__ inline double blockSum(double v) {
 }
 
 // A row's mean and 1/sqrt(variance + eps) (biased variance), in double, as
-// the cpu layer norm computes them; every thread of the block gets them.
+// the cpu layer norm computes them, from the `width` elements of x (stored as
+// F) at `base`; every thread of the block gets them.
 struct RowMoments {
   double mean, rstd;
 };
 
-__device__ inline RowMoments rowMoments(const float* in, std::int64_t width, double eps) {
+template <FloatFormat F>
+__device__ inline RowMoments rowMoments(const void* x, std::int64_t base, std::int64_t width, double eps) {
   double sum = 0;
-  for (std::int64_t j = threadIdx.x; j < width; j += blockDim.x) sum += in[j];
+  for (std::int64_t j = threadIdx.x; j < width; j += blockDim.x) sum += loadAs<F>(x, base + j);
   const double mean = blockSum(sum) / static_cast<double>(width);
   double squares = 0;
-  for (std::int64_t j = threadIdx.x; j < width; j += blockDim.x) squares += (in[j] - mean) * (in[j] - mean);
+  for (std::int64_t j = threadIdx.x; j < width; j += blockDim.x) {
+    const double centred = loadAs<F>(x, base + j) - mean;
+    squares += centred * centred;
+  }
   return {mean, 1.0 / sqrt(blockSum(squares) / static_cast<double>(width) + eps)};
+}
+
+// Σ partial[c · stride] over c < count, in a fixed order for every launch: the
+// block's threads add every kThreads-th term in order, then blockSum's fixed
+// tree adds their sums. For adding a long sum's chunks (many terms into one
+// output) with a block instead of one thread; every thread gets the sum.
+__device__ inline double blockSumStrided(const double* partial, std::int64_t count, std::int64_t stride) {
+  double sum = 0;
+  for (std::int64_t c = threadIdx.x; c < count; c += blockDim.x) sum += partial[c * stride];
+  return blockSum(sum);
 }
 
 }  // namespace meshflow::runtime::cuda

@@ -64,14 +64,18 @@ __global__ void softmaxKernel(const void* x, void* y, std::int64_t rows, std::in
   }
 }
 
-__global__ void layerNormKernel(const float* x, const float* gamma, const float* beta, float* y,
-                                std::int64_t rows, std::int64_t width, double eps) {
+// Every operand stored as F; the moments in double, each output computed in
+// double, rounded to f32 and then to F: the f32 kernel's value rounded as
+// widening would round it.
+template <FloatFormat F>
+__global__ void layerNormKernel(const void* x, const void* gamma, const void* beta, void* y, std::int64_t rows,
+                                std::int64_t width, double eps) {
   for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const float* in = x + r * width;
-    float* out = y + r * width;
-    const auto [mean, rstd] = rowMoments(in, width, eps);
+    const std::int64_t base = r * width;
+    const auto [mean, rstd] = rowMoments<F>(x, base, width, eps);
     for (std::int64_t j = threadIdx.x; j < width; j += blockDim.x)
-      out[j] = static_cast<float>((in[j] - mean) * rstd * gamma[j] + beta[j]);
+      storeAs<F>(y, base + j,
+                 static_cast<float>((loadAs<F>(x, base + j) - mean) * rstd * loadAs<F>(gamma, j) + loadAs<F>(beta, j)));
   }
 }
 
@@ -141,13 +145,20 @@ void softmax(const float* x, float* y, std::int64_t rows, std::int64_t width, fl
   softmax(FloatFormat::kF32, x, y, rows, width, scale, causal, stream);
 }
 
-void layerNorm(const float* x, const float* gamma, const float* beta, float* y, std::int64_t rows,
+void layerNorm(FloatFormat format, const void* x, const void* gamma, const void* beta, void* y, std::int64_t rows,
                std::int64_t width, double eps, Stream stream) {
   detail::checkRows("layerNorm", rows, width, false);
   detail::checkPointers("layerNorm", rows * width, {x, gamma, beta, y});
   if (rows * width == 0) return;
-  layerNormKernel<<<rowBlocks(rows), kThreads, 0, stream>>>(x, gamma, beta, y, rows, width, eps);
+  withFormat(format, [&](auto f) {
+    layerNormKernel<f()><<<rowBlocks(rows), kThreads, 0, stream>>>(x, gamma, beta, y, rows, width, eps);
+  });
   checkLaunch();
+}
+
+void layerNorm(const float* x, const float* gamma, const float* beta, float* y, std::int64_t rows,
+               std::int64_t width, double eps, Stream stream) {
+  layerNorm(FloatFormat::kF32, x, gamma, beta, y, rows, width, eps, stream);
 }
 
 }  // namespace meshflow::runtime::cuda

@@ -53,6 +53,11 @@ void softmax(FloatFormat format, const void* x, void* y, std::int64_t rows, std:
 /// (LayerNorm's forward; the biased variance, as the cpu kernel's).
 void layerNorm(const float* x, const float* gamma, const float* beta, float* y, std::int64_t rows,
                std::int64_t width, double eps, Stream stream);
+/// The same with x, gamma, beta and y stored as `format`: moments and each
+/// output in double as the f32 kernel, the output rounded to f32 and then to
+/// `format` once stored — the widened f32 kernel's bits, in one pass.
+void layerNorm(FloatFormat format, const void* x, const void* gamma, const void* beta, void* y, std::int64_t rows,
+               std::int64_t width, double eps, Stream stream);
 
 namespace detail {
 // The host-side argument checks, in KernelChecks.cpp (compiled without nvcc).

@@ -18,6 +18,8 @@ namespace {
 using cpu::KernelArgs;
 using K = ir::OpKind;
 
+bool isFloat(ir::DType dtype) { return dtype == ir::DType::F32 || dtype == ir::DType::F16 || dtype == ir::DType::BF16; }
+
 // The elements where kernels read and write them (Tensor::deviceData: the
 // block, not the host's copy, of a tensor in device-only memory).
 void requireType(const Tensor& t, ir::DType dtype) {
@@ -59,7 +61,8 @@ Rows rowsOf(const KernelArgs& a, const Tensor& x) {
 }
 
 void expectVector(const KernelArgs& a, const Tensor& v, std::int64_t n, const char* what) {
-  if (v.shape() != Shape{n}) a.fail(fmt::format("{} must be f32[{}], got {}", what, n, v.typeText()));
+  if (v.shape() != Shape{n})
+    a.fail(fmt::format("{} must be {}[{}], got {}", what, ir::dtypeName(a.in(0).dtype()), n, v.typeText()));
 }
 
 float scalarOf(const KernelArgs& a, std::size_t i, const char* what) {
@@ -110,13 +113,13 @@ void matMul(const KernelArgs& a, const GpuContext& gpu) {
   gpu.gemm->run(s, gemmType(x.dtype()), gemmType(y.dtype()), x.deviceData(), w.deviceData(), y.deviceData());
 }
 
-// Input i of an element-wise op, of the op's element type: f32, or the one
-// half type of all its operands (launchOp sends those here unwidened).
+// Input i of an op on one element type (element-wise ops, softmax, layer
+// norm): f32, or the one half type of all its operands (launchOp sends those
+// here as stored).
 const Tensor& elements(const KernelArgs& a, std::size_t i) {
   const Tensor& t = a.in(i);
   const ir::DType dtype = a.in(0).dtype();
-  if (dtype != ir::DType::F32 && dtype != ir::DType::F16 && dtype != ir::DType::BF16)
-    a.fail(fmt::format("input {} must be f32, got {}", i, t.typeText()));
+  if (dtype == ir::DType::F32 || !isFloat(dtype)) return a.f32(i);  // the cpu kernel's own message
   if (t.dtype() != dtype)
     a.fail(fmt::format("input {} must be {} as input 0 is, got {}", i, ir::dtypeName(dtype), t.typeText()));
   return t;
@@ -215,30 +218,42 @@ void softmaxGradOp(const KernelArgs& a, const GpuContext& gpu) {
               gpu.stream);
 }
 
+// x, gamma and beta (dy) of one float type, as launchOp sends them.
 void layerNormOp(const KernelArgs& a, const GpuContext& gpu) {
   a.expectArity(3, 1);
-  const Tensor& x = a.f32(0);
+  const Tensor& x = elements(a, 0);
   const Rows rows = rowsOf(a, x);
-  expectVector(a, a.f32(1), rows.width, "gamma");
-  expectVector(a, a.f32(2), rows.width, "beta");
+  expectVector(a, elements(a, 1), rows.width, "gamma");
+  expectVector(a, elements(a, 2), rows.width, "beta");
   const double eps = a.doubleAttr("eps", 1e-5);
-  Tensor& y = a.outF32(0, x.shape());
-  layerNorm(in(x), in(a.f32(1)), in(a.f32(2)), out(y), rows.count, rows.width, eps, gpu.stream);
+  Tensor& y = a.out(0, x.dtype(), x.shape());
+  layerNorm(formatOf(x.dtype()), x.deviceData(), a.in(1).deviceData(), a.in(2).deviceData(), y.deviceData(),
+            rows.count, rows.width, eps, gpu.stream);
+}
+
+// The float type the caller gave output i (a half model's f32 parameter
+// gradients), else `fallback`: the type the widened path gives an untyped
+// output (an output typed otherwise then fails KernelArgs::out's check).
+ir::DType typedOr(const KernelArgs& a, std::size_t i, ir::DType fallback) {
+  const Tensor& t = a.rawOut(i);
+  return (t.allocated() || t.isPlaceholder()) && isFloat(t.dtype()) ? t.dtype() : fallback;
 }
 
 void layerNormGradOp(const KernelArgs& a, const GpuContext& gpu, std::vector<Tensor>& scratch) {
   a.expectArity(3, 3);
-  const Tensor& x = a.f32(0);
-  const Tensor& gamma = a.f32(1);
-  const Tensor& dy = a.f32(2);
+  const Tensor& x = elements(a, 0);
+  const Tensor& gamma = elements(a, 1);
+  const Tensor& dy = elements(a, 2);
   const Rows rows = rowsOf(a, x);
   expectVector(a, gamma, rows.width, "gamma");
   expectSameShape(a, x, dy);
   const double eps = a.doubleAttr("eps", 1e-5);
-  Tensor& dx = a.outF32(0, x.shape());
-  Tensor& dgamma = a.outF32(1, {rows.width});
-  Tensor& dbeta = a.outF32(2, {rows.width});
-  layerNormGrad(in(x), in(gamma), in(dy), out(dx), out(dgamma), out(dbeta), rows.count, rows.width, eps,
+  Tensor& dx = a.out(0, x.dtype(), x.shape());
+  Tensor& dgamma = a.out(1, typedOr(a, 1, x.dtype()), {rows.width});
+  Tensor& dbeta = a.out(2, typedOr(a, 2, x.dtype()), {rows.width});
+  layerNormGrad(formatOf(x.dtype()), x.deviceData(), gamma.deviceData(), dy.deviceData(), dx.deviceData(),
+                formatOf(dgamma.dtype()), dgamma.deviceData(), formatOf(dbeta.dtype()), dbeta.deviceData(),
+                rows.count, rows.width, eps,
                 scratchDoubles(scratch, layerNormGradScratch(rows.count, rows.width)), gpu.stream);
 }
 
@@ -301,8 +316,7 @@ void embeddingGradOp(const KernelArgs& a, const GpuContext& gpu, std::vector<Ten
   a.expectArity(2, 1);
   const Tensor& tokens = a.i32(0);
   const Tensor& dy = a.in(1);
-  if (dy.dtype() != ir::DType::F32 && dy.dtype() != ir::DType::F16 && dy.dtype() != ir::DType::BF16)
-    a.fail("input 1 must be f32, got " + dy.typeText());
+  if (!isFloat(dy.dtype())) a.fail("input 1 must be f32, got " + dy.typeText());
   if (dy.rank() != tokens.rank() + 1 || !std::equal(tokens.shape().begin(), tokens.shape().end(), dy.shape().begin()))
     a.fail(fmt::format("dy {} does not match ids {}", dy.typeText(), tokens.typeText()));
   const std::int64_t h = dy.dim(-1);
@@ -342,41 +356,69 @@ void sumOp(const KernelArgs& a, const GpuContext& gpu, std::vector<Tensor>& scra
     }
   }
   const std::int64_t partials = sumOverScratch(index);
-  sumOver(in(*p.src), out(*p.dst), index, p.factor, partials > 0 ? scratchDoubles(scratch, partials) : nullptr,
-          gpu.stream);
+  sumOver(formatOf(p.src->dtype()), p.src->deviceData(), formatOf(p.dst->dtype()), p.dst->deviceData(), index,
+          p.factor, partials > 0 ? scratchDoubles(scratch, partials) : nullptr, gpu.stream);
+}
+
+// Input i of any float type (an f32 one checked as the cpu kernel checks it).
+const Tensor& anyFloat(const KernelArgs& a, std::size_t i) {
+  const Tensor& t = a.in(i);
+  return isFloat(t.dtype()) ? t : a.f32(i);
 }
 
 void globalNormOp(const KernelArgs& a, const GpuContext& gpu, std::vector<Tensor>& scratch) {
   if (a.outputCount() != 1) a.fail("expects one output");
   double* squares = scratchDoubles(scratch, 1);
   MESHFLOW_CUDA_CHECK(cudaMemsetAsync(squares, 0, sizeof(double), gpu.stream));
-  for (std::size_t i = 0; i < a.inputCount(); ++i) addSquares(in(a.f32(i)), a.f32(i).elements(), squares, gpu.stream);
+  std::int64_t largest = 0;
+  for (std::size_t i = 0; i < a.inputCount(); ++i) largest = std::max(largest, anyFloat(a, i).elements());
+  double* partial = scratchDoubles(scratch, addSquaresScratch(largest));  // reused: the calls run in stream order
+  for (std::size_t i = 0; i < a.inputCount(); ++i) {
+    const Tensor& g = anyFloat(a, i);
+    addSquares(formatOf(g.dtype()), g.deviceData(), g.elements(), squares, partial, gpu.stream);
+  }
   sqrtToFloat(squares, out(a.outF32(0, {})), gpu.stream, a.intAttr("squared", 0) == 0);
 }
 
 void expectShapeOf(const KernelArgs& a, const Tensor& w, std::size_t i, const char* what) {
-  if (a.f32(i).shape() != w.shape())
-    a.fail(fmt::format("{} is {} but the weight is {}", what, a.f32(i).typeText(), w.typeText()));
+  if (anyFloat(a, i).shape() != w.shape())
+    a.fail(fmt::format("{} is {} but the weight is {}", what, a.in(i).typeText(), w.typeText()));
+}
+
+// Output j of an update, replacing input `replaced`: in the type its caller
+// gave it (the replaced tensor's, in place), else the weight's — the type the
+// widened path gives an untyped output.
+Tensor& updateOutput(const KernelArgs& a, std::size_t j, const Tensor& w) {
+  return a.out(j, typedOr(a, j, w.dtype()), w.shape());
 }
 
 // Outputs first: an output that is its input's very tensor (in place) is
-// unshared before the input's pointer is taken.
+// unshared before the input's pointer is taken. Operands of any float type
+// each (launchOp sends half ones here as they are stored).
 void sgdOp(const KernelArgs& a, const GpuContext& gpu) {
   a.expectArity(4, 2);
-  const Tensor& w = a.f32(0);
+  const Tensor& w = anyFloat(a, 0);
   expectShapeOf(a, w, 1, "the gradient");
   expectShapeOf(a, w, 3, "the momentum");
   scalarOf(a, 2, "scale");
   SgdConstants k{static_cast<float>(a.doubleAttr("lr")), static_cast<float>(a.doubleAttr("momentum", 0.0)),
                  static_cast<float>(a.doubleAttr("weight_decay", 0.0))};
-  float* wOut = out(a.outF32(0, w.shape()));
-  float* mOut = out(a.outF32(1, w.shape()));
-  sgdUpdate(in(w), in(a.f32(1)), in(a.f32(2)), in(a.f32(3)), wOut, mOut, w.elements(), k, gpu.stream);
+  Tensor& wOut = updateOutput(a, 0, w);
+  Tensor& mOut = updateOutput(a, 1, w);
+  UpdateOperands u;
+  u.wOut = wOut.deviceData();
+  u.mOut = mOut.deviceData();
+  u.w = w.deviceData();
+  u.g = a.in(1).deviceData();
+  u.m = a.in(3).deviceData();
+  u.formats = {formatOf(w.dtype()), formatOf(a.in(1).dtype()), formatOf(a.in(3).dtype()), FloatFormat::kF32,
+               formatOf(wOut.dtype()), formatOf(mOut.dtype())};
+  sgdUpdate(u, in(a.f32(2)), w.elements(), k, gpu.stream);
 }
 
 void adamOp(const KernelArgs& a, const GpuContext& gpu) {
   a.expectArity(5, 3);
-  const Tensor& w = a.f32(0);
+  const Tensor& w = anyFloat(a, 0);
   expectShapeOf(a, w, 1, "the gradient");
   expectShapeOf(a, w, 3, "the first moment");
   expectShapeOf(a, w, 4, "the second moment");
@@ -392,11 +434,21 @@ void adamOp(const KernelArgs& a, const GpuContext& gpu) {
                   static_cast<float>(a.doubleAttr("weight_decay", 0.0)),
                   static_cast<float>(a.doubleAttr("lr")),
                   a.intAttr("decoupled", 0) != 0};
-  float* wOut = out(a.outF32(0, w.shape()));
-  float* mOut = out(a.outF32(1, w.shape()));
-  float* vOut = out(a.outF32(2, w.shape()));
-  adamUpdate(in(w), in(a.f32(1)), in(a.f32(2)), in(a.f32(3)), in(a.f32(4)), wOut, mOut, vOut, w.elements(), k,
-             gpu.stream);
+  Tensor& wOut = updateOutput(a, 0, w);
+  Tensor& mOut = updateOutput(a, 1, w);
+  Tensor& vOut = updateOutput(a, 2, w);
+  UpdateOperands u;
+  u.wOut = wOut.deviceData();
+  u.mOut = mOut.deviceData();
+  u.vOut = vOut.deviceData();
+  u.w = w.deviceData();
+  u.g = a.in(1).deviceData();
+  u.m = a.in(3).deviceData();
+  u.v = a.in(4).deviceData();
+  u.formats = {formatOf(w.dtype()),    formatOf(a.in(1).dtype()), formatOf(a.in(3).dtype()),
+               formatOf(a.in(4).dtype()), formatOf(wOut.dtype()),  formatOf(mOut.dtype()),
+               formatOf(vOut.dtype())};
+  adamUpdate(u, in(a.f32(2)), w.elements(), k, gpu.stream);
 }
 
 // `t` in `dtype`, converted on the GPU into a new tensor of the thread's memory.
@@ -454,67 +506,6 @@ void launchOnGpu(const KernelArgs& a, const GpuContext& gpu, std::vector<Tensor>
   }
 }
 
-bool isFloat(ir::DType dtype) { return dtype == ir::DType::F32 || dtype == ir::DType::F16 || dtype == ir::DType::BF16; }
-
-// Every output that says its dtype says `dtype`.
-bool outputsOf(const std::vector<Tensor*>& outputs, ir::DType dtype) {
-  for (const Tensor* t : outputs)
-    if (t && (t->allocated() || t->isPlaceholder()) && t->dtype() != dtype) return false;
-  return true;
-}
-
-// An element-wise op (or softmax, its gradient, dropout, the causal mask) all
-// of whose operands and typed results are of one half type: its kernel reads
-// and writes that type itself (TrainingKernels.h).
-bool halfNative(const ir::Op& op, const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs) {
-  switch (op.kind) {
-    case K::Add: case K::Sub: case K::Mul: case K::Div:
-    case K::Neg: case K::Relu: case K::Gelu: case K::Tanh: case K::Sigmoid: case K::Exp: case K::Scale:
-    case K::ReluGrad: case K::GeluGrad: case K::TanhGrad: case K::SigmoidGrad:
-    case K::Softmax: case K::SoftmaxGrad: case K::Dropout: case K::DropoutGrad: case K::CausalMask:
-    case K::CausalMaskGrad:
-      break;
-    default:
-      return false;
-  }
-  if (inputs.empty() || !inputs[0] || !inputs[0]->allocated()) return false;
-  const ir::DType dtype = inputs[0]->dtype();
-  if (dtype != ir::DType::F16 && dtype != ir::DType::BF16) return false;
-  for (const Tensor* t : inputs)
-    if (!t || !t->allocated() || t->dtype() != dtype) return false;
-  return outputsOf(outputs, dtype);
-}
-
-// Cross-entropy (and its gradient) of half logits: i32 labels and an f32
-// loss and dloss as the f32 kernels take them, half logits and dlogits read
-// and written by the kernels.
-bool halfLogits(const ir::Op& op, const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs) {
-  const bool grad = op.kind == K::CrossEntropyGrad;
-  if ((op.kind != K::CrossEntropy && !grad) || inputs.size() != (grad ? 3u : 2u)) return false;
-  for (const Tensor* t : inputs)
-    if (!t || !t->allocated()) return false;
-  const ir::DType dtype = inputs[0]->dtype();
-  if ((dtype != ir::DType::F16 && dtype != ir::DType::BF16) || inputs[1]->dtype() != ir::DType::I32 ||
-      (grad && inputs[2]->dtype() != ir::DType::F32))
-    return false;
-  return outputsOf(outputs, grad ? dtype : ir::DType::F32);
-}
-
-// An embedding of a half table (its rows copied as they are), or the
-// gradient of one from dy of any float type into a table gradient of any
-// float type (sums in f32, rounded once).
-bool halfTable(const ir::Op& op, const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs) {
-  if (inputs.size() != 2 || !inputs[0] || !inputs[1] || !inputs[0]->allocated() || !inputs[1]->allocated() ||
-      outputs.size() != 1)
-    return false;
-  if (op.kind == K::Embedding)
-    return (inputs[0]->dtype() == ir::DType::F16 || inputs[0]->dtype() == ir::DType::BF16) &&
-           inputs[1]->dtype() == ir::DType::I32 && outputsOf(outputs, inputs[0]->dtype());
-  if (op.kind != K::EmbeddingGrad || inputs[0]->dtype() != ir::DType::I32 || !isFloat(inputs[1]->dtype())) return false;
-  const Tensor* out = outputs[0];
-  return !out || !(out->allocated() || out->isPlaceholder()) || isFloat(out->dtype());
-}
-
 }  // namespace
 
 BinaryKind binaryKind(ir::OpKind kind) {
@@ -548,12 +539,8 @@ bool readsOnHost(ir::OpKind kind) {
 }
 
 void launchOp(const ir::Op& op, const std::vector<const Tensor*>& inputs, std::vector<Tensor*>& outputs,
-              const cpu::KernelContext& ctx, const GpuContext& gpu, std::vector<Tensor>& scratch) {
-  const bool movesElements = op.kind == K::MatMul || op.kind == K::Cast || cpu::isLayoutOp(op.kind);
-  const bool readsHalf =
-      halfNative(op, inputs, outputs) || halfLogits(op, inputs, outputs) || halfTable(op, inputs, outputs);
-  if (movesElements || readsHalf || !cpu::hasHalfOperand(inputs, outputs))
-    return launchOnGpu(KernelArgs(op, inputs, outputs, ctx), gpu, scratch);
+              const cpu::KernelContext& ctx, const GpuContext& gpu, std::vector<Tensor>& scratch, OperandPath path) {
+  if (path == OperandPath::kAsStored) return launchOnGpu(KernelArgs(op, inputs, outputs, ctx), gpu, scratch);
   // The f32 kernel on widened copies, its results rounded: all on the stream,
   // so the copies may go back to the allocator's cache at once (the next
   // user of their blocks is ordered after them on the same stream).

@@ -7,6 +7,7 @@
 
 #include "runtime/FusedOps.h"
 #include "runtime/cpu/KernelSupport.h"
+#include "runtime/cuda/OperandPath.h"
 #include "runtime/cuda/TrainingKernels.h"
 
 struct CUstream_st;
@@ -39,12 +40,13 @@ void launchFused(const FusedGroup& group, const std::vector<const Tensor*>& inpu
                  const GpuContext& gpu);
 
 /// Enqueues the op; returns before it has run. Scratch tensors it needs are
-/// added to `scratch`, which must live until the stream has finished. The
-/// f32 kernels' half-precision operands are widened on the GPU and their
-/// results rounded there (as cpu::runWidened does on the host); layout ops
-/// and casts move and convert elements of any float type.
+/// added to `scratch`, which must live until the stream has finished. `path`
+/// is operandPathOf(op, inputs, outputs) (OperandPath.h): kAsStored, the
+/// kernels read and write every operand in its own type; kWidened, half
+/// operands are widened to f32 copies on the GPU around the f32 kernel and
+/// its results rounded there (as cpu::runWidened does on the host).
 void launchOp(const ir::Op& op, const std::vector<const Tensor*>& inputs, std::vector<Tensor*>& outputs,
-              const cpu::KernelContext& ctx, const GpuContext& gpu, std::vector<Tensor>& scratch);
+              const cpu::KernelContext& ctx, const GpuContext& gpu, std::vector<Tensor>& scratch, OperandPath path);
 
 /// Enqueues one strided copy (a layout op's, or the runtime's box copies:
 /// KernelBackend::copy) on `stream`. Throws std::invalid_argument past the

@@ -3,6 +3,7 @@
 // row and combine through KernelSupport.cuh's block reductions.
 #include <stdexcept>
 
+#include "runtime/cuda/ChunkSums.h"
 #include "runtime/cuda/KernelSupport.cuh"
 #include "runtime/cuda/TrainingKernels.h"
 
@@ -22,24 +23,26 @@ __global__ void softmaxGradKernel(const void* y, const void* dy, void* dx, std::
   }
 }
 
-// dx per row, as the cpu kernel: rstd · (dxhat − mean(dxhat) − xhat · mean(dxhat · xhat)).
-__global__ void layerNormGradRows(const float* x, const float* gamma, const float* dy, float* dx, std::int64_t rows,
+// dx per row, as the cpu kernel: rstd · (dxhat − mean(dxhat) − xhat · mean(dxhat · xhat)),
+// x, gamma, dy and dx stored as F; each row's mean and rstd kept in `moments`.
+template <FloatFormat F>
+__global__ void layerNormGradRows(const void* x, const void* gamma, const void* dy, void* dx, std::int64_t rows,
                                   std::int64_t width, double eps, double* moments) {
   for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const float* in = x + r * width;
-    const float* d = dy + r * width;
-    const auto [mean, rstd] = rowMoments(in, width, eps);
+    const std::int64_t base = r * width;
+    const auto [mean, rstd] = rowMoments<F>(x, base, width, eps);
     double meanD = 0, meanDX = 0;
     for (std::int64_t j = threadIdx.x; j < width; j += blockDim.x) {
-      const double dxhat = static_cast<double>(d[j]) * gamma[j];
+      const double dxhat = static_cast<double>(loadAs<F>(dy, base + j)) * loadAs<F>(gamma, j);
       meanD += dxhat;
-      meanDX += dxhat * ((in[j] - mean) * rstd);
+      meanDX += dxhat * ((loadAs<F>(x, base + j) - mean) * rstd);
     }
     meanD = blockSum(meanD) / static_cast<double>(width);
     meanDX = blockSum(meanDX) / static_cast<double>(width);
     for (std::int64_t j = threadIdx.x; j < width; j += blockDim.x) {
-      const double dxhat = static_cast<double>(d[j]) * gamma[j];
-      dx[r * width + j] = static_cast<float>(rstd * (dxhat - meanD - (in[j] - mean) * rstd * meanDX));
+      const double dxhat = static_cast<double>(loadAs<F>(dy, base + j)) * loadAs<F>(gamma, j);
+      storeAs<F>(dx, base + j,
+                 static_cast<float>(rstd * (dxhat - meanD - (loadAs<F>(x, base + j) - mean) * rstd * meanDX)));
     }
     if (threadIdx.x == 0) {
       moments[2 * r] = mean;
@@ -50,7 +53,8 @@ __global__ void layerNormGradRows(const float* x, const float* gamma, const floa
 
 // Thread (c, j), c-major: chunk c of the rows' dy · xhat and dy for column j,
 // rows in order (double); `partial` holds 2 · chunks · width doubles.
-__global__ void layerNormGradColumns(const float* x, const float* dy, double* partial, std::int64_t rows,
+template <FloatFormat F>
+__global__ void layerNormGradColumns(const void* x, const void* dy, double* partial, std::int64_t rows,
                                      std::int64_t width, std::int64_t chunks, const double* moments) {
   const std::int64_t length = (rows + chunks - 1) / chunks;
   for (std::int64_t t = firstIndex(); t < width * chunks; t += gridStride()) {
@@ -58,26 +62,12 @@ __global__ void layerNormGradColumns(const float* x, const float* dy, double* pa
     const std::int64_t first = c * length, last = first + length < rows ? first + length : rows;
     double dg = 0, db = 0;
     for (std::int64_t r = first; r < last; ++r) {
-      const float d = dy[r * width + j];
-      dg += d * ((x[r * width + j] - moments[2 * r]) * moments[2 * r + 1]);
+      const float d = loadAs<F>(dy, r * width + j);
+      dg += d * ((loadAs<F>(x, r * width + j) - moments[2 * r]) * moments[2 * r + 1]);
       db += d;
     }
     partial[2 * t] = dg;
     partial[2 * t + 1] = db;
-  }
-}
-
-// dgamma[j] = Σ_r dy · xhat, dbeta[j] = Σ_r dy: the chunks added in order.
-__global__ void layerNormGradAddChunks(const double* partial, float* dgamma, float* dbeta, std::int64_t width,
-                                       std::int64_t chunks) {
-  for (std::int64_t j = firstIndex(); j < width; j += gridStride()) {
-    double dg = 0, db = 0;
-    for (std::int64_t c = 0; c < chunks; ++c) {
-      dg += partial[2 * (c * width + j)];
-      db += partial[2 * (c * width + j) + 1];
-    }
-    dgamma[j] = static_cast<float>(dg);
-    dbeta[j] = static_cast<float>(db);
   }
 }
 
@@ -106,11 +96,11 @@ __global__ void crossEntropyRows(const void* logits, const std::int32_t* labels,
   }
 }
 
-// One thread: the rows' losses summed in row order, as the cpu kernel.
+// One block: the rows' losses summed in a fixed order (blockSumStrided; the
+// cpu kernel adds them in row order, in double too).
 __global__ void meanOfRows(const double* rowLoss, std::int64_t rows, float* loss) {
-  double total = 0;
-  for (std::int64_t r = 0; r < rows; ++r) total += rowLoss[r];
-  *loss = static_cast<float>(total / static_cast<double>(rows));
+  const double total = blockSumStrided(rowLoss, rows, 1);
+  if (threadIdx.x == 0) *loss = static_cast<float>(total / static_cast<double>(rows));
 }
 
 template <FloatFormat F>
@@ -150,24 +140,40 @@ std::int64_t layerNormGradScratch(std::int64_t rows, std::int64_t width) {
   return 2 * rows + 2 * chunksFor(width, rows) * width;
 }
 
-void layerNormGrad(const float* x, const float* gamma, const float* dy, float* dx, float* dgamma, float* dbeta,
-                   std::int64_t rows, std::int64_t width, double eps, double* scratch, Stream stream) {
+void layerNormGrad(FloatFormat format, const void* x, const void* gamma, const void* dy, void* dx,
+                   FloatFormat dgammaFormat, void* dgamma, FloatFormat dbetaFormat, void* dbeta, std::int64_t rows,
+                   std::int64_t width, double eps, double* scratch, Stream stream) {
   detail::checkRows("layerNormGrad", rows, width, false);
   detail::checkPointers("layerNormGrad", width, {gamma, dgamma, dbeta, scratch});
   detail::checkPointers("layerNormGrad", rows * width, {x, dy, dx});
   if (width == 0) return;
   double* moments = scratch;  // mean and rstd per row, then the column chunks' partial sums
-  if (rows > 0) {
-    layerNormGradRows<<<rowBlocks(rows), kThreads, 0, stream>>>(x, gamma, dy, dx, rows, width, eps, moments);
-    checkLaunch();
-  }
   const std::int64_t chunks = chunksFor(width, rows);
   double* partial = scratch + 2 * rows;
-  layerNormGradColumns<<<blocksFor(width * chunks), kThreads, 0, stream>>>(x, dy, partial, rows, width, chunks,
-                                                                          moments);
+  withFormat(format, [&](auto f) {
+    if (rows > 0) {
+      layerNormGradRows<f()><<<rowBlocks(rows), kThreads, 0, stream>>>(x, gamma, dy, dx, rows, width, eps, moments);
+      checkLaunch();
+    }
+    layerNormGradColumns<f()><<<blocksFor(width * chunks), kThreads, 0, stream>>>(x, dy, partial, rows, width,
+                                                                                  chunks, moments);
+  });
   checkLaunch();
-  layerNormGradAddChunks<<<blocksFor(width), kThreads, 0, stream>>>(partial, dgamma, dbeta, width, chunks);
-  checkLaunch();
+  // dgamma[j] = Σ_r dy · xhat and dbeta[j] = Σ_r dy: column j's chunk c at
+  // partial[2 (c · width + j)] and the next double.
+  const auto addColumns = [&](const double* first, FloatFormat format, void* y) {
+    ChunkSums sums;
+    sums.partial = first;
+    sums.outputStride = 2;
+    sums.chunkStride = 2 * width;
+    sums.outputs = width;
+    sums.chunks = chunks;
+    sums.format = format;
+    sums.y = y;
+    addChunks(sums, stream);
+  };
+  addColumns(partial, dgammaFormat, dgamma);
+  addColumns(partial + 1, dbetaFormat, dbeta);
 }
 
 void crossEntropy(FloatFormat format, const void* logits, const std::int32_t* labels, float* loss, std::int64_t rows,
@@ -179,7 +185,7 @@ void crossEntropy(FloatFormat format, const void* logits, const std::int32_t* la
     crossEntropyRows<f()><<<rowBlocks(rows), kThreads, 0, stream>>>(logits, labels, rows, vocab, rowLoss);
   });
   checkLaunch();
-  meanOfRows<<<1, 1, 0, stream>>>(rowLoss, rows, loss);
+  meanOfRows<<<1, kThreads, 0, stream>>>(rowLoss, rows, loss);
   checkLaunch();
 }
 

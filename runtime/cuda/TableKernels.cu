@@ -1,8 +1,10 @@
 // Embedding lookups and their scatter-add gradient, sums over rows (bias
 // gradients) and the optimizer's kernels: sums of squares for the global norm
-// and the SGD and Adam updates in place.
+// and the SGD and Adam updates in place. Operands of any float format, read
+// as f32 and each result rounded once (KernelSupport.cuh's loadAs/storeAs).
 #include <stdexcept>
 
+#include "runtime/cuda/ChunkSums.h"
 #include "runtime/cuda/KernelSupport.cuh"
 #include "runtime/cuda/TrainingKernels.h"
 
@@ -30,8 +32,9 @@ __global__ void embeddingGradKernel(const std::int32_t* order, const std::int32_
 }
 
 // The summed elements [first, last) of output o (row-major over the summed
-// dimensions), from its base offset.
-__device__ double sumRange(const float* x, const SumIndex& ix, std::int64_t base, std::int64_t first,
+// dimensions), from its base offset, in x's format F.
+template <FloatFormat F>
+__device__ double sumRange(const void* x, const SumIndex& ix, std::int64_t base, std::int64_t first,
                            std::int64_t last) {
   std::int64_t at[kMaxRank] = {};
   std::int64_t offset = base, rest = first;
@@ -42,7 +45,7 @@ __device__ double sumRange(const float* x, const SumIndex& ix, std::int64_t base
   }
   double sum = 0;
   for (std::int64_t k = first; k < last; ++k) {
-    sum += x[offset];
+    sum += loadAs<F>(x, offset);
     for (int d = ix.summedRank - 1; d >= 0; --d) {  // an odometer: no division per element
       offset += ix.summedStrides[d];
       if (++at[d] < ix.summed[d]) break;
@@ -62,29 +65,24 @@ __device__ std::int64_t baseOf(const SumIndex& ix, std::int64_t o) {
   return base;
 }
 
-__global__ void sumOverKernel(const float* x, float* y, SumIndex ix, std::int64_t outputs, std::int64_t perOutput,
-                              double factor) {
+// y[o] = factor · Σ, rounded to f32 and then to y's format: what widening x,
+// the f32 kernel and rounding its result back give.
+template <FloatFormat F>
+__global__ void sumOverKernel(const void* x, FloatFormat yFormat, void* y, SumIndex ix, std::int64_t outputs,
+                              std::int64_t perOutput, double factor) {
   for (std::int64_t o = firstIndex(); o < outputs; o += gridStride())
-    y[o] = static_cast<float>(sumRange(x, ix, baseOf(ix, o), 0, perOutput) * factor);
+    storeIn(yFormat, y, o, static_cast<float>(sumRange<F>(x, ix, baseOf(ix, o), 0, perOutput) * factor));
 }
 
 // Thread (c, o), c-major so that neighbouring threads read neighbouring outputs.
-__global__ void sumChunksKernel(const float* x, double* partial, SumIndex ix, std::int64_t outputs,
+template <FloatFormat F>
+__global__ void sumChunksKernel(const void* x, double* partial, SumIndex ix, std::int64_t outputs,
                                 std::int64_t perOutput, std::int64_t chunks) {
   const std::int64_t length = (perOutput + chunks - 1) / chunks;
   for (std::int64_t t = firstIndex(); t < outputs * chunks; t += gridStride()) {
     const std::int64_t c = t / outputs, o = t % outputs;
     const std::int64_t first = c * length, last = first + length < perOutput ? first + length : perOutput;
-    partial[t] = first < last ? sumRange(x, ix, baseOf(ix, o), first, last) : 0.0;
-  }
-}
-
-__global__ void addChunksKernel(const double* partial, float* y, std::int64_t outputs, std::int64_t chunks,
-                                double factor) {
-  for (std::int64_t o = firstIndex(); o < outputs; o += gridStride()) {
-    double sum = 0;
-    for (std::int64_t c = 0; c < chunks; ++c) sum += partial[c * outputs + o];
-    y[o] = static_cast<float>(sum * factor);
+    partial[t] = first < last ? sumRange<F>(x, ix, baseOf(ix, o), first, last) : 0.0;
   }
 }
 
@@ -94,10 +92,23 @@ std::int64_t countOf(const std::int64_t* extents, int rank) {
   return n;
 }
 
-__global__ void addSquaresKernel(const float* x, std::int64_t n, double* sumSquares) {
+// Block b: Σ x[i]² (double) over i = b·kThreads + thread + k·blocks·kThreads,
+// each thread in order, the block's threads by blockSum's tree: a fixed
+// order for a given n (blocks depends on n alone, not on the GPU).
+template <FloatFormat F>
+__global__ void squaresKernel(const void* x, std::int64_t n, double* partial) {
   double sum = 0;
-  for (std::int64_t i = threadIdx.x; i < n; i += blockDim.x) sum += static_cast<double>(x[i]) * x[i];
+  for (std::int64_t i = firstIndex(); i < n; i += gridStride()) {
+    const double v = loadAs<F>(x, i);
+    sum += v * v;
+  }
   sum = blockSum(sum);
+  if (threadIdx.x == 0) partial[blockIdx.x] = sum;
+}
+
+// One block: *sumSquares += the blocks' partial sums, in a fixed order.
+__global__ void addPartialsKernel(const double* partial, std::int64_t count, double* sumSquares) {
+  const double sum = blockSumStrided(partial, count, 1);
   if (threadIdx.x == 0) *sumSquares += sum;
 }
 
@@ -105,31 +116,33 @@ __global__ void sqrtKernel(const double* sumSquares, float* y, bool root) {
   *y = static_cast<float>(root ? sqrt(*sumSquares) : *sumSquares);
 }
 
-__global__ void sgdKernel(const float* w, const float* g, const float* scale, const float* m, float* wOut,
-                          float* mOut, std::int64_t n, SgdConstants k) {
+// Each operand read and each result stored in its own format (f32 in a
+// training graph: the master weight, its gradient and state); the math in
+// f32 as the cpu kernel's, each result rounded once. In place allowed: every
+// element is read before it is written at the same index.
+__global__ void sgdKernel(UpdateOperands u, const float* scale, std::int64_t n, SgdConstants k) {
   const float s = *scale;
   for (std::int64_t i = firstIndex(); i < n; i += gridStride()) {
-    const float gi = g[i] * s + k.decay * w[i];
-    const float mi = k.momentum * m[i] + gi;
-    const float wi = w[i] - k.lr * mi;
-    mOut[i] = mi;
-    wOut[i] = wi;
+    const float wi = loadIn(u.formats.w, u.w, i);
+    const float gi = loadIn(u.formats.g, u.g, i) * s + k.decay * wi;
+    const float mi = k.momentum * loadIn(u.formats.m, u.m, i) + gi;
+    storeIn(u.formats.mOut, u.mOut, i, mi);
+    storeIn(u.formats.wOut, u.wOut, i, wi - k.lr * mi);
   }
 }
 
-__global__ void adamKernel(const float* w, const float* g, const float* scale, const float* m, const float* v,
-                           float* wOut, float* mOut, float* vOut, std::int64_t n, AdamConstants k) {
+__global__ void adamKernel(UpdateOperands u, const float* scale, std::int64_t n, AdamConstants k) {
   const float s = *scale;
   for (std::int64_t i = firstIndex(); i < n; i += gridStride()) {
-    const float wi = w[i];
-    const float gi = g[i] * s + (k.decoupled ? 0.0f : k.decay * wi);
-    const float mi = k.beta1 * m[i] + (1.0f - k.beta1) * gi;
-    const float vi = k.beta2 * v[i] + (1.0f - k.beta2) * gi * gi;
+    const float wi = loadIn(u.formats.w, u.w, i);
+    const float gi = loadIn(u.formats.g, u.g, i) * s + (k.decoupled ? 0.0f : k.decay * wi);
+    const float mi = k.beta1 * loadIn(u.formats.m, u.m, i) + (1.0f - k.beta1) * gi;
+    const float vi = k.beta2 * loadIn(u.formats.v, u.v, i) + (1.0f - k.beta2) * gi * gi;
     float step = (mi / k.correction1) / (sqrtf(vi / k.correction2) + k.eps);
     if (k.decoupled) step += k.decay * wi;
-    mOut[i] = mi;
-    vOut[i] = vi;
-    wOut[i] = wi - k.lr * step;
+    storeIn(u.formats.mOut, u.mOut, i, mi);
+    storeIn(u.formats.vOut, u.vOut, i, vi);
+    storeIn(u.formats.wOut, u.wOut, i, wi - k.lr * step);
   }
 }
 
@@ -178,7 +191,8 @@ std::int64_t sumOverScratch(const SumIndex& index) {
   return chunks > 1 ? chunks * outputs : 0;
 }
 
-void sumOver(const float* x, float* y, const SumIndex& index, double factor, double* scratch, Stream stream) {
+void sumOver(FloatFormat xFormat, const void* x, FloatFormat yFormat, void* y, const SumIndex& index, double factor,
+             double* scratch, Stream stream) {
   if (index.keptRank < 0 || index.keptRank > kMaxRank || index.summedRank < 0 || index.summedRank > kMaxRank)
     throw std::invalid_argument("cuda::sumOver: rank outside [0, 8]");
   const std::int64_t outputs = countOf(index.kept, index.keptRank);
@@ -188,23 +202,44 @@ void sumOver(const float* x, float* y, const SumIndex& index, double factor, dou
   detail::checkPointers("sumOver", outputs * perOutput, {x});
   if (outputs == 0) return;
   const std::int64_t chunks = chunksFor(outputs, perOutput);
-  if (chunks > 1) {
-    if (!scratch) throw std::invalid_argument("cuda::sumOver: needs sumOverScratch(index) doubles of scratch");
-    sumChunksKernel<<<blocksFor(outputs * chunks), kThreads, 0, stream>>>(x, scratch, index, outputs, perOutput,
-                                                                         chunks);
-    checkLaunch();
-    addChunksKernel<<<blocksFor(outputs), kThreads, 0, stream>>>(scratch, y, outputs, chunks, factor);
-  } else {
-    sumOverKernel<<<blocksFor(outputs), kThreads, 0, stream>>>(x, y, index, outputs, perOutput, factor);
-  }
+  if (chunks > 1 && !scratch) throw std::invalid_argument("cuda::sumOver: needs sumOverScratch(index) doubles of scratch");
+  withFormat(xFormat, [&](auto f) {
+    if (chunks > 1)
+      sumChunksKernel<f()><<<blocksFor(outputs * chunks), kThreads, 0, stream>>>(x, scratch, index, outputs,
+                                                                                 perOutput, chunks);
+    else
+      sumOverKernel<f()><<<blocksFor(outputs), kThreads, 0, stream>>>(x, yFormat, y, index, outputs, perOutput,
+                                                                      factor);
+  });
   checkLaunch();
+  if (chunks == 1) return;
+  ChunkSums sums;  // output o's chunk c at scratch[c · outputs + o] (sumChunksKernel)
+  sums.partial = scratch;
+  sums.outputStride = 1;
+  sums.chunkStride = outputs;
+  sums.outputs = outputs;
+  sums.chunks = chunks;
+  sums.factor = factor;
+  sums.format = yFormat;
+  sums.y = y;
+  addChunks(sums, stream);
 }
 
-void addSquares(const float* x, std::int64_t n, double* sumSquares, Stream stream) {
+std::int64_t addSquaresScratch(std::int64_t n) {
+  constexpr std::int64_t kPerThread = 64, kMostBlocks = 1024;
+  const std::int64_t blocks = (n + kThreads * kPerThread - 1) / (kThreads * kPerThread);
+  return blocks < 1 ? 1 : blocks > kMostBlocks ? kMostBlocks : blocks;
+}
+
+void addSquares(FloatFormat format, const void* x, std::int64_t n, double* sumSquares, double* scratch,
+                Stream stream) {
   detail::checkElementwise("addSquares", n, 1);
-  detail::checkPointers("addSquares", n, {x, sumSquares});
+  detail::checkPointers("addSquares", n, {x, sumSquares, scratch});
   if (n == 0) return;
-  addSquaresKernel<<<1, kThreads, 0, stream>>>(x, n, sumSquares);
+  const auto blocks = static_cast<int>(addSquaresScratch(n));
+  withFormat(format, [&](auto f) { squaresKernel<f()><<<blocks, kThreads, 0, stream>>>(x, n, scratch); });
+  checkLaunch();
+  addPartialsKernel<<<1, kThreads, 0, stream>>>(scratch, blocks, sumSquares);
   checkLaunch();
 }
 
@@ -214,21 +249,19 @@ void sqrtToFloat(const double* sumSquares, float* y, Stream stream, bool root) {
   checkLaunch();
 }
 
-void sgdUpdate(const float* w, const float* g, const float* scale, const float* m, float* wOut, float* mOut,
-               std::int64_t n, SgdConstants k, Stream stream) {
+void sgdUpdate(const UpdateOperands& u, const float* scale, std::int64_t n, SgdConstants k, Stream stream) {
   detail::checkElementwise("sgdUpdate", n, 1);
-  detail::checkPointers("sgdUpdate", n, {w, g, scale, m, wOut, mOut});
+  detail::checkPointers("sgdUpdate", n, {u.w, u.g, scale, u.m, u.wOut, u.mOut});
   if (n == 0) return;
-  sgdKernel<<<blocksFor(n), kThreads, 0, stream>>>(w, g, scale, m, wOut, mOut, n, k);
+  sgdKernel<<<blocksFor(n), kThreads, 0, stream>>>(u, scale, n, k);
   checkLaunch();
 }
 
-void adamUpdate(const float* w, const float* g, const float* scale, const float* m, const float* v, float* wOut,
-                float* mOut, float* vOut, std::int64_t n, AdamConstants k, Stream stream) {
+void adamUpdate(const UpdateOperands& u, const float* scale, std::int64_t n, AdamConstants k, Stream stream) {
   detail::checkElementwise("adamUpdate", n, 1);
-  detail::checkPointers("adamUpdate", n, {w, g, scale, m, v, wOut, mOut, vOut});
+  detail::checkPointers("adamUpdate", n, {u.w, u.g, scale, u.m, u.v, u.wOut, u.mOut, u.vOut});
   if (n == 0) return;
-  adamKernel<<<blocksFor(n), kThreads, 0, stream>>>(w, g, scale, m, v, wOut, mOut, vOut, n, k);
+  adamKernel<<<blocksFor(n), kThreads, 0, stream>>>(u, scale, n, k);
   checkLaunch();
 }
 

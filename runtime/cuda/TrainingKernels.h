@@ -1,9 +1,11 @@
 // The CUDA kernels a training step needs beyond Kernels.h, each the GPU twin
-// of a cpu kernel (runtime/cpu/*Kernels.cpp) on fp32 device arrays (i32 for
-// ids and labels), launched asynchronously on a stream. CudaKernels.cpp
-// dispatches graph ops to them after the cpu kernels' own argument checks
-// (cpu::KernelArgs), so these launchers check only what reaches the GPU:
-// counts and null pointers (std::invalid_argument, before any launch).
+// of a cpu kernel (runtime/cpu/*Kernels.cpp) on device arrays of fp32 or, where
+// a FloatFormat says so, f16/bf16 elements read as f32 and each result
+// rounded once (i32 for ids and labels), launched asynchronously on a stream.
+// CudaKernels.cpp dispatches graph ops to them after the cpu kernels' own
+// argument checks (cpu::KernelArgs), so these launchers check only what
+// reaches the GPU: counts and null pointers (std::invalid_argument, before
+// any launch).
 //
 // Reductions are deterministic (a fixed order for a given size) and
 // accumulate in double where the cpu kernel does; results agree with the cpu
@@ -73,11 +75,16 @@ void softmaxGrad(const float* y, const float* dy, float* dx, std::int64_t rows, 
 void softmaxGrad(FloatFormat format, const void* y, const void* dy, void* dx, std::int64_t rows, std::int64_t width,
                  Stream stream);
 /// LayerNorm's backward: dx per row, dgamma and dbeta summed over rows in row
-/// order (double), long columns in chunks added in order. `scratch`:
-/// layerNormGradScratch(rows, width) doubles of device memory.
+/// order (double), long columns in chunks whose partial sums are added in a
+/// fixed order (ChunkSums.h). x, gamma, dy and dx stored as `format`,
+/// dgamma and dbeta each as its own format (f32 for a half model's parameter
+/// gradients, ir::kF32Outputs); every result computed as the f32 kernel's and
+/// rounded once. `scratch`: layerNormGradScratch(rows, width) doubles of
+/// device memory.
 std::int64_t layerNormGradScratch(std::int64_t rows, std::int64_t width);
-void layerNormGrad(const float* x, const float* gamma, const float* dy, float* dx, float* dgamma, float* dbeta,
-                   std::int64_t rows, std::int64_t width, double eps, double* scratch, Stream stream);
+void layerNormGrad(FloatFormat format, const void* x, const void* gamma, const void* dy, void* dx,
+                   FloatFormat dgammaFormat, void* dgamma, FloatFormat dbetaFormat, void* dbeta, std::int64_t rows,
+                   std::int64_t width, double eps, double* scratch, Stream stream);
 
 /// loss = mean over rows of logsumexp(row) − row[label]. `rowLoss`: `rows`
 /// doubles of scratch device memory. Labels must be in range (the caller checks).
@@ -116,36 +123,57 @@ struct SumIndex {
   std::int64_t summed[kMaxRank] = {}, summedStrides[kMaxRank] = {};
 };
 /// y[o] = factor · Σ x over o's summed elements, in double, in x's row-major
-/// order (Sum, Mean, ReduceToShape). With few outputs and long sums (bias and
-/// layer-norm gradients: thousands of outputs, thousands of rows each) one
-/// thread per output leaves most of the GPU idle, so the sum is cut into
-/// chunks of consecutive elements summed in parallel into `scratch` and the
-/// chunks then added in order: deterministic, and within a rounding of the
-/// cpu kernel's one running sum. sumOverScratch says how many doubles of
-/// scratch that takes (0: one pass, scratch unused).
+/// order (Sum, Mean, ReduceToShape), x stored as `xFormat` and y as
+/// `yFormat` (each sum rounded to f32, then to y's format: the widened f32
+/// kernel's bits). With few outputs and long sums (bias and layer-norm
+/// gradients: thousands of outputs, thousands of rows each) one thread per
+/// output leaves most of the GPU idle, so the sum is cut into chunks of
+/// consecutive elements summed in parallel into `scratch`, and each output's
+/// chunks are added in a fixed order (by a block when there are many,
+/// ChunkSums.h): deterministic, and within a rounding of the cpu kernel's one
+/// running sum. sumOverScratch says how many
+/// doubles of scratch that takes (0: one pass, scratch unused).
 std::int64_t sumOverScratch(const SumIndex& index);
-void sumOver(const float* x, float* y, const SumIndex& index, double factor, double* scratch, Stream stream);
+void sumOver(FloatFormat xFormat, const void* x, FloatFormat yFormat, void* y, const SumIndex& index, double factor,
+             double* scratch, Stream stream);
 
-/// *sumSquares += Σ x[i]² (double, one block: a fixed order).
-void addSquares(const float* x, std::int64_t n, double* sumSquares, Stream stream);
+/// *sumSquares += Σ x[i]² (double) over x stored as `format`: blocks (up to
+/// 1,024, by n alone) sum strided parts into `scratch`, which one block adds in
+/// a fixed order. `scratch`: addSquaresScratch(n) doubles of device memory.
+std::int64_t addSquaresScratch(std::int64_t n);
+void addSquares(FloatFormat format, const void* x, std::int64_t n, double* sumSquares, double* scratch,
+                Stream stream);
 /// *y = sqrt(*sumSquares) as float, or with `root` false *sumSquares itself.
 void sqrtToFloat(const double* sumSquares, float* y, Stream stream, bool root = true);
+
+/// The arrays of an update (w, g and the state in; w', m', v' out; v and v'
+/// for Adam only), each stored in its own format: a training graph updates
+/// f32 master weights with f32 gradients and state, but the op takes any
+/// float type per operand (ir/OpRulesUpdate.cpp). In place allowed (wOut ==
+/// w, mOut == m, vOut == v).
+struct UpdateFormats {
+  FloatFormat w = FloatFormat::kF32, g = FloatFormat::kF32, m = FloatFormat::kF32, v = FloatFormat::kF32;
+  FloatFormat wOut = FloatFormat::kF32, mOut = FloatFormat::kF32, vOut = FloatFormat::kF32;
+};
+struct UpdateOperands {
+  const void *w = nullptr, *g = nullptr, *m = nullptr, *v = nullptr;
+  void *wOut = nullptr, *mOut = nullptr, *vOut = nullptr;
+  UpdateFormats formats;
+};
 
 struct SgdConstants {
   float lr, momentum, decay;
 };
-/// m' = momentum·m + (g·scale + decay·w); w' = w − lr·m'. In place allowed
-/// (wOut == w, mOut == m). `scale` is a device scalar.
-void sgdUpdate(const float* w, const float* g, const float* scale, const float* m, float* wOut, float* mOut,
-               std::int64_t n, SgdConstants k, Stream stream);
+/// m' = momentum·m + (g·scale + decay·w); w' = w − lr·m', in f32, each
+/// result rounded once to its format. `scale` is a device scalar.
+void sgdUpdate(const UpdateOperands& u, const float* scale, std::int64_t n, SgdConstants k, Stream stream);
 
 struct AdamConstants {
   float beta1, beta2, correction1, correction2, eps, decay, lr;
   bool decoupled;
 };
-/// The cpu kernel's Adam/AdamW step (runtime/cpu/OptimizerKernels.cpp), in
-/// place allowed. `scale` is a device scalar.
-void adamUpdate(const float* w, const float* g, const float* scale, const float* m, const float* v, float* wOut,
-                float* mOut, float* vOut, std::int64_t n, AdamConstants k, Stream stream);
+/// The cpu kernel's Adam/AdamW step (runtime/cpu/OptimizerKernels.cpp) in
+/// f32, each result rounded once to its format. `scale` is a device scalar.
+void adamUpdate(const UpdateOperands& u, const float* scale, std::int64_t n, AdamConstants k, Stream stream);
 
 }  // namespace meshflow::runtime::cuda

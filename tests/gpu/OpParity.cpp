@@ -2,7 +2,9 @@
 // (runtime/cuda/KernelPlacement.h), through the backend itself (CudaKernels:
 // the cpu kernels' argument checks, managed memory, the launch), against the
 // cpu kernel on the same fresh random inputs. Each check also fails if the op
-// ran on the host instead. The fused groups are checked last (FusedParity.cpp).
+// ran on the host instead, or took the other half-precision path than the case
+// says (widened to f32 copies or read as stored, runtime/cuda/OperandPath.h).
+// The fused groups are checked last (FusedParity.cpp).
 // Without a GPU it prints SKIPPED and exits 77.
 //
 // Tolerances, as |gpu - cpu| <= atol + rtol·|cpu| per element: exact where
@@ -13,8 +15,8 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <map>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,10 +47,21 @@ struct OpCase {
   cpu::KernelContext ctx;
   bool inPlace = false;  ///< Outputs j are inputs 0, 3, 4 (the optimizer updates).
   bool onHost = false;   ///< An op the backend leaves to the cpu kernel, on the device's managed memory.
-  /// The output's type and shape as the caller fixes them (an executor's
-  /// placeholder), when the op should not choose them itself.
-  std::optional<DType> outputType;
-  Shape outputShape;
+  /// Half operands that the backend must widen to f32 copies
+  /// (cuda::OperandPath::kWidened); every other case must read them as stored.
+  bool widens = false;
+  /// Outputs whose type and shape the caller fixes (an executor's
+  /// placeholders), where the op should not choose them itself.
+  struct TypedOutput {
+    int index;
+    DType dtype;
+    Shape shape;
+  };
+  std::vector<TypedOutput> typedOutputs;
+  OpCase&& typed(int index, DType dtype, Shape shape) && {
+    typedOutputs.push_back({index, dtype, std::move(shape)});
+    return std::move(*this);
+  }
 };
 
 Tensor randomIds(Shape shape, std::int32_t limit) {
@@ -67,7 +80,8 @@ std::vector<Tensor> run(const OpCase& c, std::vector<Tensor> inputs, const std::
   for (const Tensor& t : inputs) in.push_back(&t);
   std::vector<Tensor> results(static_cast<std::size_t>(c.outputs));
   std::vector<Tensor*> out;
-  if (c.outputType) results[0] = Tensor::placeholder(*c.outputType, c.outputShape);
+  for (const OpCase::TypedOutput& t : c.typedOutputs)
+    results[static_cast<std::size_t>(t.index)] = Tensor::placeholder(t.dtype, t.shape);
   for (int j = 0; j < c.outputs; ++j)
     out.push_back(c.inPlace ? &inputs[j == 0 ? 0 : static_cast<std::size_t>(j) + 2] : &results[static_cast<std::size_t>(j)]);
   kernel(op, in, out);
@@ -83,8 +97,11 @@ void check(cuda::CudaKernels& kernels, const std::shared_ptr<meshflow::runtime::
     cpu::runKernel(op, in, out, c.ctx);
   });
   const std::string opName = meshflow::ir::opName(c.kind);
-  const auto before = kernels.gpuOps().count(opName) ? kernels.gpuOps().at(opName) : 0;
-  const auto hostBefore = kernels.hostOps().count(opName) ? kernels.hostOps().at(opName) : 0;
+  const auto countOf = [&](const std::map<std::string, std::int64_t>& counts) {
+    return counts.count(opName) ? counts.at(opName) : 0;
+  };
+  const auto before = countOf(kernels.gpuOps()), hostBefore = countOf(kernels.hostOps());
+  const auto widenedBefore = countOf(kernels.widenedOps());
   MemoryScope scope(memory, MemoryCategory::kActivations);
   std::vector<Tensor> deviceInputs;
   for (const Tensor& t : c.inputs) deviceInputs.push_back(t.clone());  // into the GPU's memory
@@ -98,10 +115,15 @@ void check(cuda::CudaKernels& kernels, const std::shared_ptr<meshflow::runtime::
     std::printf("FAIL %-44s %s\n", c.name.c_str(), e.what());
     return;
   }
-  const auto& counts = c.onHost ? kernels.hostOps() : kernels.gpuOps();
-  if ((counts.count(opName) ? counts.at(opName) : 0) == (c.onHost ? hostBefore : before)) {
+  if (countOf(c.onHost ? kernels.hostOps() : kernels.gpuOps()) == (c.onHost ? hostBefore : before)) {
     ++failures;
     std::printf("FAIL %-44s did not run on the %s\n", c.name.c_str(), c.onHost ? "host" : "GPU");
+    return;
+  }
+  if ((countOf(kernels.widenedOps()) != widenedBefore) != c.widens) {
+    ++failures;
+    std::printf("FAIL %-44s %s\n", c.name.c_str(),
+                c.widens ? "read its operands as stored, expected f32 copies" : "widened its operands to f32 copies");
     return;
   }
   for (int j = 0; j < c.outputs; ++j)
@@ -228,12 +250,11 @@ std::vector<OpCase> matmulCases() {
                    {randomTensor({2, m, k}, -1, 1).castTo(DType::BF16), randomTensor({k, n}, -1, 1).castTo(DType::BF16)},
                    {}, {f32.atol, 2.0 / 256}});
   // A half weight's gradient kept in fp32 (ir::kF32Outputs): bf16 operands, an f32 y.
-  OpCase wide{"matmul bf16 -> f32 [2,k,m] x [2,k,n] (a transposed)", OpKind::MatMul,
-              {randomTensor({2, k, m}, -1, 1).castTo(DType::BF16), randomTensor({2, k, n}, -1, 1).castTo(DType::BF16)},
-              transposes(true, false), f32};
-  wide.outputType = DType::F32;
-  wide.outputShape = {2, m, n};
-  cases.push_back(wide);
+  cases.push_back(
+      OpCase{"matmul bf16 -> f32 [2,k,m] x [2,k,n] (a transposed)", OpKind::MatMul,
+             {randomTensor({2, k, m}, -1, 1).castTo(DType::BF16), randomTensor({2, k, n}, -1, 1).castTo(DType::BF16)},
+             transposes(true, false), f32}
+          .typed(0, DType::F32, {2, m, n}));
   return cases;
 }
 
@@ -293,7 +314,9 @@ std::vector<OpCase> halfCases() {
   cases.push_back({"mul f16 (same shape)", OpKind::Mul, {half(x, DType::F16), half(dy, DType::F16)}, {}, f16});
   cases.push_back({"scale bf16", OpKind::Scale, {half(x, DType::BF16)}, {{"factor", 0.37}}, bf16});
   cases.push_back({"tanh_grad bf16", OpKind::TanhGrad, {half(x, DType::BF16), half(dy, DType::BF16)}, {}, bf16});
-  cases.push_back({"add bf16 + f32 (widened)", OpKind::Add, {half(x, DType::BF16), dy}, {}, bf16});
+  OpCase mixed{"add bf16 + f32 (widened)", OpKind::Add, {half(x, DType::BF16), dy}, {}, bf16};
+  mixed.widens = true;
+  cases.push_back(mixed);
   Tensor probs = randomTensor({64, 96}, 0.0f, 0.02f);
   cases.push_back({"softmax_grad bf16", OpKind::SoftmaxGrad, {half(probs, DType::BF16), half(dy, DType::BF16)}, {},
                    bf16});
@@ -316,11 +339,87 @@ std::vector<OpCase> halfCases() {
   // Its gradient from bf16 dy: in bf16 (dy's type), and in f32 where the caller asks (a half model's weight gradient).
   Tensor ids = randomIds({6, 9}, 50), dys = half(randomTensor({6, 9, 24}), DType::BF16);
   cases.push_back({"embedding_grad bf16", OpKind::EmbeddingGrad, {ids, dys}, {{"vocab", std::int64_t{50}}}, bf16});
-  OpCase wide{"embedding_grad bf16 dy, f32 table", OpKind::EmbeddingGrad, {ids, dys}, {{"vocab", std::int64_t{50}}},
-              {1e-6, 1e-6}};
-  wide.outputType = DType::F32;
-  wide.outputShape = {50, 24};
-  cases.push_back(wide);
+  cases.push_back(OpCase{"embedding_grad bf16 dy, f32 table", OpKind::EmbeddingGrad, {ids, dys},
+                         {{"vocab", std::int64_t{50}}}, {1e-6, 1e-6}}
+                      .typed(0, DType::F32, {50, 24}));
+  return cases;
+}
+
+// Layer norm, its backward, the sums, BroadcastTo, the global norm and the
+// updates on half operands, read and written as they are stored (check()
+// fails a case the backend widened to f32 copies), in bf16 and in f16. Both
+// sides read the same rounded inputs and compute each result in f32 (or
+// double) as the f32 cases do, then round it to the half type once; two f32
+// values that agree to the f32 case's tolerance δ round to halves that differ
+// by at most δ plus one unit in the half's last place: 2^-7 relative for
+// bf16 (8 significant bits), 2^-10 for f16 (11), and 2^-24 absolute for f16
+// subnormals (below 2^-14). So each tolerance is the f32 case's plus that
+// unit (`rounded`); results kept in f32 (a half model's parameter gradients and
+// optimizer state) need only the f32 case's, and the one tolerance of a case
+// covers its loosest output. The update of SGD stays exact: the same f32
+// operations on the same values on both sides, rounded once.
+std::vector<OpCase> halfKernelCases() {
+  std::vector<OpCase> cases;
+  const auto axes = [](std::vector<std::int64_t> a) { return Attributes{{"axes", std::move(a)}}; };
+  const Attributes eps{{"eps", 1e-5}};
+  const Attributes sgd{{"lr", 0.1}, {"momentum", 0.9}, {"weight_decay", 0.01}};
+  const Attributes adam{{"lr", 1e-3}, {"weight_decay", 0.01}};
+  const Attributes adamw{{"lr", 1e-3}, {"weight_decay", 0.01}, {"decoupled", std::int64_t{1}}};
+  const Tensor scale = Tensor::scalar(0.8f);
+  for (const DType dtype : {DType::BF16, DType::F16}) {
+    const std::string t = meshflow::ir::dtypeName(dtype);
+    const auto rounded = [dtype](Tolerance f32) {
+      return dtype == DType::BF16 ? Tolerance{f32.atol, f32.rtol + 1.0 / 128}
+                                  : Tolerance{f32.atol + std::ldexp(1.0, -24), f32.rtol + 1.0 / 1024};
+    };
+    const auto half = [dtype](const Tensor& x) { return x.castTo(dtype); };
+    // Rows of 300: more than a block's 256 threads, and not a multiple of them.
+    Tensor x = half(randomTensor({37, 300})), gamma = half(randomTensor({300})), beta = half(randomTensor({300}));
+    Tensor dy = half(randomTensor({37, 300}));
+    cases.push_back({"layer_norm " + t, OpKind::LayerNorm, {x, gamma, beta}, eps, rounded({1e-5, 1e-5})});
+    cases.push_back({"layer_norm_grad " + t, OpKind::LayerNormGrad, {x, gamma, dy}, eps, rounded({1e-5, 1e-5}), 3});
+    // A half model's: dgamma and dbeta in f32 (ir::kF32Outputs), 4,096 rows in
+    // 64 chunks a column, which a block adds (cuda::kBlockAddsFrom).
+    Tensor tall = half(randomTensor({4096, 64})), tallGamma = half(randomTensor({64}));
+    Tensor tallDy = half(randomTensor({4096, 64}));
+    cases.push_back(OpCase{"layer_norm_grad " + t + " -> f32 dgamma, dbeta (4096 rows)", OpKind::LayerNormGrad,
+                           {tall, tallGamma, tallDy}, eps, rounded({1e-5, 1e-5}), 3}
+                        .typed(1, DType::F32, {64})
+                        .typed(2, DType::F32, {64}));
+    // Sums: in double on both sides, in another order; the f32 cases' {1e-9, 1e-7}.
+    // The bias: 32 chunks an output, the [3000,5] mean 46, each added by a
+    // thread; the 2^20 elements into one output, 16,384 chunks added by a block.
+    Tensor grads = half(randomTensor({7, 300, 96})), bias = half(randomTensor({96}));
+    cases.push_back({"reduce_to_shape " + t + " (bias of [7,300,96]: chunks)", OpKind::ReduceToShape, {grads, bias},
+                     {}, rounded({1e-9, 1e-7})});
+    cases.push_back(OpCase{"reduce_to_shape " + t + " -> f32 (a half model's bias gradient)", OpKind::ReduceToShape,
+                           {grads, bias}, {}, {1e-9, 1e-7}}
+                        .typed(0, DType::F32, {96}));
+    Tensor small = half(randomTensor({6, 7, 33}));
+    cases.push_back({"sum " + t + " over axes 0, 2", OpKind::Sum, {small}, axes({0, 2}), rounded({1e-9, 1e-7})});
+    cases.push_back({"mean " + t + " over axis 0 of [3000,5] (chunks)", OpKind::Mean, {half(randomTensor({3000, 5}))},
+                     axes({0}), rounded({1e-9, 1e-7})});
+    cases.push_back({"sum " + t + " of 2^20 elements (16384 chunks, one block adds them)", OpKind::Sum,
+                     {half(randomTensor({1024, 1024}))}, {}, rounded({1e-9, 1e-7})});
+    // A copy: the same bits.
+    cases.push_back({"broadcast_to " + t + " (axes 0, 2 removed)", OpKind::BroadcastTo,
+                     {half(randomTensor({7})), small}, axes({0, 2})});
+    // Squares in double from the same values: the f32 case's tolerance (an f32 result).
+    cases.push_back({"global_norm " + t + " 2^20 + f32 33 (64 blocks)", OpKind::GlobalNorm,
+                     {half(randomTensor({1 << 20})), randomTensor({33})}, {}, {0, 1e-6}});
+    Tensor w = half(randomTensor({1000})), g = randomTensor({1000}), m = randomTensor({1000});
+    Tensor v = randomTensor({1000}, 0.0f, 1.0f);
+    cases.push_back({"sgd_update " + t + " weight, f32 gradient, momentum (in place)", OpKind::SgdUpdate,
+                     {w, g, scale, m}, sgd, {}, 2, {}, true});
+    cases.push_back({"adam_update " + t + " weight, f32 gradient, state (in place)", OpKind::AdamUpdate,
+                     {w, g, scale, m, v}, adam, rounded({1e-9, 1e-6}), 3, {3, 0, 0}, true});
+    cases.push_back({"adamw_update " + t + " weight, gradient and state", OpKind::AdamUpdate,
+                     {w, half(g), scale, half(m), half(v)}, adamw, rounded({1e-9, 1e-6}), 3, {2, 0, 0}});
+  }
+  // The spread sums in f32 too: one output from 16,384 chunks, a norm over 64 blocks.
+  cases.push_back({"sum f32 of 2^20 elements (16384 chunks, one block adds them)", OpKind::Sum,
+                   {randomTensor({1024, 1024})}, {}, {1e-9, 1e-7}});
+  cases.push_back({"global_norm f32 2^20 (64 blocks)", OpKind::GlobalNorm, {randomTensor({1 << 20})}, {}, {0, 1e-6}});
   return cases;
 }
 
@@ -396,7 +495,7 @@ int main() {
       std::printf("== tensors in %s memory\n", managed ? "managed" : "device");
       auto memory = cuda::makeDeviceMemory(0, 0, 0, managed);
       for (auto cases : {elementwiseCases(), rowCases(), tableAndUpdateCases(), matmulCases(), layoutCases(),
-                          castCases(), halfCases(), hostCases()})
+                          castCases(), halfCases(), halfKernelCases(), hostCases()})
         for (const OpCase& c : cases) check(kernels, memory, c);
       checkBatchedChain(kernels, memory);
       checkFusedGroups(kernels, memory);

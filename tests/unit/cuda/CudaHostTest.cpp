@@ -12,6 +12,7 @@
 #include "runtime/cuda/DeviceProbe.h"
 #include "runtime/cuda/Gemm.h"
 #include "runtime/cuda/Kernels.h"
+#include "runtime/cuda/TrainingKernels.h"
 
 namespace cuda = meshflow::runtime::cuda;
 using Catch::Matchers::Contains;
@@ -70,6 +71,36 @@ TEST_CASE("the kernels check their arguments on the host", "[cuda]") {
   CHECK_THROWS_WITH(cuda::softmax(p, q, 10, 4, 1.0f, true, nullptr),
                     Contains("a causal mask needs [..., s, s] scores, got 10 rows of width 4"));
   CHECK_THROWS_WITH(cuda::layerNorm(p, p, nullptr, q, 2, 4, 1e-5, nullptr), Contains("null device pointer"));
+}
+
+TEST_CASE("the half-precision and spread-sum kernels check their arguments on the host", "[cuda]") {
+  using F = cuda::FloatFormat;
+  float dummy = 0, scale = 1;
+  void* q = &dummy;
+  double scratch = 0;
+  CHECK_THROWS_WITH(cuda::layerNorm(F::kBF16, q, q, nullptr, q, 2, 4, 1e-5, nullptr),
+                    Contains("cuda::layerNorm: a null device pointer"));
+  CHECK_THROWS_WITH(cuda::layerNormGrad(F::kF16, q, q, q, q, F::kF32, nullptr, F::kF32, q, 2, 4, 1e-5, &scratch, nullptr),
+                    Contains("cuda::layerNormGrad: a null device pointer"));
+  // All 4,096 elements into one output: 64 chunks of 64, which need scratch.
+  cuda::SumIndex one;
+  one.summedRank = 1;
+  one.summed[0] = 4096;
+  one.summedStrides[0] = 1;
+  CHECK(cuda::sumOverScratch(one) == 64);
+  CHECK_THROWS_WITH(cuda::sumOver(F::kBF16, q, F::kF32, q, one, 1.0, nullptr, nullptr), Contains("needs sumOverScratch"));
+  // The global norm's blocks: 64 elements a thread, 1 to 1,024 blocks by the size alone.
+  CHECK(cuda::addSquaresScratch(1) == 1);
+  CHECK(cuda::addSquaresScratch(1 << 20) == 64);
+  CHECK(cuda::addSquaresScratch((1 << 20) + 1) == 65);
+  CHECK(cuda::addSquaresScratch(std::int64_t{1} << 40) == 1024);
+  CHECK_THROWS_WITH(cuda::addSquares(F::kF16, q, 8, &scratch, nullptr, nullptr),
+                    Contains("cuda::addSquares: a null device pointer"));
+  cuda::UpdateOperands u;
+  u.w = u.g = u.m = q;
+  u.wOut = q;  // no m'
+  CHECK_THROWS_WITH(cuda::sgdUpdate(u, &scale, 8, {0.1f, 0.9f, 0.0f}, nullptr), Contains("cuda::sgdUpdate: a null device pointer"));
+  CHECK_NOTHROW(cuda::adamUpdate(cuda::UpdateOperands{}, &scale, 0, {}, nullptr));  // nothing to do: no launch
 }
 
 TEST_CASE("MESHFLOW_CUDA_MEMORY picks managed or device memory, and names itself when wrong", "[cuda]") {
