@@ -1,7 +1,10 @@
 #include "runtime/AttentionGroups.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <optional>
+#include <stdexcept>
 
 namespace meshflow::runtime {
 namespace {
@@ -183,6 +186,29 @@ std::vector<AttentionGroup> findAttentionGroups(const ir::Graph& graph, const Va
     if (graph.op(id).kind == K::Softmax && graph.op(id).phase == ir::Phase::Forward)
       if (auto g = finder.at(id)) groups.push_back(std::move(*g));
   return groups;
+}
+
+void FusedAttentions::set(std::vector<AttentionGroup> groups) {
+  groups_ = std::move(groups);
+  groupOfOp_.clear();
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    for (ir::OpId id : groups_[g].forward) groupOfOp_[id] = g;
+    for (ir::OpId id : groups_[g].backward) groupOfOp_[id] = g;
+  }
+}
+
+std::optional<FusedAttentions::Run> FusedAttentions::at(const ir::Graph& graph, std::span<const ir::OpId> ops,
+                                                         std::size_t i) const {
+  auto found = groupOfOp_.find(ops[i]);
+  if (found == groupOfOp_.end()) return std::nullopt;
+  const AttentionGroup& g = groups_[found->second];
+  const bool backward = graph.op(ops[i]).phase == ir::Phase::Backward;
+  const std::vector<ir::OpId>& run = backward ? g.backward : g.forward;
+  if (ops.size() - i < run.size() || !std::equal(run.begin(), run.end(), ops.begin() + static_cast<std::ptrdiff_t>(i)))
+    throw std::runtime_error(fmt::format(
+        "runs apart from the fused attention of ops {}..{} it belongs to (its {} must run as one)", run.front(),
+        run.back(), backward ? "backward" : "forward"));
+  return Run{&g, backward, run.size()};
 }
 
 }  // namespace meshflow::runtime

@@ -18,6 +18,9 @@
 // with k and v of one shape. Anything else runs op by op.
 #pragma once
 
+#include <map>
+#include <optional>
+#include <span>
 #include <vector>
 
 #include "ir/Graph.h"
@@ -43,5 +46,27 @@ struct AttentionGroup {
 /// Every attention of `graph` (a training graph: forward, then backward ops)
 /// that can run fused, in the order of their forward ops.
 std::vector<AttentionGroup> findAttentionGroups(const ir::Graph& graph, const ValueReaders& readers);
+
+/// The attentions a runner (OpRunner, SpmdRunner) runs fused, by op.
+class FusedAttentions {
+ public:
+  void set(std::vector<AttentionGroup> groups);
+  const std::vector<AttentionGroup>& groups() const { return groups_; }
+  bool empty() const { return groups_.empty(); }
+
+  struct Run {
+    const AttentionGroup* group = nullptr;
+    bool backward = false;
+    std::size_t count = 0;  ///< The ops it takes: ops[i], ..., ops[i + count - 1].
+  };
+  /// The fused forward or backward that ops[i] starts; none when ops[i] is in
+  /// no group. Throws std::runtime_error when ops[i] is in a group whose run
+  /// is not ops[i], ops[i + 1], ... in order (an op run apart from its group).
+  std::optional<Run> at(const ir::Graph& graph, std::span<const ir::OpId> ops, std::size_t i) const;
+
+ private:
+  std::vector<AttentionGroup> groups_;
+  std::map<ir::OpId, std::size_t> groupOfOp_;
+};
 
 }  // namespace meshflow::runtime

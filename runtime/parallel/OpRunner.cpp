@@ -71,31 +71,21 @@ void OpRunner::runKernel(ir::OpId id, const std::vector<const Tensor*>& in, std:
   }
 }
 
-void OpRunner::fuseAttention(std::vector<AttentionGroup> groups) {
-  attention_ = std::move(groups);
-  attentionOfOp_.clear();
-  for (std::size_t g = 0; g < attention_.size(); ++g) {
-    for (ir::OpId id : attention_[g].forward) attentionOfOp_[id] = g;
-    for (ir::OpId id : attention_[g].backward) attentionOfOp_[id] = g;
-  }
-}
-
 std::size_t OpRunner::runAttentionAt(std::span<const ir::OpId> ops, std::size_t i, ValueTable& values,
                                      const TensorMap& state, const TensorMap& inputs) const {
-  auto found = attentionOfOp_.find(ops[i]);
-  if (found == attentionOfOp_.end()) return 0;
-  const AttentionGroup& g = attention_[found->second];
-  const bool backward = graph_.op(ops[i]).phase == ir::Phase::Backward;
-  const std::vector<ir::OpId>& run = backward ? g.backward : g.forward;
-  if (ops.size() - i < run.size() || !std::equal(run.begin(), run.end(), ops.begin() + static_cast<std::ptrdiff_t>(i)))
-    throw ExecutionError(graph_, ops[i],
-                         fmt::format("runs apart from the fused attention of ops {}..{} it belongs to (its {} must "
-                                     "run as one)",
-                                     run.front(), run.back(), backward ? "backward" : "forward"));
-  auto in = [&](ir::ValueId v) -> const Tensor& { return input(run.front(), v, values, state, inputs); };
+  std::optional<FusedAttentions::Run> run;
+  try {
+    run = attention_.at(graph_, ops, i);
+  } catch (const std::runtime_error& e) {
+    throw ExecutionError(graph_, ops[i], e.what());
+  }
+  if (!run) return 0;
+  const AttentionGroup& g = *run->group;
+  const ir::OpId first = ops[i];
+  auto in = [&](ir::ValueId v) -> const Tensor& { return input(first, v, values, state, inputs); };
   const cpu::AttentionOptions options{g.scale, g.causal};
   try {
-    if (!backward) {
+    if (!run->backward) {
       cpu::AttentionResult r = runAttention(in(g.q), in(g.k), in(g.v), options);
       values.insert_or_assign(g.out, std::move(r.out));
       values.insert_or_assign(g.softmaxOut, r.lse);
@@ -109,10 +99,11 @@ std::size_t OpRunner::runAttentionAt(std::span<const ir::OpId> ops, std::size_t 
   } catch (const ExecutionError&) {
     throw;
   } catch (const std::exception& e) {
-    throw ExecutionError(graph_, run.front(), fmt::format("{} (the fused attention {} of ops {}..{})", e.what(),
-                                                          backward ? "backward" : "forward", run.front(), run.back()));
+    throw ExecutionError(graph_, first, fmt::format("{} (the fused attention {} of ops {}..{})", e.what(),
+                                                    run->backward ? "backward" : "forward", first,
+                                                    ops[i + run->count - 1]));
   }
-  return run.size();
+  return run->count;
 }
 
 bool OpRunner::runGroup(const FusedGroup& group, std::span<const ir::OpId> ops, KernelBackend& backend,

@@ -76,8 +76,8 @@ class OpRunner {
   /// group must then hold the whole of that forward or backward, in order
   /// (else run() throws ExecutionError): callers leave out the attentions
   /// whose ops they run apart (selective recomputation reruns only the softmax).
-  void fuseAttention(std::vector<AttentionGroup> groups);
-  const std::vector<AttentionGroup>& fusedAttention() const { return attention_; }
+  void fuseAttention(std::vector<AttentionGroup> groups) { attention_.set(std::move(groups)); }
+  const std::vector<AttentionGroup>& fusedAttention() const { return attention_.groups(); }
 
   const ir::Graph& graph() const { return graph_; }
   const ValueReaders& readers() const { return readers_; }
@@ -97,8 +97,7 @@ class OpRunner {
   std::vector<Shape> shapes_;
   std::vector<std::string> names_;
   ValueReaders readers_;
-  std::vector<AttentionGroup> attention_;
-  std::map<ir::OpId, std::size_t> attentionOfOp_;  ///< Every op of a fused attention: its group.
+  FusedAttentions attention_;
 };
 
 }  // namespace meshflow::runtime

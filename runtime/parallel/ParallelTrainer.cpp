@@ -173,7 +173,12 @@ ParallelTrainer::ParallelTrainer(const passes::TrainingGraph& training, Parallel
   if (!host_)
     host_ = std::make_unique<cpu::LocalCluster>(cpu::LocalClusterOptions{devices, options_.timeout, options_.hostCores});
   for (int d = 0; d < devices; ++d) memory_.push_back(host_->makeMemory(d, options_.deviceMemory));
-  if (plan_.fusedAttention && host_->fusesAttention()) runner_->fuseAttention(attentionToFuse());
+  if (plan_.fusedAttention && host_->fusesAttention()) {
+    const std::vector<AttentionGroup> fused = attentionToFuse();
+    runner_->fuseAttention(fused);
+    for (auto& spmd : spmd_)
+      if (spmd) spmd->fuseAttention(fused);
+  }
 }
 
 ParallelTrainer::~ParallelTrainer() = default;

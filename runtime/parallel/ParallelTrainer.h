@@ -72,8 +72,8 @@ struct ParallelPlan {
   std::vector<bool> shardOptimizer;
   /// Run each attention as one fused kernel forward and one backward, as a
   /// plan for a device with fused kernels prices it (`fused_kernels = true`;
-  /// runtime/AttentionGroups.h): on ranks of one device a replica, in stages
-  /// that do not recompute selectively; elsewhere op by op.
+  /// runtime/AttentionGroups.h), on every mesh (SPMD: in q's layout on batch
+  /// and heads), except in stages that recompute selectively.
   bool fusedAttention = false;
 
   /// Rank r's mesh ({1, 1} when rankMeshes is empty).

@@ -77,6 +77,12 @@ void SpmdRunner::run(std::span<const ir::OpId> ops, ShardedValues& values, const
     const ir::Op& op = graph_.op(id);
     if (op.kind == ir::OpKind::Input || op.kind == ir::OpKind::Parameter) continue;  // read when used
     try {
+      if (const std::size_t ran = attention_.empty() ? 0 : runAttentionAt(ops, i, values, state, inputs, place, comm)) {
+        for (std::size_t k = 0; releases && k + 1 < ran; ++k)
+          for (ir::ValueId v : releases->after[i + k]) values.erase(v);
+        i += ran - 1;
+        continue;
+      }
       std::vector<ir::ShardingSpec> held;
       std::vector<Shape> inShapes, outShapes;
       for (ir::ValueId v : op.inputs) {

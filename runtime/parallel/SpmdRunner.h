@@ -66,6 +66,27 @@ class SpmdRunner {
   /// otherwise replicated.
   ir::ShardingSpec heldSpec(ir::ValueId v) const;
 
+  /// Runs each of `groups` as a fused attention (OpRunner::fuseAttention) on
+  /// every device's boxes: q, k, v (and the backward's dOut) in q's layout
+  /// on their leading dimensions — batch, heads — and whole along rows and
+  /// features (SpmdAttention.cpp).
+  void fuseAttention(std::vector<AttentionGroup> groups) { attention_.set(std::move(groups)); }
+
+ private:
+  /// Where ops[i] starts a fused attention's forward or backward, runs it and
+  /// answers how many ops that was; 0 where ops[i] is in no group.
+  std::size_t runAttentionAt(std::span<const ir::OpId> ops, std::size_t i, ShardedValues& values,
+                             const TensorMap& state, const TensorMap& inputs, const MeshPlace& place,
+                             Communicator& comm) const;
+  /// `v`'s box in `spec` (resharded when held otherwise).
+  Tensor operandIn(ir::OpId reader, ir::ValueId v, const ir::ShardingSpec& spec, ShardedValues& values,
+                   const TensorMap& state, const TensorMap& inputs, const MeshPlace& place,
+                   Communicator& comm) const;
+  /// Keeps `local` (in `spec`) as `v`, resharded to the output spec the plan
+  /// gives op `producer` when it gives one.
+  void keep(ir::ValueId v, ir::OpId producer, Tensor local, ir::ShardingSpec spec, ShardedValues& values,
+            const MeshPlace& place, Communicator& comm) const;
+
  private:
   const ShardedValue& lookup(ir::OpId reader, ir::ValueId v, ShardedValues& values, const TensorMap& state,
                              const TensorMap& inputs, const MeshPlace& place) const;
@@ -78,6 +99,7 @@ class SpmdRunner {
   ir::LogicalMesh mesh_;
   std::vector<std::string> names_;
   std::vector<Shape> shapes_;
+  FusedAttentions attention_;
 };
 
 }  // namespace meshflow::runtime
