@@ -25,12 +25,17 @@ void NcclComm::check(int status, const char* call) const {
     throw NcclError(fmt::format("{} failed on rank {} of {}: {}", call, rank_, ranks_, calls_.describe(status)));
 }
 
-void NcclComm::abortWith(const std::string& message) {
+void NcclComm::abort(const std::string& message, NcclError::Kind kind) {
   if (!aborted_) {
     aborted_ = true;
     calls_.abort(handle_);
   }
-  throw NcclError(message);
+  throw NcclError(message, kind);
+}
+
+void NcclComm::checkEnqueued(int status, const std::string& what) {
+  if (status != 0)
+    abort(fmt::format("{} could not be enqueued on rank {} of {}: {}", what, rank_, ranks_, calls_.describe(status)));
 }
 
 void NcclComm::wait(const std::function<bool()>& done, std::chrono::milliseconds timeout, const std::string& what,
@@ -42,11 +47,12 @@ void NcclComm::wait(const std::function<bool()>& done, std::chrono::milliseconds
     int asyncError = 0;
     const int status = calls_.getAsyncError(handle_, asyncError);
     if (status != 0 || asyncError != 0)
-      abortWith(fmt::format("{} failed on rank {} of {}: {}", what, rank_, ranks_,
+      abort(fmt::format("{} failed on rank {} of {}: {}", what, rank_, ranks_,
                             calls_.describe(status != 0 ? status : asyncError)));
     if (std::chrono::steady_clock::now() >= deadline)
-      abortWith(fmt::format("{} on rank {} of {} timed out after {} ms; the communicator was aborted", what, rank_,
-                            ranks_, timeout.count()));
+      abort(fmt::format("{} on rank {} of {} timed out after {} ms; the communicator was aborted", what, rank_,
+                        ranks_, timeout.count()),
+            NcclError::Kind::TimedOut);
     std::this_thread::sleep_for(poll);
   }
 }
