@@ -21,6 +21,7 @@ struct CommChoice {
 /// `setting`: MESHFLOW_COMM's value (null: unset). `gpus`: one (machine id,
 /// GPU number) per device of the job. Throws std::invalid_argument naming
 /// MESHFLOW_COMM for an unknown value, or for `nccl` when NCCL cannot be had.
-CommChoice chooseCommTransport(const char* setting, bool ncclBuilt, const std::vector<std::pair<int, int>>& gpus);
+CommChoice chooseCommTransport(const char* setting, bool ncclBuilt,
+                               const std::vector<std::pair<int, int>>& gpus);
 
 }  // namespace meshflow::runtime::cuda

@@ -39,8 +39,10 @@ constexpr bool kNcclBuilt = false;
 }  // namespace
 
 GpuProcessHost::GpuProcessHost(const GpuHostRequest& request)
-    : process_(request.process), managed_(managedMemoryRequested(std::getenv("MESHFLOW_CUDA_MEMORY"))) {
-  if (!process_) throw std::invalid_argument("GpuProcessHost needs the job's host for this process");
+    : process_(request.process),
+      managed_(managedMemoryRequested(std::getenv("MESHFLOW_CUDA_MEMORY"))) {
+  if (!process_)
+    throw std::invalid_argument("GpuProcessHost needs the job's host for this process");
   requireDevice(0);
   gpu_ = gpuOfLocalRank(request.localRank, deviceCount());
   if (managed_) requireConcurrentManagedAccess(gpu_);
@@ -68,7 +70,8 @@ void GpuProcessHost::chooseTransport(const GpuHostRequest& request) {
     options.calls = ncclCalls();
     options.stream = kernels->stream();
     options.timeout = request.timeout;
-    nccl_.emplace(device, std::make_unique<NcclCommunicator>(process_->communicator(device), std::move(options)));
+    nccl_.emplace(device, std::make_unique<NcclCommunicator>(process_->communicator(device),
+                                                             std::move(options)));
   }
 }
 

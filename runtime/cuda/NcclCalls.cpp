@@ -63,32 +63,40 @@ void bindLife(NcclCalls& calls) {
   calls.abort = [](NcclHandle handle) { return static_cast<int>(ncclCommAbort(comm(handle))); };
   calls.destroy = [](NcclHandle handle) { return static_cast<int>(ncclCommDestroy(comm(handle))); };
   calls.describe = [](int status) {
-    return fmt::format("{} (ncclResult_t {})", ncclGetErrorString(static_cast<ncclResult_t>(status)), status);
+    return fmt::format("{} (ncclResult_t {})",
+                       ncclGetErrorString(static_cast<ncclResult_t>(status)), status);
   };
 }
 
 void bindData(NcclCalls& calls) {
   calls.groupStart = [] { return static_cast<int>(ncclGroupStart()); };
   calls.groupEnd = [] { return static_cast<int>(ncclGroupEnd()); };
-  calls.send = [](const void* data, std::size_t count, ir::DType dtype, int peer, NcclHandle h, NcclStream s) {
+  calls.send = [](const void* data, std::size_t count, ir::DType dtype, int peer, NcclHandle h,
+                  NcclStream s) {
     return static_cast<int>(ncclSend(data, count, ncclType(dtype), peer, comm(h), stream(s)));
   };
-  calls.recv = [](void* data, std::size_t count, ir::DType dtype, int peer, NcclHandle h, NcclStream s) {
+  calls.recv = [](void* data, std::size_t count, ir::DType dtype, int peer, NcclHandle h,
+                  NcclStream s) {
     return static_cast<int>(ncclRecv(data, count, ncclType(dtype), peer, comm(h), stream(s)));
   };
-  calls.allReduce = [](const void* in, void* out, std::size_t count, ir::DType dtype, NcclHandle h, NcclStream s) {
-    return static_cast<int>(ncclAllReduce(in, out, count, ncclType(dtype), ncclSum, comm(h), stream(s)));
+  calls.allReduce = [](const void* in, void* out, std::size_t count, ir::DType dtype, NcclHandle h,
+                       NcclStream s) {
+    return static_cast<int>(
+        ncclAllReduce(in, out, count, ncclType(dtype), ncclSum, comm(h), stream(s)));
   };
-  calls.allGather = [](const void* in, void* out, std::size_t count, ir::DType dtype, NcclHandle h, NcclStream s) {
+  calls.allGather = [](const void* in, void* out, std::size_t count, ir::DType dtype, NcclHandle h,
+                       NcclStream s) {
     return static_cast<int>(ncclAllGather(in, out, count, ncclType(dtype), comm(h), stream(s)));
   };
-  calls.reduceScatter = [](const void* in, void* out, std::size_t count, ir::DType dtype, NcclHandle h,
-                           NcclStream s) {
-    return static_cast<int>(ncclReduceScatter(in, out, count, ncclType(dtype), ncclSum, comm(h), stream(s)));
+  calls.reduceScatter = [](const void* in, void* out, std::size_t count, ir::DType dtype,
+                           NcclHandle h, NcclStream s) {
+    return static_cast<int>(
+        ncclReduceScatter(in, out, count, ncclType(dtype), ncclSum, comm(h), stream(s)));
   };
-  calls.broadcast = [](const void* in, void* out, std::size_t count, ir::DType dtype, int root, NcclHandle h,
-                       NcclStream s) {
-    return static_cast<int>(ncclBroadcast(in, out, count, ncclType(dtype), root, comm(h), stream(s)));
+  calls.broadcast = [](const void* in, void* out, std::size_t count, ir::DType dtype, int root,
+                       NcclHandle h, NcclStream s) {
+    return static_cast<int>(
+        ncclBroadcast(in, out, count, ncclType(dtype), root, comm(h), stream(s)));
   };
   calls.streamDone = [](NcclStream s) {
     const cudaError_t status = cudaStreamQuery(stream(s));
@@ -96,6 +104,12 @@ void bindData(NcclCalls& calls) {
     MESHFLOW_CUDA_CHECK(status);
     return true;
   };
+  calls.makeStream = [] {
+    cudaStream_t made = nullptr;
+    MESHFLOW_CUDA_CHECK(cudaStreamCreateWithFlags(&made, cudaStreamNonBlocking));
+    return static_cast<NcclStream>(made);
+  };
+  calls.destroyStream = [](NcclStream s) { cudaStreamDestroy(stream(s)); };
 }
 
 }  // namespace
@@ -108,7 +122,9 @@ NcclCalls ncclCalls() {
 }
 #else
 NcclCalls ncclCalls() {
-  throw NcclError("this build of meshflow has no NCCL (set NCCL_HOME to where it is installed and reconfigure)");
+  throw NcclError(
+      "this build of meshflow has no NCCL (set NCCL_HOME to where it is installed and "
+      "reconfigure)");
 }
 #endif
 

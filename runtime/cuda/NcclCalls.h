@@ -34,19 +34,32 @@ struct NcclCalls {
   // device memory (or managed memory). Sums are NCCL's ncclSum.
   std::function<int()> groupStart;
   std::function<int()> groupEnd;
-  std::function<int(const void* data, std::size_t count, ir::DType, int peer, NcclHandle, NcclStream)> send;
-  std::function<int(void* data, std::size_t count, ir::DType, int peer, NcclHandle, NcclStream)> recv;
-  std::function<int(const void* in, void* out, std::size_t count, ir::DType, NcclHandle, NcclStream)> allReduce;
+  std::function<int(const void* data, std::size_t count, ir::DType, int peer, NcclHandle,
+                    NcclStream)>
+      send;
+  std::function<int(void* data, std::size_t count, ir::DType, int peer, NcclHandle, NcclStream)>
+      recv;
+  std::function<int(const void* in, void* out, std::size_t count, ir::DType, NcclHandle,
+                    NcclStream)>
+      allReduce;
   /// `count`: the elements each rank brings.
-  std::function<int(const void* in, void* out, std::size_t count, ir::DType, NcclHandle, NcclStream)> allGather;
+  std::function<int(const void* in, void* out, std::size_t count, ir::DType, NcclHandle,
+                    NcclStream)>
+      allGather;
   /// `count`: the elements each rank keeps.
-  std::function<int(const void* in, void* out, std::size_t count, ir::DType, NcclHandle, NcclStream)>
+  std::function<int(const void* in, void* out, std::size_t count, ir::DType, NcclHandle,
+                    NcclStream)>
       reduceScatter;
-  std::function<int(const void* in, void* out, std::size_t count, ir::DType, int root, NcclHandle, NcclStream)>
+  std::function<int(const void* in, void* out, std::size_t count, ir::DType, int root, NcclHandle,
+                    NcclStream)>
       broadcast;
   /// Whether everything enqueued on `stream` so far has finished (a CUDA
   /// error other than "not ready" throws).
   std::function<bool(NcclStream)> streamDone;
+  /// A stream of its own on the calling thread's current device (the
+  /// point-to-point channels run on such streams), and its end.
+  std::function<NcclStream()> makeStream;
+  std::function<void(NcclStream)> destroyStream;
 };
 
 /// NCCL's own calls; throws NcclError in a build without NCCL.

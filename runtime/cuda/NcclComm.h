@@ -24,7 +24,7 @@ using Broadcast = std::function<void(std::span<std::byte> bytes, int root)>;
 class NcclError : public std::runtime_error {
  public:
   enum class Kind {
-    Failed,    // a call failed, NCCL reported an asynchronous error, or the communicator was aborted
+    Failed,  // a call failed, NCCL reported an asynchronous error, or the communicator was aborted
     TimedOut,  // a wait outlived its timeout (the communicator was aborted then)
   };
   explicit NcclError(const std::string& message, Kind kind = Kind::Failed)
@@ -40,6 +40,10 @@ class NcclComm {
   /// Joins as rank `rank` of `ranks`. Throws NcclError naming the call that
   /// failed, or std::invalid_argument for a rank outside [0, ranks).
   NcclComm(NcclCalls calls, const Broadcast& broadcast, int rank, int ranks);
+  /// Joins with an id made (makeId) and handed to every rank already.
+  NcclComm(NcclCalls calls, const NcclId& id, int rank, int ranks);
+  /// A fresh unique id (ncclGetUniqueId); throws NcclError.
+  static NcclId makeId(const NcclCalls& calls);
   /// Destroys the communicator (an aborted one is gone already).
   ~NcclComm();
   NcclComm(const NcclComm&) = delete;
@@ -50,12 +54,13 @@ class NcclComm {
   /// first, aborts the communicator and throws NcclError naming `what`, the
   /// rank and the error or the timeout (Kind::TimedOut). done() may itself
   /// call abort() to stop waiting (the job stopped).
-  void wait(const std::function<bool()>& done, std::chrono::milliseconds timeout, const std::string& what,
-            std::chrono::milliseconds poll = std::chrono::milliseconds(1));
+  void wait(const std::function<bool()>& done, std::chrono::milliseconds timeout,
+            const std::string& what, std::chrono::milliseconds poll = std::chrono::milliseconds(1));
 
   /// Aborts the communicator (once) and throws NcclError(message): its
   /// enqueued work is abandoned and every later wait fails at once.
-  [[noreturn]] void abort(const std::string& message, NcclError::Kind kind = NcclError::Kind::Failed);
+  [[noreturn]] void abort(const std::string& message,
+                          NcclError::Kind kind = NcclError::Kind::Failed);
 
   /// After enqueuing a data call: a failed status aborts the communicator and
   /// throws NcclError naming `what` and the error.
@@ -68,6 +73,7 @@ class NcclComm {
 
  private:
   void check(int status, const char* call) const;
+  void requireRank() const;
 
   NcclCalls calls_;
   NcclHandle handle_ = nullptr;

@@ -30,19 +30,28 @@
 // Communicator contract, so the sums may differ from the cpu backend's in
 // the last bits (within the precision's tolerance).
 //
-// Point to point (send, recv, self included) goes over the control channel,
-// not NCCL. Communicator::send never blocks and recv matches (peer, tag) in
-// any order, while NCCL's send blocks its stream until the peer posts the
-// matching receive, matches in posting order and has no tags. Every mapping
-// we considered deadlocks some program that the contract allows: posting
-// ncclSend at send() stalls whatever follows it on the stream (two devices
-// that each send, then receive, each wait for the other's receive); letting
-// the receiver ask the sender for a tag needs the sender inside a
-// communicator call when asked (one that has returned from its body never
-// answers), and a receiver waiting on one peer's answers cannot hear a
-// third's request (a ring of three deadlocks). Without a progress thread, or
-// an executor that posts matching send/recv pairs together, pipeline
-// transfers therefore stay on the control transport (host memory).
+// Point to point. Communicator::send never blocks and recv matches (peer,
+// tag) in any order, while NCCL's send blocks its stream until the peer
+// posts the matching receive, matches in posting order and has no tags. So:
+// - each ordered pair of devices (sender → receiver) has a two-rank NCCL
+//   communicator of its own, with a stream of its own on each side, so that a
+//   send waiting for its receive holds up nothing else (not the device's
+//   collectives, not its messages to other peers, not the peer's messages
+//   back: two devices that each send, then receive, do not deadlock);
+// - send() waits for the device's own kernel stream (the data is written),
+//   sends a header (tag, tensor types; with the first message the pair's
+//   ncclUniqueId) over the control channel and queues the message for the
+//   pair's sending thread (NcclPairSender), which joins the communicator and
+//   sends the messages in order — so send() never waits for the peer, and a
+//   device that has returned from its body still delivers what it sent;
+// - recv(peer, T) reads the peer's headers over the control channel, in the
+//   order sent, until one has tag T, posting the receives of each message in
+//   that same order (NcclInbox): sends and receives pair up one for one
+//   whatever order the tags are asked for in, so they cannot mismatch; then
+//   it waits for T's receives under the collective timeout.
+// A device's messages to itself stay in a mailbox here. What it assumes:
+// the GPU runs a pending send's kernel beside the other kernels (NCCL's
+// usual caveat for several communicators on one GPU).
 // Control tags from 2^63 up are this communicator's own; a send or recv
 // with one is a CommError (Usage).
 #pragma once
@@ -59,6 +68,8 @@
 #include "runtime/CallSignature.h"
 #include "runtime/Communicator.h"
 #include "runtime/cuda/NcclComm.h"
+#include "runtime/cuda/NcclInbox.h"
+#include "runtime/cuda/NcclPairSender.h"
 
 namespace meshflow::runtime::cuda {
 
@@ -70,7 +81,10 @@ struct NcclCommunicatorOptions {
   std::chrono::milliseconds timeout{60000};
   /// Whether the job has stopped (a device failed): a wait then ends in
   /// CommError (Aborted). Null: only NCCL's errors and the timeout end one.
+  /// Called from the sending threads too.
   std::function<bool()> stopped;
+  /// Run first on each sending thread (the GPU process: cudaSetDevice).
+  std::function<void()> prepareThread;
 };
 
 class NcclCommunicator final : public Communicator {
@@ -94,8 +108,10 @@ class NcclCommunicator final : public Communicator {
   void broadcast(const std::vector<int>& group, int root, Tensor& tensor) override;
   void barrier(const std::vector<int>& group) override;
 
-  /// NCCL communicators joined so far (one per ordered group).
+  /// NCCL communicators joined so far for collectives (one per ordered group).
   std::size_t ncclCommunicators() const { return comms_.size(); }
+  /// Peers this device has sent messages to over NCCL.
+  std::size_t sendChannels() const { return senders_.size(); }
 
   /// A started all-reduce whose reduction is not yet enqueued.
   struct Deferred;
@@ -125,13 +141,20 @@ class NcclCommunicator final : public Communicator {
   void enqueue(const Call& call, const std::function<void(NcclComm&)>& calls);
   void waitFor(const std::vector<int>& group, const std::string& what);
   [[noreturn]] void rethrow(const NcclError& error) const;
-  void checkTag(std::uint64_t tag, const char* op, int peer) const;
+  void checkPeer(std::uint64_t tag, const char* op, int peer) const;
+  /// Waits for the device's kernel stream: what a message holds is written.
+  void settleKernels(const std::string& what);
+  /// Releases the messages the sending threads have sent.
+  void releaseSent();
 
   Communicator& control_;
   NcclCommunicatorOptions options_;
-  std::map<std::vector<int>, std::uint64_t> nextCall_;               // by member set
-  std::map<std::vector<int>, std::unique_ptr<NcclComm>> comms_;      // by ordered group
+  std::map<std::vector<int>, std::uint64_t> nextCall_;                         // by member set
+  std::map<std::vector<int>, std::unique_ptr<NcclComm>> comms_;                // by ordered group
   std::map<std::vector<int>, std::deque<std::shared_ptr<Deferred>>> started_;  // by member set
+  std::map<std::uint64_t, std::deque<std::vector<Tensor>>> toSelf_;            // by tag
+  std::map<int, std::unique_ptr<NcclInbox>> inboxes_;                          // by sender
+  std::map<int, std::unique_ptr<NcclPairSender>> senders_;                     // by receiver
 };
 
 }  // namespace meshflow::runtime::cuda

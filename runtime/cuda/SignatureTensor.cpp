@@ -21,7 +21,8 @@ struct Words {
   }
   std::int64_t getWide() {
     const auto low = static_cast<std::uint32_t>(get());
-    return static_cast<std::int64_t>(static_cast<std::uint64_t>(static_cast<std::uint32_t>(get())) << 32 | low);
+    return static_cast<std::int64_t>(
+        static_cast<std::uint64_t>(static_cast<std::uint32_t>(get())) << 32 | low);
   }
 };
 
@@ -48,7 +49,8 @@ Tensor signatureTensor(const CallSignature& call) {
 
 CallSignature signatureOf(const Tensor& tensor) {
   if (!tensor.allocated() || tensor.dtype() != ir::DType::I32 || tensor.rank() != 1)
-    throw std::invalid_argument("a call signature is a rank-1 i32 tensor, not " + tensor.typeText());
+    throw std::invalid_argument("a call signature is a rank-1 i32 tensor, not " +
+                                tensor.typeText());
   Words in{tensor.i32()};
   CallSignature call;
   for (std::int32_t i = 0, n = in.get(); i < n; ++i) call.op.push_back(static_cast<char>(in.get()));

@@ -24,7 +24,8 @@ TEST_CASE("auto chooses NCCL only where it can run", "[cuda][nccl][comm-choice]"
   CHECK_THAT(unbuilt.reason, Contains("no NCCL"));
 }
 
-TEST_CASE("MESHFLOW_COMM forces a transport, and nccl fails where NCCL cannot run", "[cuda][nccl][comm-choice]") {
+TEST_CASE("MESHFLOW_COMM forces a transport, and nccl fails where NCCL cannot run",
+          "[cuda][nccl][comm-choice]") {
   CHECK(cuda::chooseCommTransport("mpi", true, ownGpus).transport == cuda::CommTransport::Mpi);
   CHECK(cuda::chooseCommTransport("nccl", true, ownGpus).transport == cuda::CommTransport::Nccl);
   CHECK_THROWS_WITH(cuda::chooseCommTransport("nccl", true, sharedGpu),

@@ -38,13 +38,15 @@
 
 namespace meshflow::test {
 
-class FakeNccl {
+/// Made with std::make_shared: the calls it hands out keep it alive (a
+/// sending thread may outlive the test's objects).
+class FakeNccl : public std::enable_shared_from_this<FakeNccl> {
  public:
   static constexpr int kInvalidUsage = 5;  // ncclInvalidUsage
   static constexpr int kRemoteError = 6;   // ncclRemoteError
   static constexpr int kSystemError = 2;   // ncclSystemError
 
-  /// One rank-thread's stream: its enqueued calls.
+  /// A stream: its enqueued calls.
   struct Stream {
     std::vector<std::shared_ptr<bool>> done;
   };
@@ -53,7 +55,11 @@ class FakeNccl {
 
   /// The seam as device `device`'s process sees it.
   runtime::cuda::NcclCalls calls(int device);
-  runtime::cuda::NcclStream stream(int device) { return &streams_[device]; }
+  /// Device `device`'s kernel stream.
+  runtime::cuda::NcclStream stream(int device) {
+    std::lock_guard lock(mutex_);
+    return &streams_[device];
+  }
 
   void injectAsyncError(int device, int status) {
     std::lock_guard lock(mutex_);
@@ -94,29 +100,36 @@ class FakeNccl {
     std::vector<Member*> members;
     int joined = 0;
     bool aborted = false;
-    std::vector<std::uint64_t> nextCollective;                   // per rank
-    std::map<std::uint64_t, std::map<int, Part>> collectives;    // by sequence, by rank
+    std::vector<std::uint64_t> nextCollective;                     // per rank
+    std::map<std::uint64_t, std::map<int, Part>> collectives;      // by sequence, by rank
     std::map<std::pair<int, int>, std::deque<Part>> sends, recvs;  // by (sender, receiver)
   };
 
   using Post = std::function<void()>;
 
-  void post(int device, Post post);
-  void enqueueCollective(Member& m, Part part);
-  void enqueueP2p(Member& m, int peer, Part part, bool sending);
+  int join(int device, runtime::cuda::NcclHandle& handle, int ranks,
+           const runtime::cuda::NcclId& id, int rank);
+  int asyncError(int device, runtime::cuda::NcclHandle handle, int& error);
+  void bindData(runtime::cuda::NcclCalls& calls, int device);
+
+  void post(int device, runtime::cuda::NcclStream stream, Post post);
+  void enqueueCollective(Member& m, runtime::cuda::NcclStream stream, Part part);
+  void enqueueP2p(Member& m, runtime::cuda::NcclStream stream, int peer, Part part, bool sending);
   void completeCollective(Comm& comm, std::map<int, Part>& parts);
   void matchP2p(Comm& comm, int from, int to);
   void fail(Comm& comm, int status);
-  std::shared_ptr<bool> track(int device);
+  std::shared_ptr<bool> track(runtime::cuda::NcclStream stream);
 
   std::mutex mutex_;
   std::condition_variable joinedAll_;
   std::map<std::uint64_t, std::unique_ptr<Comm>> comms_;  // by unique id
   std::vector<std::unique_ptr<Member>> members_;
-  std::map<int, Stream> streams_;
+  std::map<int, Stream> streams_;                     // kernel streams, by device
+  std::vector<std::unique_ptr<Stream>> madeStreams_;  // by makeStream
   std::map<int, int> asyncErrors_, joins_;
   std::map<int, bool> hung_;
-  std::map<Comm*, int> failed_;  // a communicator whose calls disagreed: the status its ranks report
+  std::map<Comm*, int>
+      failed_;  // a communicator whose calls disagreed: the status its ranks report
   int idsMade_ = 0;
 };
 

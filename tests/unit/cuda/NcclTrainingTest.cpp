@@ -29,7 +29,8 @@ runtime::ParallelPlan replicatedStages(const ir::Graph& forward, int stages, int
   plan.stageOfForwardOp = evenStages(forward, stages);
   plan.rankDevices.assign(static_cast<std::size_t>(stages), {});
   for (int i = 0; i < replicas; ++i)
-    for (int r = 0; r < stages; ++r) plan.rankDevices[static_cast<std::size_t>(r)].push_back(i * stages + r);
+    for (int r = 0; r < stages; ++r)
+      plan.rankDevices[static_cast<std::size_t>(r)].push_back(i * stages + r);
   plan.schedule = "1f1b";
   plan.microbatches = 2;
   return plan;
@@ -37,10 +38,12 @@ runtime::ParallelPlan replicatedStages(const ir::Graph& forward, int stages, int
 
 }  // namespace
 
-TEST_CASE("plans trained through the NCCL communicator match the cpu backend within tolerance", "[cuda][nccl]") {
+TEST_CASE("plans trained through the NCCL communicator match the cpu backend within tolerance",
+          "[cuda][nccl]") {
   const char* model = "gpt(layers = 2, hidden = 16, heads = 2, seq = 4, vocab = 24)";
   const ir::Graph forward = traceModel("", model);
-  const passes::TrainingGraph training = passes::buildTrainingGraph(forward, passes::OptimizerConfig::adam());
+  const passes::TrainingGraph training =
+      passes::buildTrainingGraph(forward, passes::OptimizerConfig::adam());
   struct Case {
     std::string name;
     runtime::ParallelPlan plan;
@@ -63,9 +66,11 @@ TEST_CASE("plans trained through the NCCL communicator match the cpu backend wit
     DYNAMIC_SECTION(c.name) {
       const runtime::ParallelOptions options = optionsFor(8);
       const RunResult cpu = runParallel(training, c.plan, options, 3, 5);
-      const RunResult nccl = runParallel(training, c.plan, options, 3, 5, std::make_unique<NcclTestHost>(c.devices));
+      const RunResult nccl =
+          runParallel(training, c.plan, options, 3, 5, std::make_unique<NcclTestHost>(c.devices));
       REQUIRE(nccl.losses.size() == cpu.losses.size());
-      for (std::size_t i = 0; i < cpu.losses.size(); ++i) CHECK(nccl.losses[i] == Approx(cpu.losses[i]).epsilon(1e-5));
+      for (std::size_t i = 0; i < cpu.losses.size(); ++i)
+        CHECK(nccl.losses[i] == Approx(cpu.losses[i]).epsilon(1e-5));
       REQUIRE(nccl.state.size() == cpu.state.size());
       for (const auto& [name, tensor] : cpu.state) {
         INFO(name);
