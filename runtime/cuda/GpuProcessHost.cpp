@@ -70,6 +70,7 @@ void GpuProcessHost::chooseTransport(const GpuHostRequest& request) {
     options.calls = ncclCalls();
     options.stream = kernels->stream();
     options.timeout = request.timeout;
+    options.prepareThread = [gpu = gpu_] { MESHFLOW_CUDA_CHECK(cudaSetDevice(gpu)); };
     nccl_.emplace(device, std::make_unique<NcclCommunicator>(process_->communicator(device),
                                                              std::move(options)));
   }

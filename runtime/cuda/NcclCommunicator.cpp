@@ -44,6 +44,13 @@ int positionOf(const std::vector<int>& group, int device) {
 
 std::size_t countOf(const Tensor& t) { return static_cast<std::size_t>(t.elements()); }
 
+// `t` where NCCL can read it: a tensor in the plain heap (no DeviceMemory: a
+// step's batch, say) is copied into the current MemoryScope's memory first —
+// the GPU's, on a device's thread of the cuda backend.
+Tensor onDevice(const Tensor& t) {
+  return t.allocated() && t.bytes() > 0 && !t.memory() ? t.clone() : t;
+}
+
 // Closes an NCCL group however the calls inside it end.
 class GroupScope {
  public:
@@ -133,8 +140,10 @@ void NcclCommunicator::send(int peer, std::uint64_t tag, std::vector<Tensor> mes
   const std::string what = fmt::format("send to device {} (tag {})", peer, tag);
   settleKernels(what);
   std::vector<const void*> data;
-  for (const Tensor& t : message)
-    data.push_back(t.allocated() && t.elements() > 0 ? t.deviceData() : nullptr);
+  for (Tensor& t : message) {
+    t = onDevice(t);
+    data.push_back(t.allocated() && t.elements() > 0 ? std::as_const(t).deviceData() : nullptr);
+  }
   try {
     auto found = senders_.find(peer);
     if (found == senders_.end()) {
@@ -313,6 +322,7 @@ void NcclCommunicator::enqueueAllReduce(Deferred& started) {
   enqueue(started.call, [&](NcclComm& comm) {
     for (Tensor* t : started.tensors) {
       if (t->elements() == 0) continue;
+      *t = onDevice(*t);
       void* data = t->deviceData();
       comm.checkEnqueued(comm.calls().allReduce(data, data, countOf(*t), t->dtype(), comm.handle(),
                                                 options_.stream),
@@ -333,13 +343,14 @@ void NcclCommunicator::allGather(const std::vector<int>& group, const Tensor& in
   Call call = begin(slicedInputCall("allGather", group, device(), deviceCount(), input, 1));
   flushStarted(group);
   checkSignatures(call);
+  const Tensor staged = onDevice(input);
   Shape shape = input.shape();
   shape[0] *= static_cast<std::int64_t>(group.size());
   Tensor gathered = Tensor::uninitialized(input.dtype(), std::move(shape));
   if (input.elements() > 0)
     runGroup(call, [&](NcclComm& comm) {
       comm.checkEnqueued(
-          comm.calls().allGather(input.deviceData(), gathered.deviceData(), countOf(input),
+          comm.calls().allGather(staged.deviceData(), gathered.deviceData(), countOf(input),
                                  input.dtype(), comm.handle(), options_.stream),
           call.what);
     });
@@ -352,13 +363,14 @@ void NcclCommunicator::reduceScatter(const std::vector<int>& group, const Tensor
       begin(slicedInputCall("reduceScatter", group, device(), deviceCount(), input, group.size()));
   flushStarted(group);
   checkSignatures(call);
+  const Tensor staged = onDevice(input);
   Shape shape = input.shape();
   shape[0] /= static_cast<std::int64_t>(group.size());
   Tensor slice = Tensor::uninitialized(input.dtype(), std::move(shape));
   if (slice.elements() > 0)
     runGroup(call, [&](NcclComm& comm) {
       comm.checkEnqueued(
-          comm.calls().reduceScatter(input.deviceData(), slice.deviceData(), countOf(slice),
+          comm.calls().reduceScatter(staged.deviceData(), slice.deviceData(), countOf(slice),
                                      input.dtype(), comm.handle(), options_.stream),
           call.what);
     });
@@ -371,12 +383,13 @@ void NcclCommunicator::allToAll(const std::vector<int>& group, const Tensor& inp
       begin(slicedInputCall("allToAll", group, device(), deviceCount(), input, group.size()));
   flushStarted(group);
   checkSignatures(call);
+  const Tensor staged = onDevice(input);
   Tensor exchanged = Tensor::uninitialized(input.dtype(), input.shape());
   const std::size_t count = countOf(input) / group.size();
   const std::size_t bytes = count * ir::dtypeBytes(input.dtype());
   if (count > 0)
     runGroup(call, [&](NcclComm& comm) {
-      const auto* in = static_cast<const std::byte*>(input.deviceData());
+      const auto* in = static_cast<const std::byte*>(staged.deviceData());
       auto* out = static_cast<std::byte*>(exchanged.deviceData());
       const NcclCalls& calls = comm.calls();
       for (std::size_t k = 0; k < group.size(); ++k) {
@@ -415,7 +428,7 @@ void NcclCommunicator::broadcast(const std::vector<int>& group, int root, Tensor
           Kind::Mismatch, device(),
           fmt::format("{}: the tensor is {} on device {} but {} on device {}", call.what,
                       type.text(), root, calls[k].operands[0].text(), group[k]));
-  Tensor value = isRoot ? tensor : Tensor::uninitialized(type.dtype, type.shape);
+  Tensor value = isRoot ? onDevice(tensor) : Tensor::uninitialized(type.dtype, type.shape);
   if (value.elements() > 0)
     runGroup(call, [&](NcclComm& comm) {
       // The root broadcasts in place: NCCL reads its buffer and writes none.
