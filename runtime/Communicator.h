@@ -1,6 +1,6 @@
 // runtime::Communicator — one device's endpoint for point-to-point messages and
 // collectives. Every backend implements it (the cpu backend's threads in
-// runtime/cpu/LocalCluster.h; MPI; NCCL's collectives), so an executor that runs a
+// runtime/cpu/LocalCluster.h; MPI; NCCL), so an executor that runs a
 // Program talks to its peers the same way on each of them.
 #pragma once
 

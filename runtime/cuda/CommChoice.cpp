@@ -33,7 +33,7 @@ CommChoice chooseCommTransport(const char* setting, bool ncclBuilt,
         "MESHFLOW_COMM is '{}': it must be 'nccl', 'mpi' or 'auto' (the default)", value));
   if (value == "mpi") return {CommTransport::Mpi, "the mpi transport (MESHFLOW_COMM=mpi)"};
   const auto obstacle = ncclObstacle(ncclBuilt, gpus);
-  if (!obstacle) return {CommTransport::Nccl, "NCCL for collectives, one GPU per device"};
+  if (!obstacle) return {CommTransport::Nccl, "NCCL, one GPU per device"};
   if (value == "nccl") throw std::invalid_argument("MESHFLOW_COMM is 'nccl' but " + *obstacle);
   return {CommTransport::Mpi, "the mpi transport: " + *obstacle};
 }
