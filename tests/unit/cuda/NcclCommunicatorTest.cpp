@@ -4,9 +4,12 @@
 // order — and its failures: a mismatch on every member, NCCL's asynchronous
 // error, a hung peer and a stopped job, each a CommError naming the call.
 // Catch2 is not thread-safe: device bodies record, the checks run after.
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <cmath>
 #include <string>
+#include <thread>
 
 #include "tests/unit/cuda/NcclTestCluster.h"
 
@@ -138,6 +141,75 @@ TEST_CASE("NCCL collectives on groups of 1 to 5 devices match a serial computati
             (isMember(group, device) ? 1u : 0u));
     }
   }
+}
+
+TEST_CASE("disjoint groups run their NCCL collectives concurrently, each on its own communicator",
+          "[cuda][nccl][collectives]") {
+  constexpr int kRounds = 10;
+  const std::vector<int> groupA = {4, 0, 2};
+  const std::vector<int> groupB = {3, 1};
+  const std::vector<int> world = {0, 1, 2, 3, 4};
+  std::vector<std::vector<Tensor>> reduced(5), gathered(5);
+  std::vector<Tensor> worldSum(5);
+  auto roundInput = [](int device, int round) {
+    return randomNormal({4, 2}, static_cast<std::uint64_t>(device * 100 + round));
+  };
+  NcclTestCluster cluster(5);
+  cluster.run([&](int device) {
+    Communicator& comm = cluster.communicator(device);
+    const auto& group = isMember(groupA, device) ? groupA : groupB;
+    for (int round = 0; round < kRounds; ++round) {
+      Tensor x = roundInput(device, round);
+      comm.allReduce(group, {&x});
+      reduced[static_cast<std::size_t>(device)].push_back(x);
+      Tensor all;
+      comm.allGather(group, roundInput(device, round), all);
+      gathered[static_cast<std::size_t>(device)].push_back(all);
+    }
+    worldSum[static_cast<std::size_t>(device)] = roundInput(device, kRounds);
+    comm.allReduce(world, {&worldSum[static_cast<std::size_t>(device)]});
+    comm.barrier(world);
+  });
+  for (const auto& group : {groupA, groupB})
+    for (int round = 0; round < kRounds; ++round) {
+      std::vector<Tensor> inputs;
+      for (int device : group) inputs.push_back(roundInput(device, round));
+      for (int device : group) {
+        INFO("device " << device << ", round " << round);
+        const auto d = static_cast<std::size_t>(device);
+        CHECK(meshflow::runtime::allClose(reduced[d][static_cast<std::size_t>(round)],
+                                          serialSum(inputs), 1e-6, 1e-6));
+        CHECK(gathered[d][static_cast<std::size_t>(round)].bitEqual(concatRows(inputs)));
+      }
+    }
+  std::vector<Tensor> worldInputs;
+  for (int device : world) worldInputs.push_back(roundInput(device, kRounds));
+  for (int device : world)
+    CHECK(meshflow::runtime::allClose(worldSum[static_cast<std::size_t>(device)],
+                                      serialSum(worldInputs), 1e-6, 1e-6));
+  // Three groups (A, B, the world), each joined once: three unique ids.
+  CHECK(cluster.fake->uniqueIdsMade() == 3);
+  CHECK(cluster.communicator(0).ncclCommunicators() == 2);
+}
+
+TEST_CASE("i32 sums wrap modulo 2^32; barrier returns once every member has arrived",
+          "[cuda][nccl][collectives]") {
+  NcclTestCluster cluster(4);
+  std::vector<Tensor> ids = {Tensor::fromI32({3}, {2147483647, -5, 40}),
+                             Tensor::fromI32({3}, {1, -7, 2}), Tensor::fromI32({3}, {0, 0, 0}),
+                             Tensor::fromI32({3}, {0, 0, 0})};
+  std::atomic<int> arrived = 0;
+  std::vector<int> seen(4);
+  cluster.run([&](int device) {
+    const auto d = static_cast<std::size_t>(device);
+    cluster.communicator(device).allReduce({0, 1, 2, 3}, {&ids[d]});
+    std::this_thread::sleep_for(std::chrono::milliseconds(device * 5));
+    ++arrived;
+    cluster.communicator(device).barrier({0, 1, 2, 3});
+    seen[d] = arrived.load();
+  });
+  for (const auto& sum : ids) CHECK(sum.bitEqual(Tensor::fromI32({3}, {-2147483647 - 1, -12, 42})));
+  CHECK(seen == std::vector<int>{4, 4, 4, 4});
 }
 
 TEST_CASE("NCCL sums are NCCL's order, not the group's: within tolerance, not bit for bit",
