@@ -235,7 +235,7 @@ NcclComm& NcclCommunicator::commOf(const std::vector<int>& group) {
     if (id.bytes() != bytes.size())
       throw NcclError(fmt::format("the NCCL unique id from device {} has {} bytes, not {}",
                                   group[0], id.bytes(), bytes.size()));
-    std::memcpy(bytes.data(), id.raw().data(), bytes.size());
+    std::memcpy(bytes.data(), std::as_const(id).raw().data(), bytes.size());
   };
   try {
     auto comm =
