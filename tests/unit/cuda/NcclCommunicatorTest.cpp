@@ -472,3 +472,21 @@ TEST_CASE("a started NCCL all-reduce lets its member go on communicating until i
   CHECK(meshflow::runtime::allClose(results[0], expected, 1e-6, 1e-6));
   CHECK(results[0].bitEqual(results[1]));
 }
+
+TEST_CASE("messages never received are abandoned when the communicators go, not waited for",
+          "[cuda][nccl][p2p]") {
+  const auto start = std::chrono::steady_clock::now();
+  {
+    NcclTestCluster cluster(3);
+    cluster.run([&](int device) {
+      Communicator& comm = cluster.communicator(device);
+      if (device == 0) {
+        comm.send(1, 1, {Tensor::zeros({4})});
+        comm.send(1, 2, {Tensor::zeros({4})});  // device 1 never asks for it
+        comm.send(2, 1, {Tensor::zeros({4})});  // device 2 never receives at all
+      }
+      if (device == 1) comm.recv(0, 1);  // joins the pair's communicator, takes the first
+    });
+  }
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));
+}
