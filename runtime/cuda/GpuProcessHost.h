@@ -2,10 +2,10 @@
 // device, `mpirun -np N meshflow run --backend mpi` on a GPU cluster): the
 // process's device on a GPU of its machine (gpuOfLocalRank), its tensors in
 // that GPU's memory and its ops as CUDA kernels, as CudaHost runs a virtual
-// device. Its collectives go through NCCL (NcclCommunicator, beside the
-// job's communicator as the control channel) when the build has NCCL and
-// every device has a GPU of its own (CommChoice.h; MESHFLOW_COMM overrides);
-// else, and for messages, through the job's own transport (the mpi backend's,
+// device. Its collectives and messages go through NCCL (NcclCommunicator,
+// with the job's communicator as its control channel) when the build has
+// NCCL and every device has a GPU of its own (CommChoice.h; MESHFLOW_COMM
+// overrides); else through the job's own transport (the mpi backend's,
 // through host memory: the host reads and writes managed memory in place, or
 // the host copies of device memory).
 #pragma once
