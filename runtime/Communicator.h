@@ -1,6 +1,6 @@
 // runtime::Communicator — one device's endpoint for point-to-point messages and
 // collectives. Every backend implements it (the cpu backend's threads in
-// runtime/cpu/LocalCluster.h; MPI and NCCL later), so an executor that runs a
+// runtime/cpu/LocalCluster.h; MPI; NCCL), so an executor that runs a
 // Program talks to its peers the same way on each of them.
 #pragma once
 
@@ -49,10 +49,14 @@ std::string groupText(const std::vector<int>& group);
 /// operands of the same dtype and shape; a disagreement is a CommError (Mismatch)
 /// on every member, naming two devices that disagree.
 ///
-/// Reductions (allReduce, reduceScatter) are deterministic: every member ends with
-/// bit-identical results computed as ((x_g0 + x_g1) + x_g2) + ... in group-list
-/// order, whatever the timing. f32 tensors sum as floats; i32 tensors sum as
-/// integers, wrapping modulo 2^32.
+/// Reductions (allReduce, reduceScatter) on the cpu and mpi backends are
+/// deterministic: every member ends with bit-identical results computed as
+/// ((x_g0 + x_g1) + x_g2) + ... in group-list order, whatever the timing. The
+/// NCCL communicator (runtime/cuda/NcclCommunicator.h) sums in NCCL's order
+/// (ring or tree, chosen by NCCL for the size and topology): its float sums
+/// agree with the others within the precision's tolerance, not bit for bit,
+/// and NCCL does not promise the same bits on every member or run. f32
+/// tensors sum as floats; i32 tensors sum as integers, wrapping modulo 2^32.
 ///
 /// Tensors are exchanged by value: an operation never keeps a reference to a
 /// caller's tensor after it returns.

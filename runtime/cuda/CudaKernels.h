@@ -69,6 +69,8 @@ class CudaKernels final : public KernelBackend {
   const std::map<std::string, double>& gpuSeconds() const { return gpuSeconds_; }
   const std::map<std::string, double>& hostSeconds() const { return hostSeconds_; }
   int gpu() const { return gpu_; }
+  /// The stream its kernels run on (NCCL's collectives join it).
+  CUstream_st* stream() const { return stream_; }
 
  private:
   /// Waits for the stream if ops are in flight.

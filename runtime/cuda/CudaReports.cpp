@@ -77,6 +77,10 @@ bool asked(const char* variable) {
 
 }  // namespace
 
+void reportTransport(int device, const std::string& choice) {
+  if (asked("MESHFLOW_CUDA_OPS")) std::fprintf(stderr, "meshflow: cuda device %d communicates through %s\n", device, choice.c_str());
+}
+
 void reportDevices(const std::vector<std::pair<int, const CudaKernels*>>& devices) {
   if (asked("MESHFLOW_CUDA_OPS"))
     for (const auto& [device, kernels] : devices) std::fprintf(stderr, "%s\n", opsSummary(device, *kernels).c_str());

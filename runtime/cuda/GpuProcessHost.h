@@ -2,14 +2,18 @@
 // device, `mpirun -np N meshflow run --backend mpi` on a GPU cluster): the
 // process's device on a GPU of its machine (gpuOfLocalRank), its tensors in
 // that GPU's memory and its ops as CUDA kernels, as CudaHost runs a virtual
-// device; its messages and collectives stay the job's (the mpi backend's,
+// device. Its collectives and messages go through NCCL (NcclCommunicator,
+// with the job's communicator as its control channel) when the build has
+// NCCL and every device has a GPU of its own (CommChoice.h; MESHFLOW_COMM
+// overrides); else through the job's own transport (the mpi backend's,
 // through host memory: the host reads and writes managed memory in place, or
-// the host copies of device memory). NCCL between the processes' GPUs is
-// still to come (docs/cuda.md).
+// the host copies of device memory).
 #pragma once
 
 #include <map>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "runtime/GpuHosts.h"
 #include "runtime/cuda/CudaKernels.h"
@@ -24,7 +28,7 @@ class GpuProcessHost final : public DeviceHost {
   ~GpuProcessHost() override;
 
   bool runsHere(int device) const override { return process_->runsHere(device); }
-  Communicator& communicator(int device) override { return process_->communicator(device); }
+  Communicator& communicator(int device) override;
   cpu::CoreGate* cores() override { return nullptr; }
   /// body(device) through the job's host, with the GPU current and the
   /// device's kernels in a KernelScope.
@@ -34,12 +38,18 @@ class GpuProcessHost final : public DeviceHost {
   bool fusesAttention() const override { return false; }
 
   int gpu() const { return gpu_; }
+  bool usesNccl() const { return !nccl_.empty(); }
 
  private:
   std::shared_ptr<DeviceHost> process_;
   bool managed_;
   int gpu_;
   std::map<int, std::unique_ptr<CudaKernels>> kernels_;  // per device of this process
+  std::map<int, std::unique_ptr<Communicator>> nccl_;    // per device, when NCCL was chosen
+
+  /// Gathers every device's GPU, chooses the transport and makes the NCCL
+  /// communicators if it is NCCL.
+  void chooseTransport(const GpuHostRequest& request);
 };
 
 }  // namespace meshflow::runtime::cuda

@@ -4,43 +4,35 @@
 // job — hands it to every rank, then each joins), and waiting for enqueued
 // work with the collective timeout while polling NCCL's asynchronous error,
 // aborting the communicator on an error or a timeout so that no rank hangs in
-// it. NcclCalls.cpp binds NCCL's own calls. Not yet used by the executor
-// (docs/cuda.md: sends, receives and collectives are still to come).
+// it. NcclCalls.cpp binds NCCL's own calls. NcclCommunicator makes one per
+// device group and enqueues its collectives on it.
 #pragma once
 
-#include <array>
 #include <chrono>
-#include <cstddef>
 #include <functional>
 #include <span>
 #include <stdexcept>
 #include <string>
 
+#include "runtime/cuda/NcclCalls.h"
+
 namespace meshflow::runtime::cuda {
-
-constexpr std::size_t kNcclIdBytes = 128;  ///< NCCL_UNIQUE_ID_BYTES
-using NcclId = std::array<std::byte, kNcclIdBytes>;
-using NcclHandle = void*;  ///< An ncclComm_t.
-
-/// The NCCL calls the communicator makes, answering NCCL's status (0: ncclSuccess).
-struct NcclCalls {
-  std::function<int(NcclId&)> getUniqueId;
-  std::function<int(NcclHandle&, int ranks, const NcclId&, int rank)> initRank;
-  std::function<int(NcclHandle, int& asyncError)> getAsyncError;
-  std::function<int(NcclHandle)> abort;
-  std::function<int(NcclHandle)> destroy;
-  std::function<std::string(int status)> describe;
-};
-
-/// NCCL's own calls; throws NcclError in a build without NCCL.
-NcclCalls ncclCalls();
 
 /// Hands `bytes` from rank `root` to every rank of the group.
 using Broadcast = std::function<void(std::span<std::byte> bytes, int root)>;
 
 class NcclError : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  enum class Kind {
+    Failed,  // a call failed, NCCL reported an asynchronous error, or the communicator was aborted
+    TimedOut,  // a wait outlived its timeout (the communicator was aborted then)
+  };
+  explicit NcclError(const std::string& message, Kind kind = Kind::Failed)
+      : std::runtime_error(message), kind_(kind) {}
+  Kind kind() const { return kind_; }
+
+ private:
+  Kind kind_;
 };
 
 class NcclComm {
@@ -48,6 +40,10 @@ class NcclComm {
   /// Joins as rank `rank` of `ranks`. Throws NcclError naming the call that
   /// failed, or std::invalid_argument for a rank outside [0, ranks).
   NcclComm(NcclCalls calls, const Broadcast& broadcast, int rank, int ranks);
+  /// Joins with an id made (makeId) and handed to every rank already.
+  NcclComm(NcclCalls calls, const NcclId& id, int rank, int ranks);
+  /// A fresh unique id (ncclGetUniqueId); throws NcclError.
+  static NcclId makeId(const NcclCalls& calls);
   /// Destroys the communicator (an aborted one is gone already).
   ~NcclComm();
   NcclComm(const NcclComm&) = delete;
@@ -56,17 +52,28 @@ class NcclComm {
   /// Returns once done() answers true, polling done() and NCCL's
   /// asynchronous error every `poll`. On an error, or when `timeout` passes
   /// first, aborts the communicator and throws NcclError naming `what`, the
-  /// rank and the error or the timeout.
-  void wait(const std::function<bool()>& done, std::chrono::milliseconds timeout, const std::string& what,
-            std::chrono::milliseconds poll = std::chrono::milliseconds(1));
+  /// rank and the error or the timeout (Kind::TimedOut). done() may itself
+  /// call abort() to stop waiting (the job stopped).
+  void wait(const std::function<bool()>& done, std::chrono::milliseconds timeout,
+            const std::string& what, std::chrono::milliseconds poll = std::chrono::milliseconds(1));
+
+  /// Aborts the communicator (once) and throws NcclError(message): its
+  /// enqueued work is abandoned and every later wait fails at once.
+  [[noreturn]] void abort(const std::string& message,
+                          NcclError::Kind kind = NcclError::Kind::Failed);
+
+  /// After enqueuing a data call: a failed status aborts the communicator and
+  /// throws NcclError naming `what` and the error.
+  void checkEnqueued(int status, const std::string& what);
 
   NcclHandle handle() const { return handle_; }
+  const NcclCalls& calls() const { return calls_; }
   int rank() const { return rank_; }
   bool aborted() const { return aborted_; }
 
  private:
-  [[noreturn]] void abortWith(const std::string& message);
   void check(int status, const char* call) const;
+  void requireRank() const;
 
   NcclCalls calls_;
   NcclHandle handle_ = nullptr;

@@ -20,3 +20,10 @@ add_executable(test_cuda_ops ${meshflow_gpu_dir}/OpParity.cpp ${meshflow_gpu_dir
 target_link_libraries(test_cuda_ops PRIVATE meshflow_cuda)
 add_test(NAME gpu.ops COMMAND test_cuda_ops)
 set_tests_properties(gpu.ops PROPERTIES SKIP_RETURN_CODE 77)
+# test_nccl_one_rank: NcclCommunicator on a one-rank NCCL communicator (the
+# check machine has one GPU), every call against its input; skipped without
+# a GPU or without NCCL in the build.
+add_executable(test_nccl_one_rank ${meshflow_gpu_dir}/NcclOneRank.cpp)
+target_link_libraries(test_nccl_one_rank PRIVATE meshflow_cuda)
+add_test(NAME gpu.nccl_one_rank COMMAND test_nccl_one_rank)
+set_tests_properties(gpu.nccl_one_rank PROPERTIES SKIP_RETURN_CODE 77)
