@@ -59,11 +59,20 @@ if [ ! -f build-gpu-deps/include/fmt/format.h ]; then
   fi
 fi
 
+# NCCL for test_nccl_one_rank: beside the toolkit, else PyTorch's wheel
+# (nvidia/nccl: nccl.h and libnccl.so.2).
+nccl_args=()
+torch_nccl=$(python3 -c 'import glob, os, torch; print(next(iter(glob.glob(os.path.join(os.path.dirname(os.path.dirname(torch.__file__)), "nvidia", "nccl"))), ""))' 2>/dev/null || true)
+if [ -n "$torch_nccl" ] && [ -f "$torch_nccl/include/nccl.h" ] && [ -e "$torch_nccl/lib/libnccl.so.2" ] \
+    && [ ! -f /usr/local/cuda/include/nccl.h ]; then
+  nccl_args=(-DNCCL_INCLUDE_DIR="$torch_nccl/include" -DNCCL_LIBRARY="$torch_nccl/lib/libnccl.so.2")
+fi
+
 log "configure"
 generator=()  # Ninja when there is one, unless the build directory has another already
 [ ! -f "$BUILD/CMakeCache.txt" ] && command -v ninja > /dev/null && generator=(-G Ninja)
 mkdir -p "$BUILD"
-if ! cmake -S tests/gpu -B "$BUILD" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release "${fmt_args[@]}" \
+if ! cmake -S tests/gpu -B "$BUILD" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release "${fmt_args[@]}" "${nccl_args[@]}" \
     > "$BUILD/configure.log" 2>&1; then
   cat "$BUILD/configure.log"
   row "build" "FAILED: configure"
@@ -86,12 +95,14 @@ checks() {
   log "$name: $program"
   timeout 45 "$BUILD/$program" | tee "$BUILD/$program.txt"
   local code=${PIPESTATUS[0]}
-  if grep -q "^SKIPPED" "$BUILD/$program.txt"; then row "$name" "skipped: no GPU"; status=1
+  if grep -q "^SKIPPED" "$BUILD/$program.txt"; then
+    row "$name" "skipped: $(grep -m1 '^SKIPPED' "$BUILD/$program.txt" | cut -c10-70)"; status=1
   elif [ "$code" -eq 0 ]; then row "$name" "passed ($(grep -c '^ok' "$BUILD/$program.txt") checks)"
   else row "$name" "FAILED (exit $code): $(grep -c '^FAIL' "$BUILD/$program.txt") checks"; status=1; fi
 }
 checks "kernel checks" test_cuda_kernels
 checks "op checks (the backend)" test_cuda_ops
+checks "NCCL (one rank)" test_nccl_one_rank
 
 log "GEMM rate: bench_cuda_gemm"
 timeout 45 "$BUILD/bench_cuda_gemm" | tee "$BUILD/gemm.txt"
