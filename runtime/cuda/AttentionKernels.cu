@@ -160,8 +160,7 @@ __global__ void __launch_bounds__(kBlock)
     tileDots(t.q, t.k, d, t.ld, t.scores);
     __syncthreads();
 #pragma unroll
-  #pragma unroll
-  for (int w = 0; w < kRowsPerWarp; ++w) {
+    for (int w = 0; w < kRowsPerWarp; ++w) {
       const int row = warp * kRowsPerWarp + w;
       const std::int64_t i = first + row;
       if (i >= a.r) continue;  // the same for the whole warp
@@ -225,8 +224,7 @@ __global__ void __launch_bounds__(kBlock)
     probabilities(a, t, first, j0, !kQueryGrad);
     __syncthreads();
 #pragma unroll
-  #pragma unroll
-  for (int w = 0; w < kRowsPerWarp; ++w) {
+    for (int w = 0; w < kRowsPerWarp; ++w) {
       const int row = warp * kRowsPerWarp + w;
       if constexpr (kQueryGrad) {
 #pragma unroll
@@ -285,8 +283,7 @@ __global__ void __launch_bounds__(kBlock)
     probabilities(a, t, first, j0, false);
     __syncthreads();
 #pragma unroll
-  #pragma unroll
-  for (int w = 0; w < kKeysPerWarp; ++w) {
+    for (int w = 0; w < kKeysPerWarp; ++w) {
       const int c = warp * kKeysPerWarp + w;
 #pragma unroll
       for (int u = 0; u < kPerLane; ++u) {
