@@ -203,7 +203,7 @@ Value cpu(Evaluator& ev, BoundArgs& a) {
 }
 
 // cuda(devices = 2, mesh = [1, 2], memory = 80GB, peak = 989TFLOPS,
-// memory_bandwidth = 3350GB/s): N devices on this machine's GPUs, which
+// memory_bandwidth = 3350GB/s, fused_kernels = false): N devices on this machine's GPUs, which
 // train() runs on the cuda backend (several virtual devices share a GPU when
 // it has fewer, docs/gpu.md). Its figures, for plans and simulations, are an
 // H100 SXM's (dense bf16 peak) unless given.
@@ -212,12 +212,14 @@ Value cuda(Evaluator& ev, BoundArgs& a) {
   if (!a[2].isNone()) positiveQuantity(a, 2, kBytes, "memory");
   if (!a[3].isNone()) positiveQuantity(a, 3, kFlopPerSecond, "peak");
   if (!a[4].isNone()) positiveQuantity(a, 4, kBytesPerSecond, "memory_bandwidth");
+  boolArg(a, 5, "fused_kernels");
   Value device = ev.makeRecord({{"kind", ev.makeString("gpu")},
                                 {"name", ev.makeString("cuda-gpu")},
                                 {"memory", a[2].isNone() ? Value::quantity(80e9, kBytes) : a[2]},
                                 {"peak", a[3].isNone() ? Value::quantity(989e12, kFlopPerSecond) : a[3]},
                                 {"memory_bandwidth",
-                                 a[4].isNone() ? Value::quantity(3350e9, kBytesPerSecond) : a[4]}});
+                                 a[4].isNone() ? Value::quantity(3350e9, kBytesPerSecond) : a[4]},
+                                {"fused_kernels", a[5]}});
   Value nvlink = ev.makeRecord({{"kind", ev.makeString("link")},
                                 {"bandwidth", Value::quantity(450e9, kBytesPerSecond)},
                                 {"latency", Value::quantity(2e-6, kSeconds)}});
@@ -258,7 +260,8 @@ void installDeclarationBuiltins(Environment& env) {
                  {"mesh", Value()},
                  {"memory", Value()},
                  {"peak", Value()},
-                 {"memory_bandwidth", Value()}},
+                 {"memory_bandwidth", Value()},
+                 {"fused_kernels", Value::boolean(false)}},
                 cuda);
   defineBuiltin(env, "link", {{"bandwidth", {}}, {"latency", Value::quantity(0, kSeconds)}}, link);
   defineOptimizer(env, "adam",

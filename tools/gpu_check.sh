@@ -137,9 +137,13 @@ for memory in managed device; do
   # Devices that ran the fused softmax (MESHFLOW_CUDA_OPS's summary): the
   # plans without tensor parallelism run it unless MESHFLOW_CUDA_FUSE=0.
   fused=$(grep -c "fused: .*fused_softmax" "$BUILD/parity-$memory.txt")
+  # Devices that ran the fused attention kernels (the fused_kernels = true plans).
+  attention=$(grep -c "fused: .*fused_attention_grad" "$BUILD/parity-$memory.txt")
   if [ "$parity" -eq 0 ] && [ "$fused" -eq 0 ] && [ "${MESHFLOW_CUDA_FUSE:-1}" != 0 ]; then
     row "parity (tiny GPT), $memory" "FAILED: $ok plans ok, but no device ran a fused group"; status=1
-  elif [ "$parity" -eq 0 ]; then row "parity (tiny GPT), $memory" "passed ($ok plans; fused groups on $fused devices)"
+  elif [ "$parity" -eq 0 ] && [ "$attention" -eq 0 ] && [ "${MESHFLOW_CUDA_FUSE:-1}" != 0 ]; then
+    row "parity (tiny GPT), $memory" "FAILED: $ok plans ok, but no device ran the fused attention kernels"; status=1
+  elif [ "$parity" -eq 0 ]; then row "parity (tiny GPT), $memory" "passed ($ok plans; fused groups on $fused devices, fused attention on $attention)"
   else row "parity (tiny GPT), $memory" "FAILED (exit $parity): $ok plans ok; $(grep -m1 -E 'error|FAIL' "$BUILD/parity-$memory.txt" | cut -c1-100)"; status=1; fi
 done
 

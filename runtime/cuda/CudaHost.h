@@ -36,8 +36,9 @@ class CudaHost final : public DeviceHost {
   /// Managed or device memory on the device's GPU (DeviceAllocator.h),
   /// `limit` bytes (0: the GPU's size).
   std::shared_ptr<DeviceMemory> makeMemory(int device, std::int64_t limit) override;
-  /// No fused attention kernel yet: attention runs op by op on the GPU.
-  bool fusesAttention() const override { return false; }
+  /// Attention runs as the fused kernels of AttentionKernels.h (a plan with
+  /// fused_kernels = true), unless MESHFLOW_CUDA_FUSE=0: then op by op.
+  bool fusesAttention() const override { return fusionRequested(); }
 
   const std::vector<int>& gpus() const { return gpu_; }
   const CudaKernels& kernels(int device) const { return *kernels_.at(static_cast<std::size_t>(device)); }

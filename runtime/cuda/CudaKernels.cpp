@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "runtime/cpu/FusedKernels.h"
+#include "runtime/cuda/AttentionLaunch.h"
 #include "runtime/cuda/CudaError.h"
 #include "runtime/cuda/Gemm.h"
 #include "runtime/cuda/KernelPlacement.h"
@@ -64,11 +65,15 @@ bool gpuMemory(DeviceMemory& memory) {
 
 }  // namespace
 
+bool fusionRequested() {
+  const char* fuse = std::getenv("MESHFLOW_CUDA_FUSE");
+  return !(fuse && std::string(fuse) == "0");
+}
+
 CudaKernels::CudaKernels(int gpu) : gpu_(gpu) {
   const char* profile = std::getenv("MESHFLOW_CUDA_PROFILE");
   profiling_ = profile && *profile && std::string(profile) != "0";
-  const char* fuse = std::getenv("MESHFLOW_CUDA_FUSE");
-  fusing_ = !(fuse && std::string(fuse) == "0");
+  fusing_ = fusionRequested();
   MESHFLOW_CUDA_CHECK(cudaSetDevice(gpu));
   cudaStream_t stream = nullptr;
   MESHFLOW_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -182,6 +187,38 @@ bool CudaKernels::runFused(const FusedGroup& group, const std::vector<const Tens
   std::vector<Tensor> staged;
   onGpu(fusedPatternName(group.pattern), [&] {
     launchFused(group, readableInputs(inputs, staged), outputs, {stream_, gemm_.get()});
+  });
+  return true;
+}
+
+bool CudaKernels::attention(const Tensor& q, const Tensor& k, const Tensor& v, const cpu::AttentionOptions& options,
+                            cpu::AttentionResult& result) {
+  constexpr const char* kName = "fused_attention";
+  const std::optional<AttentionSizes> sizes = attentionSizes(q, k, v, options);
+  if (!sizes) {
+    ++hostOps_[kName];
+    return false;
+  }
+  std::vector<Tensor> staged;
+  onGpu(kName, [&] {
+    const std::vector<const Tensor*> in = readableInputs({&q, &k, &v}, staged);
+    launchAttention(*in[0], *in[1], *in[2], *sizes, result, stream_);
+  });
+  return true;
+}
+
+bool CudaKernels::attentionGrad(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dOut,
+                                const Tensor& lse, const cpu::AttentionOptions& options, cpu::AttentionGrads& grads) {
+  constexpr const char* kName = "fused_attention_grad";
+  const std::optional<AttentionSizes> sizes = attentionGradSizes(q, k, v, dOut, lse, options);
+  if (!sizes) {
+    ++hostOps_[kName];
+    return false;
+  }
+  std::vector<Tensor> staged;
+  onGpu(kName, [&] {
+    const std::vector<const Tensor*> in = readableInputs({&q, &k, &v, &dOut, &lse}, staged);
+    launchAttentionGrad(*in[0], *in[1], *in[2], *in[3], *in[4], *sizes, grads, stream_);
   });
   return true;
 }

@@ -28,6 +28,11 @@ namespace meshflow::runtime::cuda {
 
 class Gemm;
 
+/// Whether MESHFLOW_CUDA_FUSE lets the backend fuse (anything but "0"): the
+/// fused groups (CudaKernels::fuses) and the fused attention (CudaHost and
+/// GpuProcessHost's fusesAttention).
+bool fusionRequested();
+
 class CudaKernels final : public KernelBackend {
  public:
   /// Kernels on CUDA device `gpu` (cudaSetDevice's number). Throws CudaError
@@ -53,6 +58,16 @@ class CudaKernels final : public KernelBackend {
   /// over kMaxRank; stages host inputs as run() does.
   bool runFused(const FusedGroup& group, const std::vector<const Tensor*>& inputs, std::vector<Tensor*>& outputs,
                 const cpu::KernelContext& ctx) override;
+
+  /// A fused attention's forward and backward with the kernels of
+  /// AttentionKernels.h (counted as fused_attention, fused_attention_grad);
+  /// false — counted as a host op of that name, and runtime::runAttention
+  /// runs cpu::fusedAttention on the host — for a head dimension over
+  /// kMaxAttentionHeadDim or operands the cpu reference rejects (it names them).
+  bool attention(const Tensor& q, const Tensor& k, const Tensor& v, const cpu::AttentionOptions& options,
+                 cpu::AttentionResult& result) override;
+  bool attentionGrad(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dOut, const Tensor& lse,
+                     const cpu::AttentionOptions& options, cpu::AttentionGrads& grads) override;
 
   /// How many ops of each kind ran on the GPU and on the host so far (a fused
   /// group counts once, under its pattern's name: fused_softmax, …), and how

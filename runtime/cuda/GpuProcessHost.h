@@ -34,8 +34,9 @@ class GpuProcessHost final : public DeviceHost {
   /// device's kernels in a KernelScope.
   void run(const std::function<void(int device)>& body) override;
   std::shared_ptr<DeviceMemory> makeMemory(int device, std::int64_t limit) override;
-  /// No fused attention kernel yet: attention runs op by op on the GPU.
-  bool fusesAttention() const override { return false; }
+  /// Attention runs as the fused kernels of AttentionKernels.h (a plan with
+  /// fused_kernels = true), unless MESHFLOW_CUDA_FUSE=0: then op by op.
+  bool fusesAttention() const override { return fusionRequested(); }
 
   int gpu() const { return gpu_; }
   bool usesNccl() const { return !nccl_.empty(); }

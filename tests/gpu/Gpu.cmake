@@ -15,8 +15,10 @@ add_test(NAME gpu.kernels COMMAND test_cuda_kernels)
 set_tests_properties(gpu.kernels PROPERTIES SKIP_RETURN_CODE 77)
 # test_cuda_ops: every op the cuda backend runs on the GPU, through the
 # backend (CudaKernels), against the cpu kernel, and the fused groups against
-# the unfused chains (FusedParity.cpp); skipped without a GPU.
-add_executable(test_cuda_ops ${meshflow_gpu_dir}/OpParity.cpp ${meshflow_gpu_dir}/FusedParity.cpp)
+# the unfused chains (FusedParity.cpp), the fused attention against
+# cpu::fusedAttention (AttentionParity.cpp); skipped without a GPU.
+add_executable(test_cuda_ops ${meshflow_gpu_dir}/OpParity.cpp ${meshflow_gpu_dir}/FusedParity.cpp
+               ${meshflow_gpu_dir}/AttentionParity.cpp)
 target_link_libraries(test_cuda_ops PRIVATE meshflow_cuda)
 add_test(NAME gpu.ops COMMAND test_cuda_ops)
 set_tests_properties(gpu.ops PROPERTIES SKIP_RETURN_CODE 77)

@@ -4,7 +4,8 @@
 // cpu kernel on the same fresh random inputs. Each check also fails if the op
 // ran on the host instead, or took the other half-precision path than the case
 // says (widened to f32 copies or read as stored, runtime/cuda/OperandPath.h).
-// The fused groups are checked last (FusedParity.cpp).
+// The fused groups are checked last (FusedParity.cpp), then the fused
+// attention kernels (AttentionParity.cpp).
 // Without a GPU it prints SKIPPED and exits 77.
 //
 // Tolerances, as |gpu - cpu| <= atol + rtol·|cpu| per element: exact where
@@ -23,6 +24,7 @@
 #include "runtime/KernelBackend.h"
 #include "runtime/cuda/CudaKernels.h"
 #include "runtime/cuda/DeviceAllocator.h"
+#include "tests/gpu/AttentionParity.h"
 #include "tests/gpu/FusedParity.h"
 #include "tests/gpu/Parity.h"
 
@@ -499,6 +501,7 @@ int main() {
         for (const OpCase& c : cases) check(kernels, memory, c);
       checkBatchedChain(kernels, memory);
       checkFusedGroups(kernels, memory);
+      checkFusedAttention(kernels, memory);
       std::printf("ops on the GPU: %zu kinds; %s memory peak %lld bytes\n", kernels.gpuOps().size(),
                   managed ? "managed" : "device", static_cast<long long>(memory->stats().peak));
     }
