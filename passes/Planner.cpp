@@ -613,8 +613,8 @@ class Search {
     if (physical_.device.fusedKernels)
       plan.notes.push_back(
           "priced with fused attention (FlashAttention), RMSNorm and SwiGLU kernels "
-          "(fused_kernels = true); meshflow's runtimes fuse the attention (not yet on the cuda backend) and run "
-          "RMSNorm and SwiGLU op by op, holding more");
+          "(fused_kernels = true); meshflow's runtimes fuse the attention and run RMSNorm and SwiGLU op by op, "
+          "holding more");
     plan.notes.push_back(fmt::format(
         "searched {} candidate plans over {} meshes; {} intra-op solves of {} distinct layers",
         searched_, configs_.size(), table_->solves(), table_->kindCount()));
