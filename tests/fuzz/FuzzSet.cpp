@@ -7,7 +7,7 @@
 // schedule (the plan command takes it for one) is a bug.
 //
 // Most mutated values are not expressions, and working out what a block with a
-// syntax error says is ANTLR's parse with its error recovery: 85% of this
+// syntax error says is ANTLR's parse with its error recovery: over 80% of this
 // target's time. As fuzz_eval does, the target asks the direct parser first
 // (grammar::parseClean) and evaluates a block with a syntax error only for one
 // input in eight (fuzz::oneInEight), so that the plan command's path for it
