@@ -11,5 +11,8 @@ if(MESHFLOW_FUZZ)
   # Undefined behaviour stops the fuzzer as a crash does: without
   # -fno-sanitize-recover, UBSan prints its report and libFuzzer goes on.
   add_compile_options("$<$<COMPILE_LANGUAGE:C,CXX>:-fsanitize=fuzzer-no-link,address,undefined;-fno-omit-frame-pointer;-fno-sanitize-recover=undefined>")
+  # No coverage hooks in the standard library's, nlohmann::json's and fmt's
+  # inline code, in every source (the list says why).
+  add_compile_options("$<$<COMPILE_LANGUAGE:C,CXX>:-fsanitize-coverage-ignorelist=${CMAKE_SOURCE_DIR}/tests/fuzz/coverage-ignore.txt>")
   add_link_options(-fsanitize=address,undefined)
 endif()

@@ -19,8 +19,6 @@ function(meshflow_fuzz_target name)
   if(MESHFLOW_FUZZ)
     add_executable(fuzz_${name} ${F_SOURCES} ${F_MUTATOR})
     target_link_options(fuzz_${name} PRIVATE -fsanitize=fuzzer)
-    target_compile_options(fuzz_${name} PRIVATE
-                           -fsanitize-coverage-ignorelist=${fuzz_dir}/coverage-ignore.txt)
     set_source_files_properties(${F_MUTATOR} PROPERTIES COMPILE_OPTIONS
                                 -fsanitize-coverage-ignorelist=${fuzz_dir}/mutator-ignore.txt)
     set(target fuzz_${name})

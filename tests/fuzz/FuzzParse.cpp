@@ -29,21 +29,13 @@ std::string outcome(const grammar::ParseResult& result) {
   return renderAll(result.diagnostics) + (result.incomplete ? "(incomplete)" : "");
 }
 
-// One input in eight, chosen by its bytes (FNV-1a), so that a saved input
-// replays the same way.
-bool alwaysCompared(const std::uint8_t* data, std::size_t size) {
-  std::uint64_t hash = 14695981039346656037ull;
-  for (std::size_t i = 0; i < size; ++i) hash = (hash ^ data[i]) * 1099511628211ull;
-  return hash % 8 == 0;
-}
-
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   auto file = std::make_shared<interp::SourceFile>(
       "fuzz.mesh", std::string(reinterpret_cast<const char*>(data), size));
   const grammar::ParseResult parsed = grammar::parse(file);
-  if (!parsed.ok() && !alwaysCompared(data, size) && grammar::scannerAgreesWithAntlr(*file))
+  if (!parsed.ok() && !fuzz::oneInEight(data, size) && grammar::scannerAgreesWithAntlr(*file))
     return 0;
   auto reference = grammar::parseWithAntlr(file);
   std::string fast = outcome(parsed);
