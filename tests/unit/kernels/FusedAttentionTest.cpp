@@ -62,7 +62,8 @@ Unfused unfused(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor&
 // |a - b| <= rtol·|b| + atol·max|b| elementwise, with the figures in the log.
 void requireClose(const char* what, const Tensor& actual, const Tensor& expected, double rtol, double atol) {
   double largest = 0;
-  for (float x : expected.toF32().f32()) largest = std::max(largest, double(std::abs(x)));
+  const Tensor values = expected.toF32();  // a const view: f32() of a temporary would unshare into it
+  for (float x : values.f32()) largest = std::max(largest, double(std::abs(x)));
   INFO(what << ": max |diff| " << maxAbsDiff(actual, expected) << " of values up to " << largest);
   CHECK(allClose(actual.toF32(), expected, rtol, atol * largest));
 }
