@@ -9,6 +9,7 @@
 #include <random>
 #include <thread>
 
+#include "tests/unit/RowTensors.h"
 #include "runtime/cpu/LocalCluster.h"
 
 using meshflow::runtime::Communicator;
@@ -36,29 +37,9 @@ Tensor serialSum(const std::vector<Tensor>& inputs) {
   return sum;
 }
 
-// Rows [begin, begin + count) of an f32 tensor.
-Tensor rows(const Tensor& t, std::int64_t begin, std::int64_t count) {
-  Shape shape = t.shape();
-  std::int64_t width = t.elements() / shape[0];
-  shape[0] = count;
-  auto values = t.f32().subspan(static_cast<std::size_t>(begin * width),
-                                static_cast<std::size_t>(count * width));
-  return Tensor::fromF32(shape, {values.begin(), values.end()});
-}
-
-Tensor concatRows(const std::vector<Tensor>& parts) {
-  Shape shape = parts[0].shape();
-  shape[0] = 0;
-  std::vector<float> values;
-  for (const auto& part : parts) {
-    shape[0] += part.dim(0);
-    values.insert(values.end(), part.f32().begin(), part.f32().end());
-  }
-  return Tensor::fromF32(shape, values);
-}
-
-// Each device's own input: distinct, reproducible values.
-Tensor inputOf(int device, Shape shape) { return randomNormal(std::move(shape), 100 + device); }
+using meshflow::test_rows::concatRows;
+using meshflow::test_rows::inputOf;
+using meshflow::test_rows::rows;
 
 std::vector<Tensor> inputsOf(const std::vector<int>& group, const Shape& shape) {
   std::vector<Tensor> inputs;
