@@ -25,10 +25,10 @@ class MemoryAccount {
   void checkRoom(std::size_t bytes, const std::string& what) const;
   std::size_t used() const { return used_; }
   std::size_t limit() const { return limit_; }
+  /// Whether `bytes` more would pass the limit.
+  bool wouldPass(std::size_t bytes) const { return bytes > limit_ || used_ > limit_ - bytes; }
 
  private:
-  // Whether `bytes` more would pass the limit.
-  bool wouldPass(std::size_t bytes) const { return bytes > limit_ || used_ > limit_ - bytes; }
 
   std::size_t used_ = 0;
   std::size_t limit_;

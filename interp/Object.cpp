@@ -25,7 +25,7 @@ void Object::chargeMore(std::size_t bytes) {
 }
 
 void Object::checkTextRoom(std::size_t bytes) const {
-  if (account_) account_->checkRoom(bytes, "the text of a " + typeName());
+  if (account_ && account_->wouldPass(bytes)) account_->checkRoom(bytes, "the text of a " + typeName());
 }
 
 void releaseWithoutRecursion(std::vector<Value>& values) {
@@ -94,26 +94,59 @@ class Printing {
 
 }  // namespace
 
+namespace {
+
+void appendItem(std::string& out, const Value& value, int depth) {
+  if (value.object())
+    value.object()->appendRepr(out, depth);
+  else
+    out += value.repr(depth);
+}
+
+}  // namespace
+
 std::string ListObject::repr(int depth) const {
+  std::string out;
+  appendRepr(out, depth);
+  return out;
+}
+
+void ListObject::appendRepr(std::string& out, int depth) const {
   Printing self(this);
-  if (!self.entered() || depth > kMaxReprDepth) return "[...]";
-  std::string out = "[";
+  if (!self.entered() || depth > kMaxReprDepth) {
+    out += "[...]";
+    return;
+  }
+  out += '[';
   for (std::size_t i = 0; i < items.size(); ++i) {
-    out += (i ? ", " : "") + items[i].repr(depth + 1);
+    if (i) out += ", ";
+    appendItem(out, items[i], depth + 1);
     checkTextRoom(out.size());
   }
-  return out + "]";
+  out += ']';
 }
 
 std::string RecordObject::repr(int depth) const {
+  std::string out;
+  appendRepr(out, depth);
+  return out;
+}
+
+void RecordObject::appendRepr(std::string& out, int depth) const {
   Printing self(this);
-  if (!self.entered() || depth > kMaxReprDepth) return "{...}";
-  std::string out = "{";
+  if (!self.entered() || depth > kMaxReprDepth) {
+    out += "{...}";
+    return;
+  }
+  out += '{';
   for (std::size_t i = 0; i < fields.size(); ++i) {
-    out += (i ? ", " : "") + fields[i].first + ": " + fields[i].second.repr(depth + 1);
+    if (i) out += ", ";
+    out += fields[i].first;
+    out += ": ";
+    appendItem(out, fields[i].second, depth + 1);
     checkTextRoom(out.size());
   }
-  return out + "}";
+  out += '}';
 }
 
 std::optional<Value> RecordObject::field(const std::string& name) const {

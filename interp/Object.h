@@ -21,6 +21,10 @@ class Object : public std::enable_shared_from_this<Object> {
   virtual std::string typeName() const = 0;
   /// Text for print() and the REPL; `depth` is how deep inside other values it is.
   virtual std::string repr(int depth) const = 0;
+  /// repr(depth) appended to `out`. Lists and records write their items
+  /// straight into it, so the text of nested containers is made once, not
+  /// copied up level by level, and its limit is checked on the whole text.
+  virtual void appendRepr(std::string& out, int depth) const { out += repr(depth); }
   /// A named field of this value (`r.name`, `m.layers`), or nullopt.
   virtual std::optional<Value> field(const std::string& name) const { return std::nullopt; }
   /// Names for field access and tab completion, in a stable order.
@@ -62,6 +66,7 @@ class ListObject final : public Object {
   ~ListObject() override { releaseWithoutRecursion(items); }
   std::string typeName() const override { return "list"; }
   std::string repr(int depth) const override;
+  void appendRepr(std::string& out, int depth) const override;
   void clearReferences() override { items.clear(); }
   bool holdsReferences() const override { return true; }
   std::vector<Value> items;
@@ -74,6 +79,7 @@ class RecordObject final : public Object {
   ~RecordObject() override;
   std::string typeName() const override { return "record"; }
   std::string repr(int depth) const override;
+  void appendRepr(std::string& out, int depth) const override;
   std::optional<Value> field(const std::string& name) const override;
   std::vector<std::string> fieldNames() const override;
   void clearReferences() override { fields.clear(); }
