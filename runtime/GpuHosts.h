@@ -24,6 +24,10 @@ struct GpuHostRequest {
   /// threads of this process.
   std::shared_ptr<DeviceHost> process;
   int localRank = 0;  ///< The process's rank among the job's on this machine.
+  /// With `process`: whether the job has stopped (another process failed),
+  /// asked on the thread that runs the process's device while it waits
+  /// outside the job's transport (NCCL), so that the wait ends at once.
+  std::function<bool()> stopped;
 };
 
 using GpuHostFactory = std::function<std::unique_ptr<DeviceHost>(const GpuHostRequest&)>;

@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <stdexcept>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -40,7 +41,8 @@ constexpr bool kNcclBuilt = false;
 
 GpuProcessHost::GpuProcessHost(const GpuHostRequest& request)
     : process_(request.process),
-      managed_(managedMemoryRequested(std::getenv("MESHFLOW_CUDA_MEMORY"))) {
+      managed_(managedMemoryRequested(std::getenv("MESHFLOW_CUDA_MEMORY"))),
+      stop_(std::make_shared<JobStop>(request.stopped)) {
   if (!process_)
     throw std::invalid_argument("GpuProcessHost needs the job's host for this process");
   requireDevice(0);
@@ -70,6 +72,7 @@ void GpuProcessHost::chooseTransport(const GpuHostRequest& request) {
     options.calls = ncclCalls();
     options.stream = kernels->stream();
     options.timeout = request.timeout;
+    options.stopped = [stop = stop_] { return (*stop)(); };
     options.prepareThread = [gpu = gpu_] { MESHFLOW_CUDA_CHECK(cudaSetDevice(gpu)); };
     nccl_.emplace(device, std::make_unique<NcclCommunicator>(process_->communicator(device),
                                                              std::move(options)));
@@ -89,6 +92,7 @@ GpuProcessHost::~GpuProcessHost() {
 
 void GpuProcessHost::run(const std::function<void(int device)>& body) {
   process_->run([&](int device) {
+    stop_->pollOn(std::this_thread::get_id());
     CudaKernels& kernels = *kernels_.at(device);
     MESHFLOW_CUDA_CHECK(cudaSetDevice(gpu_));
     KernelScope scope(&kernels);

@@ -7,7 +7,8 @@
 // NCCL and every device has a GPU of its own (CommChoice.h; MESHFLOW_COMM
 // overrides); else through the job's own transport (the mpi backend's,
 // through host memory: the host reads and writes managed memory in place, or
-// the host copies of device memory).
+// the host copies of device memory). When another process fails, the job's
+// abort notice ends this process's NCCL waits at once (JobStop.h).
 #pragma once
 
 #include <map>
@@ -17,6 +18,7 @@
 
 #include "runtime/GpuHosts.h"
 #include "runtime/cuda/CudaKernels.h"
+#include "runtime/cuda/JobStop.h"
 
 namespace meshflow::runtime::cuda {
 
@@ -47,6 +49,9 @@ class GpuProcessHost final : public DeviceHost {
   int gpu_;
   std::map<int, std::unique_ptr<CudaKernels>> kernels_;  // per device of this process
   std::map<int, std::unique_ptr<Communicator>> nccl_;    // per device, when NCCL was chosen
+  /// The job's stop (request.stopped): ends this process's NCCL waits when
+  /// another process failed, instead of the collective timeout.
+  std::shared_ptr<JobStop> stop_;
 
   /// Gathers every device's GPU, chooses the transport and makes the NCCL
   /// communicators if it is NCCL.

@@ -192,6 +192,7 @@ std::vector<Tensor> NcclCommunicator::recv(int peer, std::uint64_t tag) {
 // ---- Calls: numbering, signatures, communicators, waits ----
 
 NcclCommunicator::Call NcclCommunicator::begin(CallSignature signature) {
+  releaseSent();
   Call call{std::move(signature), 0, ""};
   call.number = nextCall_[membersOf(call.signature.group)]++;
   call.what = call.signature.describe(call.number);

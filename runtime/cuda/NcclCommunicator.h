@@ -144,7 +144,9 @@ class NcclCommunicator final : public Communicator {
   void checkPeer(std::uint64_t tag, const char* op, int peer) const;
   /// Waits for the device's kernel stream: what a message holds is written.
   void settleKernels(const std::string& what);
-  /// Releases the messages the sending threads have sent.
+  /// Releases the messages the sending threads have sent: at every send,
+  /// recv and collective, so a sent message's memory is not held past the
+  /// device's next communication.
   void releaseSent();
 
   Communicator& control_;

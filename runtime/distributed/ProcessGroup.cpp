@@ -13,6 +13,7 @@ std::unique_ptr<DeviceHost> jobHost(ProcessGroup& group, const TrainingJob& job)
   request.timeout = job.options.timeout;
   request.process = std::move(host);
   request.localRank = group.localRank();
+  request.stopped = [&group] { return group.stopSeen(); };
   return makeGpuHost(request);
 }
 

@@ -40,6 +40,10 @@ class ProcessGroup {
                            bool evenAfterAbort = false) = 0;
   /// Tells every other process this one failed. Never blocks.
   virtual void abort(const std::string& reason) = 0;
+  /// Whether any process has aborted, without waiting: for waits outside
+  /// this transport (a GPU process's NCCL calls) that must end when the job
+  /// stops. On the thread that runs this process's device. Default: never.
+  virtual bool stopSeen() { return false; }
 
   /// Runs this process's device, its collectives and messages timing out
   /// after `timeout`.

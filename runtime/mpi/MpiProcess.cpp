@@ -487,6 +487,11 @@ std::string MpiProcess::recvControl(int peer, std::optional<std::chrono::millise
 
 void MpiProcess::abort(const std::string& reason) { state_->world.abort(reason); }
 
+bool MpiProcess::stopSeen() {
+  state_->world.lookForAbort();
+  return state_->world.abortReason.has_value();
+}
+
 void MpiProcess::terminate(int code) {
   // A moment for this rank's abort notice (if any) to leave.
   state_->world.drainSends(std::chrono::milliseconds(200));

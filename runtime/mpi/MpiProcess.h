@@ -82,6 +82,10 @@ class MpiProcess {
   /// Tells every other rank that this one failed: their waits end with
   /// CommError(Aborted) "rank R failed: REASON". Never blocks.
   void abort(const std::string& reason);
+  /// Whether any rank has aborted, looking for an abort notice without
+  /// waiting (an MPI poll): for waits outside MPI (NCCL's) that must end
+  /// when the job stops. On the thread that makes this process's MPI calls.
+  bool stopSeen();
   /// Ends the job now with exit code `code` on every rank: MPI_Abort, or
   /// under Open MPI's mpirun (non-zero code) exiting with it, upon which
   /// mpirun ends the others (its MPI_Abort could crash mpirun; see

@@ -22,6 +22,7 @@ class MpiProcessGroup final : public ProcessGroup {
     return process_.recvControl(peer, timeout, evenAfterAbort);
   }
   void abort(const std::string& reason) override { process_.abort(reason); }
+  bool stopSeen() override { return process_.stopSeen(); }
   std::unique_ptr<DeviceHost> deviceHost(std::chrono::milliseconds timeout) override;
 
  private:

@@ -475,7 +475,16 @@ int abortCase(mpi::MpiProcess& process) {
   if (me == 0) wait = [&] { comm.recv(1, 4); };
   if (me == 2) wait = [&] { comm.allReduce(all, {&t}); };
   if (me == 3) wait = [&] { process.recvControl(1); };
-  if (me >= 4) wait = [&] { comm.allGather({me, 1}, t, out); };
+  if (me >= 4 && me % 2 == 0) wait = [&] { comm.allGather({me, 1}, t, out); };
+  // Waits outside MPI (a GPU process in NCCL) poll stopSeen; once it says
+  // so, every call fails with the abort's reason.
+  if (me >= 4 && me % 2 == 1) wait = [&] {
+    const auto deadline = Clock::now() + std::chrono::seconds(10);
+    while (!process.stopSeen() && Clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    check(process.stopSeen(), "stopSeen never saw the abort");
+    comm.recv(0, 77);
+  };
   try {
     wait();
     check(false, "no abort seen");
