@@ -284,8 +284,16 @@ Plan parsePlan(const JsonReader& root) {
                           "simulated_step_time_s", "mfu_with_recompute"});
   Plan plan;
   JsonReader stages = r.at("stages");
-  for (std::size_t i = 0; i < stages.size(); ++i)
+  for (std::size_t i = 0; i < stages.size(); ++i) {
     plan.stages.push_back(stageFromJson(stages.at(i)));
+    // The stages split the model's layers in order, from the first.
+    const int expected = i == 0 ? 0 : plan.stages[i - 1].endLayer;
+    if (plan.stages[i].firstLayer != expected)
+      stages.at(i).at("layers").fail(fmt::format(
+          "stage {} starts at layer {}, expected {} ({}): a plan's stages take the layers in order",
+          i, plan.stages[i].firstLayer, expected,
+          i == 0 ? "the first layer" : fmt::format("where stage {} ends", i - 1)));
+  }
   plan.microbatches = r.at("microbatches").int32();
   if (plan.microbatches < 1) r.at("microbatches").fail("expected at least 1");
   std::string schedule = r.at("schedule").string();

@@ -186,6 +186,11 @@ struct PlanExport {
   bool ok() const { return whyNot.empty(); }
 };
 
+/// For the nearest plans of the exports: every stage takes as many layers as
+/// stage 0 from its own first layer. False (stages unchanged) where a stage
+/// would end past the layers a plan can number (a hand-edited file's).
+bool spanLayersLikeFirstStage(std::vector<PlanStage>& stages);
+
 /// Megatron-LM flags, for a uniform plan only: every stage with the same logical
 /// mesh, the same number of layers and the same parallelism, on a 1f1b or
 /// interleaved schedule. The tensor- and data-parallel sizes come from what the

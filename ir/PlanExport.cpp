@@ -2,6 +2,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <cstdint>
+#include <limits>
 #include <optional>
 #include <set>
 #include <utility>
@@ -160,9 +162,9 @@ std::optional<std::pair<std::string, Plan>> megatronNearest(const Plan& plan) {
     sharded = sharded || s.costs.shardedOptimizerState;
   }
   std::string before = megatronUniformityProblem(near);
+  if (!spanLayersLikeFirstStage(near.stages)) return std::nullopt;
   for (PlanStage& s : near.stages) {
     s.logicalMesh = first.logicalMesh;
-    s.endLayer = s.firstLayer + (first.endLayer - first.firstLayer);
     if (blocksOf(first) > 0) s.strategies = first.strategies;  // as many blocks as stage 0
     s.costs.recompute = recompute;
     s.costs.shardedOptimizerState = sharded;
@@ -239,6 +241,15 @@ std::vector<SpecRow> jaxPartitionSpecs(const Plan& plan) {
 
 std::vector<SpecRow> alpaSpecs(const Plan& plan) {
   return specRows(plan, [](const ShardingSpec& spec, SpecRow& row) { row.spec = spec.toString(); });
+}
+
+bool spanLayersLikeFirstStage(std::vector<PlanStage>& stages) {
+  if (stages.empty()) return true;
+  const std::int64_t span = std::int64_t{stages[0].endLayer} - stages[0].firstLayer;
+  for (const PlanStage& s : stages)
+    if (s.firstLayer + span > std::numeric_limits<int>::max()) return false;
+  for (PlanStage& s : stages) s.endLayer = static_cast<int>(s.firstLayer + span);
+  return true;
 }
 
 }  // namespace meshflow::ir

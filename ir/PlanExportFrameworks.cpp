@@ -115,11 +115,11 @@ std::optional<std::pair<std::string, Plan>> deepspeedNearest(const Plan& plan) {
     if (s.costs.recompute != "none") recompute = "full";
     sharded = sharded || s.costs.shardedOptimizerState;
   }
+  if (!spanLayersLikeFirstStage(near.stages)) return std::nullopt;
   for (PlanStage& s : near.stages) {
     s.logicalMesh = {s.submesh[0] * s.submesh[1], 1};
     s.costs.recompute = recompute;
     s.costs.shardedOptimizerState = sharded;
-    s.endLayer = s.firstLayer + (near.stages[0].endLayer - near.stages[0].firstLayer);
     // As many blocks as stage 0, and no layouts: every device a replica.
     s.strategies = blockMarkers(near.stages[0]);
   }

@@ -113,6 +113,14 @@ TEST_CASE("malformed plan JSON names the path", "[plan][json]") {
                     })),
                     "stages[2].layers: expected [first, last_exclusive] with first < last, got "
                     "[4, 4]");
+  // The stages take the layers in order: no gap, no overlap, from layer 0
+  // (fuzz_plan: overlapping stages overflowed an export's layer arithmetic).
+  CHECK_THROWS_WITH(planFromJson(broken([](auto& j) { j["stages"][1]["layers"] = {1, 4}; })),
+                    "stages[1].layers: stage 1 starts at layer 1, expected 2 (where stage 0 "
+                    "ends): a plan's stages take the layers in order");
+  CHECK_THROWS_WITH(planFromJson(broken([](auto& j) { j["stages"][0]["layers"] = {1, 2}; })),
+                    "stages[0].layers: stage 0 starts at layer 1, expected 0 (the first layer): "
+                    "a plan's stages take the layers in order");
 }
 
 TEST_CASE("the plan prints as a table", "[plan][table]") {
