@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 
 #include "interp/Units.h"
 
@@ -96,12 +97,42 @@ class Printing {
 
 namespace {
 
-void appendItem(std::string& out, const Value& value, int depth) {
-  if (value.object())
-    value.object()->appendRepr(out, depth);
-  else
-    out += value.repr(depth);
-}
+// The items of one container as their text is made: an item that is the same
+// object as one of the last few has the same text (the same depth, the same
+// containers around it), so it is copied from `out` rather than made again. A
+// list holding one list many times over (`a = [a, a]`, 40 times) has a text
+// exponential in its depth: made item by item, reaching the memory limit took
+// seconds under the fuzzer's sanitizers (tests/golden/limits/memory_text.mesh).
+class ItemTexts {
+ public:
+  explicit ItemTexts(std::string& out) : out_(out) {}
+
+  void append(const Value& value, int depth) {
+    const Object* object = value.object().get();
+    if (!object) {
+      out_ += value.repr(depth);
+      return;
+    }
+    for (const Made& made : recent_)
+      if (made.object == object) {
+        out_.append(out_, made.start, made.size);
+        return;
+      }
+    const std::size_t start = out_.size();
+    object->appendRepr(out_, depth);
+    recent_[next_] = {object, start, out_.size() - start};
+    next_ = (next_ + 1) % recent_.size();
+  }
+
+ private:
+  struct Made {
+    const Object* object = nullptr;
+    std::size_t start = 0, size = 0;
+  };
+  std::string& out_;
+  std::array<Made, 4> recent_{};
+  std::size_t next_ = 0;
+};
 
 }  // namespace
 
@@ -118,9 +149,10 @@ void ListObject::appendRepr(std::string& out, int depth) const {
     return;
   }
   out += '[';
+  ItemTexts texts(out);
   for (std::size_t i = 0; i < items.size(); ++i) {
     if (i) out += ", ";
-    appendItem(out, items[i], depth + 1);
+    texts.append(items[i], depth + 1);
     checkTextRoom(out.size());
   }
   out += ']';
@@ -139,11 +171,12 @@ void RecordObject::appendRepr(std::string& out, int depth) const {
     return;
   }
   out += '{';
+  ItemTexts texts(out);
   for (std::size_t i = 0; i < fields.size(); ++i) {
     if (i) out += ", ";
     out += fields[i].first;
     out += ": ";
-    appendItem(out, fields[i].second, depth + 1);
+    texts.append(fields[i].second, depth + 1);
     checkTextRoom(out.size());
   }
   out += '}';
