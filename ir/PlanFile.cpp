@@ -1,5 +1,10 @@
 #include "ir/PlanFile.h"
 
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <limits>
+
 #include "ir/JsonReader.h"
 
 namespace meshflow::ir {
@@ -57,6 +62,11 @@ Cluster clusterFromJson(const JsonReader& r) {
   Cluster c;
   c.nodes = count(r.at("nodes"));
   c.devicesPerNode = count(r.at("devices_per_node"));
+  // A plan numbers its devices with int.
+  constexpr std::int64_t kMaxDevices = std::numeric_limits<int>::max();
+  if (c.nodes > kMaxDevices / c.devicesPerNode)
+    r.at("nodes").fail(fmt::format("{} nodes of {} devices are more than the {} devices a plan can number",
+                                   c.nodes, c.devicesPerNode, kMaxDevices));
   JsonReader d = r.at("device").object({"name", "memory_bytes", "peak_flops",
                                         "memory_bandwidth_bytes_per_s", "vector_flops",
                                         "kernel_latency_s", "fused_kernels"});

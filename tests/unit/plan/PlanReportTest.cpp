@@ -3,6 +3,7 @@
 // expressible plan, and the saved plan file (ir/PlanMemory.h, ir/PlanAxes.h,
 // ir/Plan.h, ir/PlanFile.h).
 #include <catch2/catch.hpp>
+#include <cstdint>
 #include <random>
 
 #include "ir/PlanAxes.h"
@@ -259,6 +260,10 @@ TEST_CASE("a corrupt or wrong-version plan file names the field", "[plan][file]"
                     "plan.stages[1].submesh: expected at most 16777216 devices a side");
   CHECK_THROWS_WITH(planFileFromJson(broken([](auto& j) { j["plan"]["microbatches"] = 4294967297; })),
                     "plan.microbatches: 4294967297 does not fit in 32 bits");
+  // (fuzz_plan: nodes of 2^63 - 1 overflowed the device count.)
+  CHECK_THROWS_WITH(planFileFromJson(broken([](auto& j) { j["cluster"]["nodes"] = INT64_MAX; })),
+                    Catch::StartsWith("cluster.nodes: 9223372036854775807 nodes of") &&
+                        Catch::EndsWith("devices are more than the 2147483647 devices a plan can number"));
   CHECK_THROWS_WITH(planFileFromJson(broken([](auto& j) { j["plan"]["stages"][1]["devices"][0] = 99; })),
                     "plan.stages[1].devices[0]: device 99 is not in the cluster's 16 devices");
   CHECK_THROWS_WITH(planFileFromJson(broken([](auto& j) { j["plan"]["model"]["precision"] = "fp8"; })),
