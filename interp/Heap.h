@@ -29,7 +29,6 @@ class MemoryAccount {
   bool wouldPass(std::size_t bytes) const { return bytes > limit_ || used_ > limit_ - bytes; }
 
  private:
-
   std::size_t used_ = 0;
   std::size_t limit_;
 };

@@ -93,10 +93,6 @@ class Printing {
   bool entered_;
 };
 
-}  // namespace
-
-namespace {
-
 // The items of one container as their text is made: an item that is the same
 // object as one of the last few has the same text (the same depth, the same
 // containers around it), so it is copied from `out` rather than made again. A
