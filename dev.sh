@@ -11,8 +11,13 @@
 #   ./dev.sh fuzz      install what is missing, build the fuzz targets, run each
 #                      for FUZZ_SECONDS (CONTRIBUTING.md, "Fuzzing")
 #
-# Environment: JOBS (parallel build jobs, default 2), FUZZ_SECONDS (per fuzz
-# target, default 25: seven targets, about 3 minutes).
+# Two build trees: build/ (the compiler's defaults, -O2 -g, the cuda backend when
+# nvcc is found) and build-asan/ (clang, ASan + UBSan, -O1 -gline-tables-only):
+# the sanitizer suite and the fuzz targets share build-asan/, so its sources
+# compile once for both.
+#
+# Environment: JOBS (parallel build and test jobs, default 2), FUZZ_SECONDS (per
+# fuzz target, default 25: seven targets, about 3 minutes).
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -52,14 +57,29 @@ configure_and_build() {  # build-dir, extra cmake args...
 }
 
 run_tests() {  # build-dir
-  (cd "$1" && ctest --output-on-failure --timeout 900)
+  (cd "$1" && ctest --output-on-failure --timeout 900 -j "$JOBS")
 }
 
-# One fuzz target for FUZZ_SECONDS on its corpus (build-fuzz/corpus/NAME, kept
+# The sanitizer suite's and the fuzz targets' tree. clang (libFuzzer is clang's),
+# -O1 and line tables only (as OSS-Fuzz builds): about half the compile time of
+# -O2 -g, with file:line in every report. Its libraries carry libFuzzer's coverage
+# hooks; the test programs link the sanitizer runtime's empty ones. No cuda
+# backend: nvcc's objects are not instrumented, and the CUDA runtime is not made
+# to run under AddressSanitizer; build/ compiles it and runs its tests. No
+# benchmarks: they run by hand, never under the sanitizers.
+SAN=build-asan
+configure_sanitized() {
+  configure "$SAN" -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang \
+    -DMESHFLOW_SANITIZE=ON -DMESHFLOW_FUZZ=ON -DMESHFLOW_CUDA=OFF -DMESHFLOW_BENCH=OFF \
+    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only -DNDEBUG" \
+    "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only -DNDEBUG"
+}
+
+# One fuzz target for FUZZ_SECONDS on its corpus ($SAN/corpus/NAME, kept
 # between runs) and seeds; prints its executions, per second and in all. A crash,
 # a sanitizer report, an input slower than 10 s (a hang) or one asking for more
 # than 2 GiB (an unbounded allocation) fails it; the input is kept in
-# build-fuzz/artifacts/ (save it under tests/fuzz/regressions/NAME/ with the fix).
+# $SAN/artifacts/ (save it under tests/fuzz/regressions/NAME/ with the fix).
 # -entropic=0: libFuzzer's default (entropic) schedule spent 45% of fuzz_eval's
 # time in InputCorpus::UpdateFeatureFrequency (perf, clang 14; ~46,000 features);
 # without it the script target ran 38% more inputs per CPU second, reaching more
@@ -82,16 +102,16 @@ dict_of() {
 
 run_fuzzer() {  # name, seed folders...
   local name=$1; shift
-  local log=build-fuzz/fuzz-$name.log corpus=build-fuzz/corpus/$name
-  mkdir -p "$corpus" build-fuzz/artifacts
+  local log=$SAN/fuzz-$name.log corpus=$SAN/corpus/$name
+  mkdir -p "$corpus" "$SAN/artifacts"
   if ! ASAN_OPTIONS="malloc_context_size=2${ASAN_OPTIONS:+:$ASAN_OPTIONS}" \
       LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}" \
-      build-fuzz/tests/fuzz_$name -max_total_time="$FUZZ_SECONDS" -timeout=10 \
+      "$SAN/tests/fuzz_$name" -max_total_time="$FUZZ_SECONDS" -timeout=10 \
       -rss_limit_mb=4096 -malloc_limit_mb=2048 -entropic=0 -reload=0 -dict="$(dict_of "$name")" \
-      -artifact_prefix=build-fuzz/artifacts/$name- -print_final_stats=1 \
+      -artifact_prefix="$SAN/artifacts/$name-" -print_final_stats=1 \
       "$corpus" "$@" > "$log" 2>&1; then
     tail -n 60 "$log"
-    echo "fuzz_$name failed: see $log and build-fuzz/artifacts/"
+    echo "fuzz_$name failed: see $log and $SAN/artifacts/"
     exit 1
   fi
   local runs speed
@@ -100,18 +120,11 @@ run_fuzzer() {  # name, seed folders...
   printf '%-18s %10s inputs in %ss, %6s/s\n' "fuzz_$name" "$runs" "$FUZZ_SECONDS" "$speed"
 }
 
-fuzz() {
+fuzz() {  # the targets built in $SAN
   log "fuzzing ${#FUZZ_TARGETS[@]} targets for ${FUZZ_SECONDS}s each"
-  # -O1 and line tables only (as OSS-Fuzz builds): about half the compile time
-  # of -O2 -g, with file:line in every report.
-  configure build-fuzz -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang -DMESHFLOW_FUZZ=ON \
-    -DMESHFLOW_CUDA=OFF -DMESHFLOW_MPI=OFF -DMESHFLOW_BENCH=OFF \
-    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only -DNDEBUG" \
-    "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only -DNDEBUG"
-  cmake --build build-fuzz -j "$JOBS" --target fuzz_make_seeds "${FUZZ_TARGETS[@]/#/fuzz_}"
-  local seeds=build-fuzz/seeds
+  local seeds=$SAN/seeds
   rm -rf "$seeds"
-  build-fuzz/tests/fuzz_make_seeds "$seeds"
+  "$SAN/tests/fuzz_make_seeds" "$seeds"
   mkdir -p "$seeds/eval"
   find tests/golden examples stdlib -name '*.mesh' -exec cp {} "$seeds/eval/" \;
   cp -r "$seeds/eval" "$seeds/parse"
@@ -135,6 +148,8 @@ case "${1:-}" in
     ;;
   fuzz)
     install_packages
+    configure_sanitized
+    cmake --build "$SAN" -j "$JOBS" --target fuzz_make_seeds "${FUZZ_TARGETS[@]/#/fuzz_}"
     fuzz
     ;;
   test)
@@ -142,14 +157,11 @@ case "${1:-}" in
     log "build and test"
     configure_and_build build
     run_tests build
-    log "build and test under AddressSanitizer + UndefinedBehaviorSanitizer"
-    # The benchmarks run by hand, never under the sanitizers: not built here.
-    # Nor is the cuda backend: nvcc's objects are not instrumented, and the
-    # CUDA runtime is not made to run under AddressSanitizer; the build above
-    # compiles it and runs its tests.
-    configure_and_build build-asan -DMESHFLOW_SANITIZE=ON -DMESHFLOW_BENCH=OFF -DMESHFLOW_CUDA=OFF
+    log "build and test under AddressSanitizer + UndefinedBehaviorSanitizer (clang)"
+    configure_sanitized
+    cmake --build "$SAN" -j "$JOBS"
     ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp \
-      UBSAN_OPTIONS=print_stacktrace=1 run_tests build-asan
+      UBSAN_OPTIONS=print_stacktrace=1 run_tests "$SAN"
     fuzz
     log "all tests passed"
     ;;
