@@ -159,31 +159,58 @@ std::string ShardingSpec::toString() const {
   return out;
 }
 
-std::optional<std::string> ShardingSpec::validate(std::span<const int64_t> shape,
-                                                  const LogicalMesh& mesh) const {
-  if (shape.size() != dims_.size()) {
-    return fmt::format("spec {} has rank {} but the tensor has rank {}", toString(), dims_.size(),
-                       shape.size());
-  }
+namespace {
+
+// The first reason a spec cannot describe a tensor, found without making its
+// message: the planner asks this of every candidate strategy and resharding.
+struct Misfit {
+  enum Kind { kNone, kRank, kAxisTwice, kNegative, kIndivisible } kind = kNone;
+  size_t dim = 0;                      // the tensor dimension at fault
+  MeshAxes twice = MeshAxes::kNone;    // kAxisTwice: the mesh axes used again
+};
+
+Misfit findMisfit(const std::vector<MeshAxes>& dims, MeshAxes partial, std::span<const int64_t> shape,
+                  const LogicalMesh& mesh) {
+  if (shape.size() != dims.size()) return {Misfit::kRank};
   // Each mesh dimension can hold one role only: split one tensor dimension, or
   // carry a partial sum, because a device has one coordinate along it.
-  MeshAxes used = partial_;
-  for (size_t i = 0; i < dims_.size(); ++i) {
-    if ((used & dims_[i]) != MeshAxes::kNone) {
-      return fmt::format("spec {} uses mesh dimension {} twice", toString(),
-                         axisDigits(used & dims_[i]).substr(0, 1));
-    }
-    used = used | dims_[i];
+  MeshAxes used = partial;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if ((used & dims[i]) != MeshAxes::kNone) return {Misfit::kAxisTwice, i, used & dims[i]};
+    used = used | dims[i];
   }
-  for (size_t i = 0; i < dims_.size(); ++i) {
-    int64_t n = mesh.devices(dims_[i]);
-    if (shape[i] < 0) return fmt::format("tensor dimension {} has negative size", i);
-    if (shape[i] % n != 0) {
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (shape[i] < 0) return {Misfit::kNegative, i};
+    if (shape[i] % mesh.devices(dims[i]) != 0) return {Misfit::kIndivisible, i};
+  }
+  return {};
+}
+
+}  // namespace
+
+bool ShardingSpec::fits(std::span<const int64_t> shape, const LogicalMesh& mesh) const {
+  return findMisfit(dims_, partial_, shape, mesh).kind == Misfit::kNone;
+}
+
+std::optional<std::string> ShardingSpec::validate(std::span<const int64_t> shape,
+                                                  const LogicalMesh& mesh) const {
+  const Misfit m = findMisfit(dims_, partial_, shape, mesh);
+  switch (m.kind) {
+    case Misfit::kNone:
+      return std::nullopt;
+    case Misfit::kRank:
+      return fmt::format("spec {} has rank {} but the tensor has rank {}", toString(), dims_.size(),
+                         shape.size());
+    case Misfit::kAxisTwice:
+      return fmt::format("spec {} uses mesh dimension {} twice", toString(),
+                         axisDigits(m.twice).substr(0, 1));
+    case Misfit::kNegative:
+      return fmt::format("tensor dimension {} has negative size", m.dim);
+    case Misfit::kIndivisible:
       return fmt::format(
           "spec {}: tensor dimension {} of size {} is not divisible by the {} "
           "devices of mesh dimension {}",
-          toString(), i, shape[i], n, axisDigits(dims_[i]));
-    }
+          toString(), m.dim, shape[m.dim], mesh.devices(dims_[m.dim]), axisDigits(dims_[m.dim]));
   }
   return std::nullopt;
 }

@@ -97,6 +97,9 @@ class ShardingSpec {
   /// or nullopt when it can.
   std::optional<std::string> validate(std::span<const int64_t> shape,
                                       const LogicalMesh& mesh) const;
+  /// Whether validate finds nothing, without making its message (the
+  /// planner's candidates and reshardings ask this many times over).
+  bool fits(std::span<const int64_t> shape, const LogicalMesh& mesh) const;
 
   /// Number of pieces the tensor is cut into (product of the split mesh dims).
   int64_t shardCount(const LogicalMesh& mesh) const;

@@ -194,7 +194,7 @@ double collectiveCost(Collective kind, double bytes, MeshAxes axes, const Logica
 double reshardingCost(const ShardingSpec& from, const ShardingSpec& to,
                       std::span<const int64_t> shape, double bytesPerElement,
                       const LogicalMesh& mesh) {
-  if (from.validate(shape, mesh) || to.validate(shape, mesh)) return kInfinity;
+  if (!from.fits(shape, mesh) || !to.fits(shape, mesh)) return kInfinity;
   if (from == to) return 0.0;
   double elements = 1.0;
   for (int64_t d : shape) elements *= static_cast<double>(d);

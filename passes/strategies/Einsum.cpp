@@ -51,7 +51,7 @@ class Builder {
     const ir::Op& op = ctx_.op();
     for (std::size_t i = 0; i < op.inputs.size(); ++i) {
       s.inputs.push_back(specOf(ctx_.inputShape(i).size(), nest_, axes_, true, i));
-      if (s.inputs.back().validate(ctx_.inputShape(i), ctx_.mesh)) return false;
+      if (!s.inputs.back().fits(ctx_.inputShape(i), ctx_.mesh)) return false;
     }
     MeshAxes partial = MeshAxes::kNone;
     for (std::size_t l = 0; l < nest_.loops.size(); ++l) {
@@ -63,7 +63,7 @@ class Builder {
     }
     for (std::size_t o = 0; o < op.outputs.size(); ++o) {
       ShardingSpec spec = specOf(ctx_.outputShape(o).size(), nest_, axes_, false, o);
-      if (spec.validate(ctx_.outputShape(o), ctx_.mesh)) return false;
+      if (!spec.fits(ctx_.outputShape(o), ctx_.mesh)) return false;
       s.outputs.push_back(spec.withPartial(partial));
     }
     s.parallelism = ctx_.mesh.devices(used_);

@@ -55,10 +55,10 @@ bool expertParallel(const OpContext& ctx, MeshAxes axes, Strategy& s) {
   const ir::Op& op = ctx.op();
   for (std::size_t i = 0; i < op.inputs.size(); ++i) {
     s.inputs.push_back(ShardingSpec::split(ctx.inputShape(i).size(), 0, axes));
-    if (s.inputs.back().validate(ctx.inputShape(i), ctx.mesh)) return false;
+    if (!s.inputs.back().fits(ctx.inputShape(i), ctx.mesh)) return false;
   }
   s.outputs.push_back(ShardingSpec::split(ctx.outputShape(0).size(), 0, axes));
-  if (s.outputs.back().validate(ctx.outputShape(0), ctx.mesh)) return false;
+  if (!s.outputs.back().fits(ctx.outputShape(0), ctx.mesh)) return false;
   // The slot tensor is dispatch's output and combine's input 0; every device
   // holds 1/n of it before and after the exchange.
   bool dispatch = op.kind == ir::OpKind::MoeDispatch;

@@ -20,7 +20,7 @@ MeshAxes usedAxes(const ShardingSpec& s) {
 }
 
 bool fits(const ShardingSpec& s, const std::vector<std::int64_t>& shape, const ir::LogicalMesh& mesh) {
-  return !s.validate(shape, mesh);
+  return s.fits(shape, mesh);
 }
 
 SpmdLayout whole(const Shapes& inputs, const Shapes& outputs) {

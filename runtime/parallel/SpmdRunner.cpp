@@ -28,7 +28,7 @@ ir::ShardingSpec SpmdRunner::heldSpec(ir::ValueId v) const {
 }
 
 bool SpmdRunner::fits(const ir::ShardingSpec& spec, const Shape& shape) const {
-  return !spec.validate(shape, mesh_);
+  return spec.fits(shape, mesh_);
 }
 
 // The plan's specs for op `id` that fit this run's shapes (a plan made for
