@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <limits>
-#include <vector>
 
 namespace meshflow::passes {
 
@@ -53,11 +52,17 @@ AxisRole roleOf(const ShardingSpec& spec, int axis) {
   return {};
 }
 
-// The mesh axes splitting a tensor dimension, major first.
-std::vector<int> axisOrder(MeshAxes d) {
-  std::vector<int> order;
+// The mesh axes splitting a tensor dimension, major first (no allocation: the
+// planner prices every pair of strategies' specs through here).
+struct AxisOrder {
+  int axis[2] = {0, 0};
+  int count = 0;
+};
+
+AxisOrder axisOrder(MeshAxes d) {
+  AxisOrder order;
   for (int a = 0; a < 2; ++a) {
-    if (ir::hasAxis(d, a)) order.push_back(a);
+    if (ir::hasAxis(d, a)) order.axis[order.count++] = a;
   }
   return order;
 }
@@ -71,10 +76,10 @@ bool splitKept(const ShardingSpec& from, const ShardingSpec& to, int axis) {
   if (src.kind != AxisRole::kSplit || dst.kind != AxisRole::kSplit || src.dim != dst.dim) {
     return false;
   }
-  std::vector<int> s = axisOrder(from.dim(src.dim));
-  std::vector<int> t = axisOrder(to.dim(dst.dim));
+  const AxisOrder s = axisOrder(from.dim(src.dim));
+  const AxisOrder t = axisOrder(to.dim(dst.dim));
   for (int p = 0; p <= src.position; ++p) {
-    if (p >= static_cast<int>(t.size()) || s[p] != t[p]) return false;
+    if (p >= t.count || s.axis[p] != t.axis[p]) return false;
   }
   return true;
 }
@@ -101,12 +106,22 @@ Step stepFor(const ShardingSpec& from, const ShardingSpec& to, int axis, bool* i
 }
 
 // Tensor dimensions that lose a split in the conversion: new splits on them can
-// only be cut after the old tiles are reassembled.
-std::vector<bool> disturbedDims(const ShardingSpec& from, const ShardingSpec& to) {
-  std::vector<bool> disturbed(from.rank(), false);
+// only be cut after the old tiles are reassembled. At most one a mesh axis.
+struct DisturbedDims {
+  size_t dim[2] = {0, 0};
+  int count = 0;
+  bool has(size_t d) const {
+    for (int i = 0; i < count; ++i)
+      if (dim[i] == d) return true;
+    return false;
+  }
+};
+
+DisturbedDims disturbedDims(const ShardingSpec& from, const ShardingSpec& to) {
+  DisturbedDims disturbed;
   for (int axis = 0; axis < 2; ++axis) {
     AxisRole src = roleOf(from, axis);
-    if (src.kind == AxisRole::kSplit && !splitKept(from, to, axis)) disturbed[src.dim] = true;
+    if (src.kind == AxisRole::kSplit && !splitKept(from, to, axis)) disturbed.dim[disturbed.count++] = src.dim;
   }
   return disturbed;
 }
@@ -125,7 +140,7 @@ class ReshardPlan {
     bool impossible = false;
     for (int axis = 0; axis < 2; ++axis) steps_[axis] = stepFor(from_, to_, axis, &impossible);
     if (impossible) return kInfinity;
-    std::vector<bool> disturbed = disturbedDims(from_, to_);
+    const DisturbedDims disturbed = disturbedDims(from_, to_);
     shrink(disturbed, false);
     run(Step::kAllReduce, Collective::kAllReduce);
     run(Step::kAllToAll, Collective::kAllToAll);
@@ -135,10 +150,10 @@ class ReshardPlan {
   }
 
  private:
-  void shrink(const std::vector<bool>& disturbed, bool disturbedPass) {
+  void shrink(const DisturbedDims& disturbed, bool disturbedPass) {
     for (int axis = 0; axis < 2; ++axis) {
       if (steps_[axis] != Step::kSlice && steps_[axis] != Step::kReduceScatter) continue;
-      if (disturbed[roleOf(to_, axis).dim] != disturbedPass) continue;
+      if (disturbed.has(roleOf(to_, axis).dim) != disturbedPass) continue;
       if (steps_[axis] == Step::kReduceScatter) add(Collective::kReduceScatter, axis);
       deviceBytes_ /= static_cast<double>(mesh_.shape[axis]);
     }
