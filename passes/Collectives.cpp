@@ -121,7 +121,8 @@ DisturbedDims disturbedDims(const ShardingSpec& from, const ShardingSpec& to) {
   DisturbedDims disturbed;
   for (int axis = 0; axis < 2; ++axis) {
     AxisRole src = roleOf(from, axis);
-    if (src.kind == AxisRole::kSplit && !splitKept(from, to, axis)) disturbed.dim[disturbed.count++] = src.dim;
+    if (src.kind == AxisRole::kSplit && !splitKept(from, to, axis))
+      disturbed.dim[disturbed.count++] = src.dim;
   }
   return disturbed;
 }

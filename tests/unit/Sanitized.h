@@ -7,14 +7,16 @@
 
 namespace meshflow::test {
 
-#if defined(__SANITIZE_ADDRESS__)
-inline constexpr bool kSanitized = true;
-#elif defined(__has_feature)
+#if defined(__SANITIZE_ADDRESS__)  // gcc
+#define MESHFLOW_TEST_ASAN 1
+#elif defined(__has_feature)  // clang
 #if __has_feature(address_sanitizer)
-inline constexpr bool kSanitized = true;
-#else
-inline constexpr bool kSanitized = false;
+#define MESHFLOW_TEST_ASAN 1
 #endif
+#endif
+
+#ifdef MESHFLOW_TEST_ASAN
+inline constexpr bool kSanitized = true;
 #else
 inline constexpr bool kSanitized = false;
 #endif
