@@ -30,6 +30,10 @@ void KernelBatch::finish() {
 
 bool KernelBatch::active() { return batchDepth > 0; }
 
+void settleKernels() {
+  if (KernelBackend* backend = currentBackend) backend->synchronize();
+}
+
 void runKernel(const ir::Op& op, const std::vector<const Tensor*>& inputs, std::vector<Tensor*>& outputs,
                const cpu::KernelContext& ctx) {
   if (KernelBackend* backend = currentBackend) return backend->run(op, inputs, outputs, ctx);

@@ -99,6 +99,11 @@ class KernelBatch {
   bool open_ = true;
 };
 
+/// Waits for the calling thread's backend (nothing without one): inside a
+/// batch, before the host reads what its ops wrote or another device is
+/// handed their results (a collective, a message).
+void settleKernels();
+
 /// Runs `op` on the calling thread's backend (cpu::runKernel when none is set).
 void runKernel(const ir::Op& op, const std::vector<const Tensor*>& inputs, std::vector<Tensor*>& outputs,
                const cpu::KernelContext& ctx);

@@ -178,7 +178,10 @@ void OpRunner::run(std::span<const ir::OpId> ops, ValueTable& values, const Tens
       out.push_back(&it->second);
     }
     runKernel(id, in, out, step, firstSample);
-    if (moeDropped && op.kind == ir::OpKind::MoeDispatch) *moeDropped += cpu::droppedChoices(op, *in.at(1));
+    if (moeDropped && op.kind == ir::OpKind::MoeDispatch) {
+      settleKernels();  // the host reads the gates
+      *moeDropped += cpu::droppedChoices(op, *in.at(1));
+    }
     release(i);
   }
   batch.finish();

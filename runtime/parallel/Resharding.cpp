@@ -92,6 +92,7 @@ Tensor gatherChanged(Tensor local, std::span<const std::int64_t> global, const S
   // to end (a gathered tensor has rank >= 1).
   std::vector<int> group = place.group(gathered);
   Tensor all;
+  settleKernels();  // the other members read `local`
   comm.allGather(group, local, all);
   Tensor out = filledLike(local, localShape(mid, global, place));  // the members' boxes tile it
   const std::int64_t n = local.elements();
@@ -143,6 +144,7 @@ Tensor moveSplit(const Tensor& local, const SplitMove& move, const MeshPlace& pl
     copyBox(local, send, k * count, chunk, local.shape(), offset, false);
   }
   Tensor received;
+  settleKernels();
   comm.allToAll(group, send, received);
   Tensor out = filledLike(local, outShape);  // the n received chunks tile it
   for (std::int64_t k = 0; k < n; ++k) {
@@ -233,6 +235,7 @@ Tensor reshard(Tensor local, std::span<const std::int64_t> global, const Shardin
   // Step 1: sum what the target does not keep partial.
   ShardingSpec current = from;
   if (MeshAxes summed = ir::withoutAxes(from.partial(), to.partial()); summed != MeshAxes::kNone) {
+    settleKernels();
     comm.allReduce(place.group(summed), {&local});
     current = ShardingSpec::fromDims(from.dims(), to.partial());
   }

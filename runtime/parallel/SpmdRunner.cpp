@@ -70,6 +70,9 @@ void SpmdRunner::run(std::span<const ir::OpId> ops, ShardedValues& values, const
   const ir::LogicalMesh mesh = place.logical();
   if (mesh.shape != mesh_.shape)
     throw std::logic_error("SpmdRunner: the mesh differs from the one it was made for");
+  // Ops stay in flight between reshards (a GPU keeps them queued); a reshard
+  // waits for them before it hands boxes to the other members.
+  KernelBatch batch;
   for (std::size_t i = 0; i < ops.size(); ++i) {
     if (releases && i > 0)
       for (ir::ValueId v : releases->after[i - 1]) values.erase(v);
@@ -129,6 +132,7 @@ void SpmdRunner::run(std::span<const ir::OpId> ops, ShardedValues& values, const
       // the tokens of a group would change which choices a box drops).
       if (moeDropped && op.kind == ir::OpKind::MoeDispatch) {
         Tensor gates = whole(op.inputs[1], values, place, comm);
+        settleKernels();  // the host reads them
         if (place.index == 0) *moeDropped += cpu::droppedChoices(op, gates);
       }
     } catch (const ExecutionError&) {
@@ -139,6 +143,7 @@ void SpmdRunner::run(std::span<const ir::OpId> ops, ShardedValues& values, const
   }
   if (releases && !ops.empty())
     for (ir::ValueId v : releases->after[ops.size() - 1]) values.erase(v);
+  batch.finish();
 }
 
 Tensor SpmdRunner::whole(ir::ValueId v, const ShardedValues& values, const MeshPlace& place,

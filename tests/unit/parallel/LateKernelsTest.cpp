@@ -1,0 +1,228 @@
+// The KernelBatch contract (runtime/KernelBackend.h), proven on the CPU: inside
+// a batch a GPU backend returns before an op has run, and its outputs hold
+// their values only once the batch ends. A backend that runs ops late shows
+// whether anything reads an op's result too early — the host (a loss, a
+// count, a gradient sum) or another device's thread (a collective that sums
+// this device's tensors) — because until the batch ends every output it
+// hands out holds poison (all bits set: NaN in every float type, -1 in i32).
+// A step must still give the cpu backend's bits.
+#include <atomic>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <utility>
+
+#include "ParallelModels.h"
+#include "runtime/KernelBackend.h"
+#include "runtime/cpu/LocalCluster.h"
+
+using namespace meshflow;
+using namespace meshflow::parallel_test;
+
+namespace {
+
+// The cpu kernels, run late: inside a batch each op computes its results
+// aside at once (from the true values of inputs still pending) and gives the
+// caller poisoned outputs, which synchronize() fills — as a stream's
+// kernels write device memory, whoever else shares it. Outside a batch every
+// op runs at once, as the cuda backend's do; so do in-place updates and box
+// copies, after everything queued.
+class LateKernels final : public runtime::KernelBackend {
+ public:
+  void run(const ir::Op& op, const std::vector<const runtime::Tensor*>& in, std::vector<runtime::Tensor*>& out,
+           const runtime::cpu::KernelContext& ctx) override {
+    ++ops;
+    const bool inPlace = std::any_of(out.begin(), out.end(), [](const runtime::Tensor* t) { return t->allocated(); });
+    if (!runtime::KernelBatch::active() || inPlace) {  // an in-place update: after what is queued
+      synchronize();
+      runtime::cpu::runKernel(op, in, out, ctx);
+      return;
+    }
+    ++late;
+    std::vector<runtime::Tensor> values;  // the inputs' true values
+    std::vector<const runtime::Tensor*> valuePointers;
+    values.reserve(in.size());
+    for (const runtime::Tensor* t : in) valuePointers.push_back(&values.emplace_back(valueOf(*t)));
+    std::vector<runtime::Tensor> results;
+    std::vector<runtime::Tensor*> resultPointers;
+    results.reserve(out.size());
+    for (runtime::Tensor* t : out) resultPointers.push_back(&results.emplace_back(*t));
+    runtime::cpu::runKernel(op, valuePointers, resultPointers, ctx);
+    for (std::size_t k = 0; k < out.size(); ++k) *out[k] = handOut(std::move(results[k]), in, values);
+  }
+
+  // A box copy (resharding, flat shards) writes part of a tensor in place:
+  // after what is queued, at once. So the copies themselves are not checked
+  // for running late; what a reshard hands its peers is.
+  bool copy(const runtime::cpu::StridedCopy& c) override {
+    synchronize();
+    runtime::cpu::runStridedCopy(c);
+    return true;
+  }
+
+  void synchronize() override {
+    for (Queued& q : queue_)
+      std::memcpy(const_cast<void*>(std::as_const(q.visible).deviceData()), q.value.raw().data(), q.value.bytes());
+    queue_.clear();
+    pending_.clear();
+  }
+
+  std::atomic<int> ops{0}, late{0};
+
+ private:
+  struct Queued {
+    runtime::Tensor visible;  // shares its elements with what the caller holds
+    runtime::Tensor value;
+  };
+
+  static const void* storageOf(const runtime::Tensor& t) {
+    return t.allocated() && t.bytes() > 0 ? t.deviceData() : nullptr;
+  }
+
+  // `t` as the kernels see it: its true value while its op is pending.
+  runtime::Tensor valueOf(const runtime::Tensor& t) const {
+    auto it = pending_.find(storageOf(t));
+    if (it == pending_.end() || !storageOf(t)) return t;
+    return it->second.reshaped(t.shape());
+  }
+
+  // What the caller gets for a result: an alias of an input (Reshape) aliases
+  // what the caller passed; anything else is new elements, poisoned until
+  // synchronize().
+  runtime::Tensor handOut(runtime::Tensor result, const std::vector<const runtime::Tensor*>& in,
+                          const std::vector<runtime::Tensor>& values) {
+    const void* storage = storageOf(result);
+    if (!storage) return result;
+    for (std::size_t j = 0; j < in.size(); ++j)
+      if (storageOf(values[j]) == storage) return in[j]->reshaped(result.shape());
+    runtime::Tensor visible = runtime::Tensor::uninitialized(result.dtype(), result.shape());
+    std::span<std::byte> bytes = visible.raw();
+    std::fill(bytes.begin(), bytes.end(), std::byte{0xFF});
+    pending_.emplace(storageOf(visible), result);
+    queue_.push_back({visible, std::move(result)});
+    return visible;
+  }
+
+  std::map<const void*, runtime::Tensor> pending_;  // by the visible elements' address
+  std::deque<Queued> queue_;
+};
+
+// The cpu backend's devices, each thread with LateKernels of its own.
+class LateHost final : public runtime::DeviceHost {
+ public:
+  explicit LateHost(int devices) : cluster_({devices}), kernels_(static_cast<std::size_t>(devices)) {}
+  bool runsHere(int device) const override { return cluster_.runsHere(device); }
+  runtime::Communicator& communicator(int device) override { return cluster_.communicator(device); }
+  runtime::cpu::CoreGate* cores() override { return nullptr; }
+  void run(const std::function<void(int)>& body) override {
+    cluster_.run([&](int device) {
+      runtime::KernelScope scope(&kernels_[static_cast<std::size_t>(device)]);
+      body(device);
+    });
+  }
+  int late() const {
+    int n = 0;
+    for (const LateKernels& k : kernels_) n += k.late;
+    return n;
+  }
+
+ private:
+  runtime::cpu::LocalCluster cluster_;
+  std::deque<LateKernels> kernels_;  // not movable (atomics): built in place
+};
+
+// Two steps of `plan` on late kernels and on the cpu backend: the same bits.
+void requireSameBitsLate(const passes::TrainingGraph& training, const runtime::ParallelPlan& plan, int devices) {
+  runtime::ParallelOptions options = optionsFor(8);
+  options.devices = devices;
+  auto owned = std::make_unique<LateHost>(devices);
+  const LateHost* host = owned.get();
+  runtime::ParallelTrainer trainer(training, plan, options, std::move(owned));
+  runtime::TensorMap state;
+  runtime::initializeParameters(training.graph, 5, state);
+  trainer.setState(state);
+  auto data = runtime::syntheticData(5);
+  RunResult late;
+  for (int step = 1; step <= 2; ++step) {
+    const auto result = trainer.step(data->batch(training.graph, 8, step - 1), step);
+    late.losses.push_back(result.loss);
+    late.moeDropped.push_back(result.moeDropped);
+  }
+  late.state = trainer.state();
+  CHECK(host->late() > 0);  // ops did run late
+  const RunResult plain = runParallel(training, plan, options, 2, 5);
+  REQUIRE(late.losses == plain.losses);
+  REQUIRE(late.moeDropped == plain.moeDropped);
+  for (const auto& [name, tensor] : plain.state) {
+    INFO(name);
+    REQUIRE(late.state.at(name).bitEqual(tensor));
+  }
+}
+
+passes::TrainingGraph trainingOf(const std::string& prelude, const std::string& model) {
+  return passes::buildTrainingGraph(traceModel(prelude, model), passes::OptimizerConfig::adam());
+}
+
+}  // namespace
+
+TEST_CASE("late kernels poison what the caller reads before the batch ends", "[parallel][backend]") {
+  LateKernels kernels;
+  runtime::KernelScope scope(&kernels);
+  ir::Op relu, neg;
+  relu.kind = ir::OpKind::Relu;
+  neg.kind = ir::OpKind::Neg;
+  runtime::Tensor x = runtime::Tensor::fromF32({2}, {-1.0f, 2.0f}), y, z;
+  std::vector<const runtime::Tensor*> reluIn{&x}, negIn{&y};
+  std::vector<runtime::Tensor*> reluOut{&y}, negOut{&z};
+  runtime::Tensor early;
+  {
+    runtime::KernelBatch batch;
+    runtime::runKernel(relu, reluIn, reluOut, {});
+    runtime::runKernel(neg, negIn, negOut, {});  // reads relu's true result
+    early = z;                                    // shares z's elements
+    CHECK(std::isnan(std::as_const(z).f32()[1]));
+  }
+  CHECK(std::as_const(z).f32()[1] == -2.0f);
+  CHECK(std::as_const(early).f32()[0] == 0.0f);  // filled where the elements are, as a GPU writes them
+  CHECK(kernels.late == 2);
+}
+
+TEST_CASE("a pipelined, replicated step on late kernels gives the cpu backend's bits", "[parallel][backend]") {
+  ir::Graph forward = traceModel(kMlp3, "mlp3()");
+  requireSameBitsLate(trainingOf(kMlp3, "mlp3()"), twoStagesTwoReplicas(forward), 4);
+}
+
+TEST_CASE("tensor-parallel steps on late kernels give the cpu backend's bits", "[parallel][backend]") {
+  ir::Graph forward = traceModel(kMlp3, "mlp3()");
+  std::mt19937 rng(17);
+  for (int round = 0; round < 3; ++round) {
+    runtime::ParallelPlan plan;
+    plan.virtualStages = 1;
+    plan.stageOfForwardOp = evenStages(forward, 1);
+    plan.rankDevices = {{0, 1, 2, 3}};
+    plan.rankMeshes = {{2, 2}};
+    plan.strategies = randomStrategies(forward, 8, {2, 2}, rng);
+    plan.schedule = "1f1b";
+    plan.microbatches = 1 + round % 2;
+    INFO("round " << round);
+    requireSameBitsLate(trainingOf(kMlp3, "mlp3()"), plan, 4);
+  }
+}
+
+TEST_CASE("a GPT with recomputation and sharded optimizer state on late kernels gives the cpu backend's bits",
+          "[parallel][backend]") {
+  const std::string gpt = "gpt(layers = 2, hidden = 16, heads = 2, seq = 8, vocab = 24)";
+  runtime::ParallelPlan plan = twoStagesTwoReplicas(traceModel("", gpt));
+  plan.recompute = {passes::Recompute::kFull, passes::Recompute::kSelective};
+  plan.shardOptimizer = {true, true};
+  requireSameBitsLate(trainingOf("", gpt), plan, 4);
+}
+
+TEST_CASE("a bf16 GPT and an MoE GPT on late kernels give the cpu backend's bits", "[parallel][backend]") {
+  for (const char* model : {"gpt(layers = 2, hidden = 16, heads = 2, seq = 8, vocab = 24, dtype = bf16)",
+                            "moe_gpt(layers = 2, hidden = 8, heads = 2, experts = 4, k = 2, seq = 4, vocab = 16, "
+                            "capacity_factor = 1)"}) {
+    INFO(model);
+    requireSameBitsLate(trainingOf("", model), twoStagesTwoReplicas(traceModel("", model)), 4);
+  }
+}
