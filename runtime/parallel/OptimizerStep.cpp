@@ -78,6 +78,7 @@ double sumOfSquares(const std::vector<const Tensor*>& tensors) {
   std::vector<Tensor*> out{&sum};
   runtime::runKernel(runtimeOp(ir::OpKind::GlobalNorm, "squared", std::int64_t{1}), tensors, out,
                      cpu::KernelContext{});
+  settleKernels();  // the host reads the sum
   return sum.item();
 }
 
@@ -87,7 +88,18 @@ class UpdateRun {
             TensorMap* updatedShards)
       : s_(s), stages_(stages), specs_(specs), updatedShards_(updatedShards) {}
 
+  // The update's ops stay in flight (a GPU keeps them queued) until it
+  // returns; the host waits for them only where it reads what they wrote
+  // (the gradient norm) and a reshard before it hands boxes on.
   DeviceTimes run(ValueTable values) {
+    KernelBatch batch;
+    update(std::move(values));
+    batch.finish();
+    return times_;
+  }
+
+ private:
+  void update(ValueTable values) {
     for (int vs : stages_)
       for (ir::ValueId g : piece(vs).gradients) {
         auto it = values.find(g);
@@ -95,20 +107,12 @@ class UpdateRun {
           throw std::logic_error(fmt::format("the gradient value {} of stage {} is missing", g, vs));
         scaleInPlace(it->second, s_.gradientScale);
       }
-    if (s_.shardOptimizer) {
-      updateFlat(values);
-      return times_;
-    }
-    if (s_.spmd) {
-      updateSharded(values);
-      return times_;
-    }
+    if (s_.shardOptimizer) return updateFlat(values);
+    if (s_.spmd) return updateSharded(values);
     if (s_.partition->clip) values[clipScaleValue()] = clipScale(gradientSquares(values));
     applyUpdate(values);
-    return times_;
   }
 
- private:
   const passes::StagePiece& piece(int vs) const { return s_.partition->stages.at(static_cast<std::size_t>(vs)); }
 
   // The sum of squares of this replica's whole gradients that this device
@@ -156,6 +160,7 @@ class UpdateRun {
                                          scaleHere ? heldLossScale(graph, clip) : 0.0f});
     auto start = Clock::now();
     s_.comm->allReduce(*s_.replicaGroup, {&total});
+    settleKernels();  // the sum may come from the device's kernels (cpu/KernelCollectives.h); the host reads it
     times_.commSeconds += secondsSince(start);
     Tensor norm = Tensor::scalar(std::sqrt(total.f32()[0]));
     Tensor lossScale = Tensor::scalar(total.f32()[1]);

@@ -25,20 +25,23 @@ namespace {
 // aside at once (from the true values of inputs still pending) and gives the
 // caller poisoned outputs, which synchronize() fills — as a stream's
 // kernels write device memory, whoever else shares it. Outside a batch every
-// op runs at once, as the cuda backend's do; so do in-place updates and box
-// copies, after everything queued.
+// op runs at once, as the cuda backend's do; so do box copies, after
+// everything queued. An in-place update hands back new poisoned elements as
+// any op does: its target's other sharers keep the old ones, as when a
+// kernel unshares what it writes. Made with `late` false, it runs every op
+// at once: the run to compare with (a backend in scope changes which path
+// some host code takes, the gradient norm's for one).
 class LateKernels final : public runtime::KernelBackend {
  public:
+  explicit LateKernels(bool late = true) : runsLate_(late) {}
+
   void run(const ir::Op& op, const std::vector<const runtime::Tensor*>& in, std::vector<runtime::Tensor*>& out,
            const runtime::cpu::KernelContext& ctx) override {
-    ++ops;
-    const bool inPlace = std::any_of(out.begin(), out.end(), [](const runtime::Tensor* t) { return t->allocated(); });
-    if (!runtime::KernelBatch::active() || inPlace) {  // an in-place update: after what is queued
-      synchronize();
+    if (!runsLate_ || !runtime::KernelBatch::active()) {
       runtime::cpu::runKernel(op, in, out, ctx);
       return;
     }
-    ++late;
+    ++lateOps;
     std::vector<runtime::Tensor> values;  // the inputs' true values
     std::vector<const runtime::Tensor*> valuePointers;
     values.reserve(in.size());
@@ -46,7 +49,9 @@ class LateKernels final : public runtime::KernelBackend {
     std::vector<runtime::Tensor> results;
     std::vector<runtime::Tensor*> resultPointers;
     results.reserve(out.size());
-    for (runtime::Tensor* t : out) resultPointers.push_back(&results.emplace_back(*t));
+    // An in-place update (an optimizer's state, a gradient's scale) starts
+    // from its target's true value, and unshares it where it writes.
+    for (runtime::Tensor* t : out) resultPointers.push_back(&results.emplace_back(t->allocated() ? valueOf(*t) : *t));
     runtime::cpu::runKernel(op, valuePointers, resultPointers, ctx);
     for (std::size_t k = 0; k < out.size(); ++k) *out[k] = handOut(std::move(results[k]), in, values);
   }
@@ -67,7 +72,8 @@ class LateKernels final : public runtime::KernelBackend {
     pending_.clear();
   }
 
-  std::atomic<int> ops{0}, late{0};
+  /// Ops run late, by every instance.
+  static inline std::atomic<int> lateOps{0};
 
  private:
   struct Queued {
@@ -103,6 +109,7 @@ class LateKernels final : public runtime::KernelBackend {
     return visible;
   }
 
+  bool runsLate_;
   std::map<const void*, runtime::Tensor> pending_;  // by the visible elements' address
   std::deque<Queued> queue_;
 };
@@ -110,7 +117,9 @@ class LateKernels final : public runtime::KernelBackend {
 // The cpu backend's devices, each thread with LateKernels of its own.
 class LateHost final : public runtime::DeviceHost {
  public:
-  explicit LateHost(int devices) : cluster_({devices}), kernels_(static_cast<std::size_t>(devices)) {}
+  LateHost(int devices, bool late) : cluster_({devices}) {
+    for (int d = 0; d < devices; ++d) kernels_.emplace_back(late);
+  }
   bool runsHere(int device) const override { return cluster_.runsHere(device); }
   runtime::Communicator& communicator(int device) override { return cluster_.communicator(device); }
   runtime::cpu::CoreGate* cores() override { return nullptr; }
@@ -120,37 +129,20 @@ class LateHost final : public runtime::DeviceHost {
       body(device);
     });
   }
-  int late() const {
-    int n = 0;
-    for (const LateKernels& k : kernels_) n += k.late;
-    return n;
-  }
-
  private:
   runtime::cpu::LocalCluster cluster_;
-  std::deque<LateKernels> kernels_;  // not movable (atomics): built in place
+  std::deque<LateKernels> kernels_;  // not movable: built in place
 };
 
-// Two steps of `plan` on late kernels and on the cpu backend: the same bits.
+// Two steps of `plan` with kernels that run late and with the same kernels
+// run at once: the same bits.
 void requireSameBitsLate(const passes::TrainingGraph& training, const runtime::ParallelPlan& plan, int devices) {
   runtime::ParallelOptions options = optionsFor(8);
   options.devices = devices;
-  auto owned = std::make_unique<LateHost>(devices);
-  const LateHost* host = owned.get();
-  runtime::ParallelTrainer trainer(training, plan, options, std::move(owned));
-  runtime::TensorMap state;
-  runtime::initializeParameters(training.graph, 5, state);
-  trainer.setState(state);
-  auto data = runtime::syntheticData(5);
-  RunResult late;
-  for (int step = 1; step <= 2; ++step) {
-    const auto result = trainer.step(data->batch(training.graph, 8, step - 1), step);
-    late.losses.push_back(result.loss);
-    late.moeDropped.push_back(result.moeDropped);
-  }
-  late.state = trainer.state();
-  CHECK(host->late() > 0);  // ops did run late
-  const RunResult plain = runParallel(training, plan, options, 2, 5);
+  const int before = LateKernels::lateOps;
+  const RunResult late = runParallel(training, plan, options, 2, 5, std::make_unique<LateHost>(devices, true));
+  CHECK(LateKernels::lateOps > before);  // ops did run late
+  const RunResult plain = runParallel(training, plan, options, 2, 5, std::make_unique<LateHost>(devices, false));
   REQUIRE(late.losses == plain.losses);
   REQUIRE(late.moeDropped == plain.moeDropped);
   for (const auto& [name, tensor] : plain.state) {
@@ -175,6 +167,7 @@ TEST_CASE("late kernels poison what the caller reads before the batch ends", "[p
   std::vector<const runtime::Tensor*> reluIn{&x}, negIn{&y};
   std::vector<runtime::Tensor*> reluOut{&y}, negOut{&z};
   runtime::Tensor early;
+  const int before = LateKernels::lateOps;
   {
     runtime::KernelBatch batch;
     runtime::runKernel(relu, reluIn, reluOut, {});
@@ -184,7 +177,7 @@ TEST_CASE("late kernels poison what the caller reads before the batch ends", "[p
   }
   CHECK(std::as_const(z).f32()[1] == -2.0f);
   CHECK(std::as_const(early).f32()[0] == 0.0f);  // filled where the elements are, as a GPU writes them
-  CHECK(kernels.late == 2);
+  CHECK(LateKernels::lateOps - before == 2);
 }
 
 TEST_CASE("a pipelined, replicated step on late kernels gives the cpu backend's bits", "[parallel][backend]") {
@@ -194,6 +187,10 @@ TEST_CASE("a pipelined, replicated step on late kernels gives the cpu backend's 
 
 TEST_CASE("tensor-parallel steps on late kernels give the cpu backend's bits", "[parallel][backend]") {
   ir::Graph forward = traceModel(kMlp3, "mlp3()");
+  passes::OptimizerConfig clipped = passes::OptimizerConfig::adamw();
+  clipped.clipNorm = 0.5;
+  const passes::OptimizerConfig optimizers[] = {passes::OptimizerConfig::adam(), clipped,
+                                                passes::OptimizerConfig::sgd(1e-2, 0.9)};
   std::mt19937 rng(17);
   for (int round = 0; round < 3; ++round) {
     runtime::ParallelPlan plan;
@@ -205,7 +202,7 @@ TEST_CASE("tensor-parallel steps on late kernels give the cpu backend's bits", "
     plan.schedule = "1f1b";
     plan.microbatches = 1 + round % 2;
     INFO("round " << round);
-    requireSameBitsLate(trainingOf(kMlp3, "mlp3()"), plan, 4);
+    requireSameBitsLate(passes::buildTrainingGraph(forward, optimizers[round]), plan, 4);
   }
 }
 
@@ -216,6 +213,25 @@ TEST_CASE("a GPT with recomputation and sharded optimizer state on late kernels 
   plan.recompute = {passes::Recompute::kFull, passes::Recompute::kSelective};
   plan.shardOptimizer = {true, true};
   requireSameBitsLate(trainingOf("", gpt), plan, 4);
+}
+
+TEST_CASE("clipped, loss-scaled AdamW and SGD updates on late kernels give the cpu backend's bits",
+          "[parallel][backend]") {
+  const std::string gpt = "gpt(layers = 2, hidden = 16, heads = 2, seq = 8, vocab = 24, dtype = f16)";
+  ir::Graph forward = traceModel("", gpt);
+  passes::OptimizerConfig clipped = passes::OptimizerConfig::adamw();
+  clipped.clipNorm = 1.0;
+  clipped.lossScale = 1024;
+  for (const auto& optimizer : {clipped, passes::OptimizerConfig::sgd(1e-2, 0.9)}) {
+    INFO((optimizer.clipNorm > 0 ? "clipped AdamW" : "SGD"));
+    auto training = passes::buildTrainingGraph(forward, optimizer);
+    SECTION("replicated") { requireSameBitsLate(training, twoStagesTwoReplicas(forward), 4); }
+    SECTION("sharded optimizer state") {
+      runtime::ParallelPlan sharded = twoStagesTwoReplicas(forward);
+      sharded.shardOptimizer = {true, false};
+      requireSameBitsLate(training, sharded, 4);
+    }
+  }
 }
 
 TEST_CASE("a bf16 GPT and an MoE GPT on late kernels give the cpu backend's bits", "[parallel][backend]") {
