@@ -108,7 +108,13 @@ std::string megatronText(const Plan& plan) {
   std::array<AxisRoles, 2> roles = axisRoles(first);
   std::int64_t tp = degreeOf(roles, &AxisRoles::tensor);
   std::int64_t ep = degreeOf(roles, &AxisRoles::expert);
-  std::int64_t dp = first.logicalMesh[0] * first.logicalMesh[1] / (tp * ep);
+  // The axes that carry no model parallelism (megatronAxesProblem: data
+  // never shares one with it). Not the mesh over tp × ep: one axis may carry
+  // both (the fuzzer's plan of a (1, 2) mesh made that 2 / 4 = 0 replicas,
+  // and the batch flags divided by it).
+  std::int64_t dp = 1;
+  for (const AxisRoles& axis : roles)
+    if (!axis.tensor && !axis.expert) dp *= axis.size;
   std::string flags =
       fmt::format("--tensor-model-parallel-size {} --pipeline-model-parallel-size {}", tp,
                   plan.pipelineRanks());

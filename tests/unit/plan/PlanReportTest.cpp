@@ -128,6 +128,19 @@ TEST_CASE("Megatron flags from what the axes carry and the model's facts", "[pla
   REQUIRE(d.ok());
   CHECK(d.text.rfind("--tensor-model-parallel-size 1 --pipeline-model-parallel-size 2", 0) == 0);
   CHECK(d.text.find("--micro-batch-size 4") != std::string::npos);  // 64 / (2 replicas x 8)
+
+  // One axis carrying tensor and expert parallelism (found by fuzz_plan: the
+  // replicas were the mesh over tp x ep, 2 / 4 = 0, and the batch flags
+  // divided by zero). Axis 0 holds the replicas.
+  Plan moe = megatronLike(2, {2, 2});
+  for (PlanStage& s : moe.stages)
+    s.strategies = {leaf(0, "input", "", "S0R"), leaf(1, "parameter", "block0.mlp.fc1", "RS1"),
+                    leaf(2, "parameter", "block0.moe.w1", "S1RR")};
+  PlanExport e = megatronFlags(moe);
+  REQUIRE(e.ok());
+  CHECK(e.text.rfind("--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 "
+                     "--expert-model-parallel-size 2", 0) == 0);
+  CHECK(e.text.find("--micro-batch-size 4") != std::string::npos);  // 64 / (2 replicas x 8)
 }
 
 TEST_CASE("an export that cannot express a plan names the nearest it can", "[plan][export]") {
