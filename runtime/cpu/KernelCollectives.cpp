@@ -56,17 +56,27 @@ bool collectivesOnKernels(const std::vector<const Tensor*>& inputs) {
   return dtype == ir::DType::F32 || dtype == ir::DType::F16 || dtype == ir::DType::BF16;
 }
 
-Tensor kernelSum(const std::vector<const Tensor*>& inputs) { return addInOrder(inputs); }
+// Each collective's ops have run when it returns, even inside a KernelBatch:
+// they read the other members' tensors, which those may free (their blocks
+// then reused by their own next ops) as soon as the collective is over.
+Tensor kernelSum(const std::vector<const Tensor*>& inputs) {
+  Tensor sum = addInOrder(inputs);
+  settleKernels();
+  return sum;
+}
 
 Tensor kernelSliceSum(const std::vector<const Tensor*>& inputs, std::size_t part, std::size_t parts) {
   const std::vector<Tensor> picked = partOf(inputs, part, parts);
-  return addInOrder(pointers(picked));
+  Tensor sum = addInOrder(pointers(picked));
+  settleKernels();
+  return sum;
 }
 
 Tensor kernelConcat(const std::vector<const Tensor*>& inputs) {
   Tensor y;
   std::vector<Tensor*> out{&y};
   runtime::runKernel(opOf(ir::OpKind::Concat, {{"axis", std::int64_t{0}}}), inputs, out, {});
+  settleKernels();
   return y;
 }
 

@@ -5,7 +5,9 @@
 // and moved by its kernels, instead of being read and written by the host.
 // The results are the host path's bits: sums in group order, one rounding per
 // addition (f32 adds; half types widened, added in f32 and rounded, as the
-// host adds them), slices and concatenations as copies.
+// host adds them), slices and concatenations as copies. Each function waits
+// for its ops before it returns, inside a KernelBatch too: they read the other
+// members' tensors, which those may free once the collective is over.
 #pragma once
 
 #include <cstddef>

@@ -5,7 +5,11 @@
 // count, a gradient sum) or another device's thread (a collective that sums
 // this device's tensors) — because until the batch ends every output it
 // hands out holds poison (all bits set: NaN in every float type, -1 in i32).
-// A step must still give the cpu backend's bits.
+// A step must still give the bits of the same kernels run at once. It reads
+// each op's inputs when the op is queued, so it does not model the other
+// hazard of a late op: an input freed (its block reused) before the GPU reads
+// it. The in-process communicator's kernel collectives, which read other
+// devices' tensors, wait for their ops for that reason (KernelCollectives.h).
 #include <atomic>
 #include <cstring>
 #include <deque>
