@@ -80,8 +80,12 @@ class KernelScope {
 /// While a KernelBatch lives on a thread, that thread's backend may return
 /// from runKernel before the op has finished (a GPU stream keeps its ops in
 /// order), and its end waits for all of them. For a run of ops between which
-/// no host code reads or writes their tensors (OpRunner::run); everywhere
-/// else an op's outputs are complete when runKernel returns. Batches nest.
+/// host code reads or writes no tensor without settleKernels() first
+/// (OpRunner::run, SpmdRunner::run, the optimizer's update): not their
+/// results, and not a fresh tensor's elements either (a zero fill, a scalar
+/// made on the host), whose block may be one a queued op still reads, freed
+/// since. Outside a batch an op's outputs are complete when runKernel
+/// returns. Batches nest.
 class KernelBatch {
  public:
   KernelBatch();

@@ -31,8 +31,10 @@ void copyRange(const Tensor& from, std::int64_t first, std::int64_t count, Tenso
   const std::int64_t end = std::clamp<std::int64_t>(first + count, 0, n);
   const std::int64_t begin = std::min(first, n);
   copyElements(from, begin, to, toStart, end - begin);
-  if (const std::int64_t padding = count - (end - begin); padding > 0)
+  if (const std::int64_t padding = count - (end - begin); padding > 0) {
+    settleKernels();  // zeros written by the host, maybe into a block a queued op still reads (KernelBatch)
     copyElements(Tensor(ir::DType::F32, {padding}), 0, to, toStart + (end - begin), padding);
+  }
 }
 
 }  // namespace

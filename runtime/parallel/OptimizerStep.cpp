@@ -219,7 +219,10 @@ class UpdateRun {
     for (std::size_t j = 0; j < op.outputs.size(); ++j) {
       Tensor& held = s_.state->at(bindingName(graph, op.inputs.at(updatedInput(j))));
       // Unshares where the kernel writes: f32() would make the host's copy the
-      // current one, and a GPU's state would cross to the host and back.
+      // current one, and a GPU's state would cross to the host and back. In
+      // managed memory the host copies the elements, maybe into a block a
+      // queued op still reads (KernelBatch): after the queued ops.
+      if (held.sharesStorage()) settleKernels();
       (void)held.deviceData();
       out.push_back(&held);
     }

@@ -60,7 +60,12 @@ void extractBox(const Tensor& large, Tensor& box, const Shape& offset) {
   copyBox(large, box, 0, box.shape(), large.shape(), offset, false);
 }
 
-Tensor like(const Tensor& t, Shape shape) { return Tensor(t.dtype(), std::move(shape)); }
+// Zeros, written by the host: after the device's queued ops (KernelBatch), one
+// of which may still read the block the allocator hands out.
+Tensor like(const Tensor& t, Shape shape) {
+  settleKernels();
+  return Tensor(t.dtype(), std::move(shape));
+}
 // For a tensor every element of which a copy writes next.
 Tensor filledLike(const Tensor& t, Shape shape) { return Tensor::uninitialized(t.dtype(), std::move(shape)); }
 
