@@ -110,6 +110,19 @@ void bindData(NcclCalls& calls) {
     return static_cast<NcclStream>(made);
   };
   calls.destroyStream = [](NcclStream s) { cudaStreamDestroy(stream(s)); };
+  calls.recordEvent = [](NcclStream s) {
+    cudaEvent_t event = nullptr;
+    MESHFLOW_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+    MESHFLOW_CUDA_CHECK(cudaEventRecord(event, stream(s)));
+    return static_cast<NcclEvent>(event);
+  };
+  calls.eventDone = [](NcclEvent e) {
+    const cudaError_t status = cudaEventQuery(static_cast<cudaEvent_t>(e));
+    if (status == cudaErrorNotReady) return false;
+    MESHFLOW_CUDA_CHECK(status);
+    return true;
+  };
+  calls.destroyEvent = [](NcclEvent e) { cudaEventDestroy(static_cast<cudaEvent_t>(e)); };
 }
 
 }  // namespace

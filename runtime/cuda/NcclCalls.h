@@ -19,6 +19,7 @@ constexpr std::size_t kNcclIdBytes = 128;  ///< NCCL_UNIQUE_ID_BYTES
 using NcclId = std::array<std::byte, kNcclIdBytes>;
 using NcclHandle = void*;  ///< An ncclComm_t.
 using NcclStream = void*;  ///< A cudaStream_t: where the data calls are enqueued.
+using NcclEvent = void*;   ///< A cudaEvent_t: a point in a stream.
 
 struct NcclCalls {
   // ---- A communicator's life ----
@@ -60,6 +61,12 @@ struct NcclCalls {
   /// point-to-point channels run on such streams), and its end.
   std::function<NcclStream()> makeStream;
   std::function<void(NcclStream)> destroyStream;
+  /// An event recorded on `stream` now: done once everything enqueued there
+  /// so far has finished (a started all-reduce's end, with later ones on the
+  /// same stream still running). eventDone throws as streamDone does.
+  std::function<NcclEvent(NcclStream)> recordEvent;
+  std::function<bool(NcclEvent)> eventDone;
+  std::function<void(NcclEvent)> destroyEvent;
 };
 
 /// NCCL's own calls; throws NcclError in a build without NCCL.

@@ -76,6 +76,16 @@ struct NcclCommunicator::Deferred {
   Call call;
   std::vector<Tensor*> tensors;
   bool enqueued = false;
+  bool checked = false;  // the other members' signatures received and compared
+  NcclEvent done = nullptr;  // recorded after its reduction, on its stream
+  std::function<void(NcclEvent)> destroyEvent;
+
+  Deferred(Call c, std::vector<Tensor*> t) : call(std::move(c)), tensors(std::move(t)) {}
+  Deferred(const Deferred&) = delete;
+  Deferred& operator=(const Deferred&) = delete;
+  ~Deferred() {
+    if (done) destroyEvent(done);
+  }
 };
 
 class NcclPendingAllReduce final : public PendingAllReduce {
@@ -83,9 +93,10 @@ class NcclPendingAllReduce final : public PendingAllReduce {
   NcclPendingAllReduce(NcclCommunicator& owner, std::shared_ptr<NcclCommunicator::Deferred> started)
       : owner_(owner), started_(std::move(started)) {}
   ~NcclPendingAllReduce() override {
-    // Enqueued at least, so that the other members' reduction completes.
-    if (!started_->enqueued) try {
-        owner_.flushStarted(started_->call.signature.group);
+    // Enqueued at least, so that the other members' reduction completes, and
+    // its signatures taken, so that the next call on the group reads its own.
+    if (!started_->checked) try {
+        owner_.flushStarted(started_->call.signature.group, started_.get());
       } catch (...) {
       }
   }
@@ -99,7 +110,9 @@ class NcclPendingAllReduce final : public PendingAllReduce {
 NcclCommunicator::NcclCommunicator(Communicator& control, NcclCommunicatorOptions options)
     : control_(control), options_(std::move(options)) {}
 
-NcclCommunicator::~NcclCommunicator() = default;
+NcclCommunicator::~NcclCommunicator() {
+  for (const auto& [group, stream] : startedStreams_) options_.calls.destroyStream(stream);
+}
 
 // ---- Point to point ----
 
@@ -265,7 +278,8 @@ void NcclCommunicator::enqueue(const Call& call, const std::function<void(NcclCo
   }
 }
 
-void NcclCommunicator::waitFor(const std::vector<int>& group, const std::string& what) {
+void NcclCommunicator::waitFor(const std::vector<int>& group, const std::string& what,
+                               const std::function<bool()>& done) {
   NcclComm& comm = commOf(group);
   const NcclCalls& calls = comm.calls();
   try {
@@ -274,7 +288,7 @@ void NcclCommunicator::waitFor(const std::vector<int>& group, const std::string&
           if (options_.stopped && options_.stopped())
             comm.abort(fmt::format("{} on rank {}: the job stopped (another device failed)", what,
                                    comm.rank()));
-          return calls.streamDone(options_.stream);
+          return done ? done() : calls.streamDone(options_.stream);
         },
         options_.timeout, what);
   } catch (const NcclError& error) {
@@ -289,52 +303,131 @@ void NcclCommunicator::runGroup(const Call& call, const std::function<void(NcclC
 
 // ---- All-reduce, started or not ----
 
+namespace {
+
+CallSignature allReduceCall(const std::vector<int>& group, int device, int devices,
+                            const std::vector<Tensor*>& tensors) {
+  CallSignature signature = checkedCall("allReduce", group, device, devices);
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    if (!tensors[i] || !tensors[i]->allocated())
+      throw CommError(Kind::Usage, device,
+                      fmt::format("{}: tensor {} is unallocated", signature.plain(), i));
+    signature.operands.push_back(OperandType::of(*tensors[i]));
+  }
+  return signature;
+}
+
+}  // namespace
+
+// Signatures first, as every blocking collective: a disagreement is a
+// Mismatch before NCCL runs.
 void NcclCommunicator::allReduce(const std::vector<int>& group, std::vector<Tensor*> tensors) {
-  startAllReduce(group, std::move(tensors))->finish();
+  Call call = begin(allReduceCall(group, device(), deviceCount(), tensors));
+  settleStarted(group);
+  checkSignatures(call);
+  Deferred now(std::move(call), std::move(tensors));
+  enqueueAllReduce(now, options_.stream);
+  waitFor(group, now.call.what);
 }
 
 std::unique_ptr<PendingAllReduce> NcclCommunicator::startAllReduce(const std::vector<int>& group,
                                                                    std::vector<Tensor*> tensors) {
-  CallSignature signature = checkedCall("allReduce", group, device(), deviceCount());
-  for (std::size_t i = 0; i < tensors.size(); ++i) {
-    if (!tensors[i] || !tensors[i]->allocated())
-      throw CommError(Kind::Usage, device(),
-                      fmt::format("{}: tensor {} is unallocated", signature.plain(), i));
-    signature.operands.push_back(OperandType::of(*tensors[i]));
-  }
-  auto started =
-      std::make_shared<Deferred>(Deferred{begin(std::move(signature)), std::move(tensors)});
+  Call call = begin(allReduceCall(group, device(), deviceCount(), tensors));
+  auto started = std::make_shared<Deferred>(std::move(call), std::move(tensors));
   started_[membersOf(group)].push_back(started);
+  // Where the group's communicator is joined, the reduction starts now on a
+  // stream of its own, beside the device's next kernels; its signatures are
+  // compared when it finishes. Joining waits for every member, so a group's
+  // first all-reduce waits to be enqueued until it finishes or another call
+  // on the group comes (a started call never waits for the others).
+  if (auto comm = comms_.find(group); comm != comms_.end() && !comm->second->aborted()) {
+    settleKernels(started->call.what);  // the gradients are written
+    enqueueStarted(*started);
+  }
   return std::make_unique<NcclPendingAllReduce>(*this, std::move(started));
 }
 
-void NcclCommunicator::flushStarted(const std::vector<int>& group) {
+NcclStream NcclCommunicator::startedStream(const std::vector<int>& group) {
+  auto [it, made] = startedStreams_.try_emplace(group, nullptr);
+  if (made) it->second = options_.calls.makeStream();
+  return it->second;
+}
+
+void NcclCommunicator::flushStarted(const std::vector<int>& group, const Deferred* upTo) {
   auto& queue = started_[membersOf(group)];
   while (!queue.empty()) {
     std::shared_ptr<Deferred> started = queue.front();
     queue.pop_front();
-    started->enqueued = true;  // whatever happens next, it is not enqueued again
-    checkSignatures(started->call);
-    enqueueAllReduce(*started);
+    started->checked = true;  // whatever happens next, its signatures are taken
+    if (!started->enqueued) {
+      started->enqueued = true;  // whatever happens next, it is not enqueued again
+      checkSignatures(started->call);
+      enqueueStarted(*started);
+    } else {
+      checkStartedSignatures(*started);
+    }
+    if (started.get() == upTo) return;
   }
 }
 
-void NcclCommunicator::enqueueAllReduce(Deferred& started) {
+// The signatures of an all-reduce NCCL already has: a disagreement aborts the
+// group's communicator (the reduction may never end) and is a Mismatch here
+// as on every other member.
+void NcclCommunicator::checkStartedSignatures(const Deferred& started) {
+  try {
+    checkSignatures(started.call);
+  } catch (const CommError& mismatch) {
+    try {
+      commOf(started.call.signature.group).abort(mismatch.detail());
+    } catch (const NcclError&) {
+    }
+    throw;
+  }
+}
+
+void NcclCommunicator::enqueueAllReduce(Deferred& started, NcclStream stream) {
   enqueue(started.call, [&](NcclComm& comm) {
     for (Tensor* t : started.tensors) {
       if (t->elements() == 0) continue;
       *t = onDevice(*t);
       void* data = t->deviceData();
       comm.checkEnqueued(comm.calls().allReduce(data, data, countOf(*t), t->dtype(), comm.handle(),
-                                                options_.stream),
+                                                stream),
                          started.call.what);
     }
   });
 }
 
+// On the group's started stream, with an event after it: finish() waits for
+// this reduction, not for the ones started after it.
+void NcclCommunicator::enqueueStarted(Deferred& started) {
+  started.enqueued = true;
+  const NcclStream stream = startedStream(started.call.signature.group);
+  enqueueAllReduce(started, stream);
+  started.destroyEvent = options_.calls.destroyEvent;
+  try {
+    started.done = options_.calls.recordEvent(stream);
+  } catch (const std::exception& error) {
+    throw CommError(Kind::Aborted, device(), started.call.what + ": " + error.what());
+  }
+}
+
 void NcclCommunicator::finishStarted(Deferred& started) {
-  if (!started.enqueued) flushStarted(started.call.signature.group);
-  waitFor(started.call.signature.group, started.call.what);
+  if (!started.checked) flushStarted(started.call.signature.group, &started);
+  if (!started.done) return;  // its enqueuing failed, which was reported then
+  waitFor(started.call.signature.group, started.call.what,
+          [&] { return options_.calls.eventDone(started.done); });
+}
+
+// Before another collective on `group`'s members: the started all-reduces'
+// signatures come first on the control channel, and their reductions end
+// before NCCL is handed the next call on another stream.
+void NcclCommunicator::settleStarted(const std::vector<int>& group) {
+  flushStarted(group);
+  for (const auto& [ordered, stream] : startedStreams_)
+    if (membersOf(ordered) == membersOf(group))
+      waitFor(ordered, fmt::format("the all-reduces started over group {}", groupText(ordered)),
+              [&, s = stream] { return options_.calls.streamDone(s); });
 }
 
 // ---- The other collectives ----
@@ -342,7 +435,7 @@ void NcclCommunicator::finishStarted(Deferred& started) {
 void NcclCommunicator::allGather(const std::vector<int>& group, const Tensor& input,
                                  Tensor& output) {
   Call call = begin(slicedInputCall("allGather", group, device(), deviceCount(), input, 1));
-  flushStarted(group);
+  settleStarted(group);
   checkSignatures(call);
   const Tensor staged = onDevice(input);
   Shape shape = input.shape();
@@ -362,7 +455,7 @@ void NcclCommunicator::reduceScatter(const std::vector<int>& group, const Tensor
                                      Tensor& output) {
   Call call =
       begin(slicedInputCall("reduceScatter", group, device(), deviceCount(), input, group.size()));
-  flushStarted(group);
+  settleStarted(group);
   checkSignatures(call);
   const Tensor staged = onDevice(input);
   Shape shape = input.shape();
@@ -382,7 +475,7 @@ void NcclCommunicator::allToAll(const std::vector<int>& group, const Tensor& inp
                                 Tensor& output) {
   Call call =
       begin(slicedInputCall("allToAll", group, device(), deviceCount(), input, group.size()));
-  flushStarted(group);
+  settleStarted(group);
   checkSignatures(call);
   const Tensor staged = onDevice(input);
   Tensor exchanged = Tensor::uninitialized(input.dtype(), input.shape());
@@ -420,7 +513,7 @@ void NcclCommunicator::broadcast(const std::vector<int>& group, int root, Tensor
   // member sees a disagreement with the root's and none enqueues the broadcast.
   if (tensor.allocated()) signature.operands.push_back(OperandType::of(tensor));
   Call call = begin(std::move(signature));
-  flushStarted(group);
+  settleStarted(group);
   const std::vector<CallSignature> calls = checkSignatures(call);
   const OperandType type = calls[static_cast<std::size_t>(positionOf(group, root))].operands.at(0);
   for (std::size_t k = 0; k < group.size(); ++k)
@@ -446,7 +539,7 @@ void NcclCommunicator::broadcast(const std::vector<int>& group, int root, Tensor
 void NcclCommunicator::barrier(const std::vector<int>& group) {
   // Every member's signature reaches every other: that alone is the barrier.
   Call call = begin(checkedCall("barrier", group, device(), deviceCount()));
-  flushStarted(group);
+  settleStarted(group);
   checkSignatures(call);
 }
 

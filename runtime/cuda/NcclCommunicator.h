@@ -21,10 +21,17 @@
 // NCCL communicator and throws CommError (Aborted, or Timeout) naming the
 // device, the call and its group — never a hang. allToAll is grouped
 // ncclSend/ncclRecv, a member's own slice included. startAllReduce sends its
-// signature at once and enqueues the reduction at finish() or at the next
-// collective on the member set, whichever comes first (so a started
-// all-reduce never waits for the others at its start; it does not yet
-// overlap compute either).
+// signature at once and, once the group's communicator is joined, enqueues
+// the reduction at once on a stream of the group's own (after the device's
+// kernel stream is done), where it runs beside the device's next kernels
+// (the gradient all-reduces overlap the rest of the backward); finish()
+// compares the members' signatures then and waits for an event recorded
+// after that reduction alone. A disagreement there aborts the group's NCCL
+// communicator (NCCL already has the call) and is a Mismatch on every
+// member. A group's first all-reduce cannot start so: joining waits for
+// every member, and a started call never waits for the others; it is
+// enqueued at finish() or at the next collective on the member set, which
+// first takes the started calls' signatures and waits for their reductions.
 //
 // Reductions are NCCL's: ring or tree order, not the group order of the
 // Communicator contract, so the sums may differ from the cpu backend's in
@@ -113,7 +120,7 @@ class NcclCommunicator final : public Communicator {
   /// Peers this device has sent messages to over NCCL.
   std::size_t sendChannels() const { return senders_.size(); }
 
-  /// A started all-reduce whose reduction is not yet enqueued.
+  /// A started all-reduce: its call, its tensors, how far it has got.
   struct Deferred;
 
  private:
@@ -129,9 +136,16 @@ class NcclCommunicator final : public Communicator {
   /// Receives the other members' signatures of `call` and compares them;
   /// answers every member's, in group order.
   std::vector<CallSignature> checkSignatures(const Call& call);
-  /// Enqueues the started all-reduces on `group`'s member set, oldest first.
-  void flushStarted(const std::vector<int>& group);
-  void enqueueAllReduce(Deferred& started);
+  /// Takes the signatures of the started all-reduces on `group`'s member set,
+  /// oldest first, up to `upTo` (null: all), enqueuing those not enqueued yet.
+  void flushStarted(const std::vector<int>& group, const Deferred* upTo = nullptr);
+  void checkStartedSignatures(const Deferred& started);
+  /// flushStarted, then waits for the started reductions of the member set.
+  void settleStarted(const std::vector<int>& group);
+  void enqueueAllReduce(Deferred& started, NcclStream stream);
+  void enqueueStarted(Deferred& started);
+  /// The stream `group`'s started all-reduces run on.
+  NcclStream startedStream(const std::vector<int>& group);
   /// finish() of a started all-reduce.
   void finishStarted(Deferred& started);
   NcclComm& commOf(const std::vector<int>& group);
@@ -139,7 +153,9 @@ class NcclCommunicator final : public Communicator {
   /// for the stream; NCCL failures become CommError.
   void runGroup(const Call& call, const std::function<void(NcclComm&)>& calls);
   void enqueue(const Call& call, const std::function<void(NcclComm&)>& calls);
-  void waitFor(const std::vector<int>& group, const std::string& what);
+  /// Waits until `done` (null: the device's kernel stream is done).
+  void waitFor(const std::vector<int>& group, const std::string& what,
+               const std::function<bool()>& done = nullptr);
   [[noreturn]] void rethrow(const NcclError& error) const;
   void checkPeer(std::uint64_t tag, const char* op, int peer) const;
   /// Waits for the device's kernel stream: what a message holds is written.
@@ -152,6 +168,7 @@ class NcclCommunicator final : public Communicator {
   Communicator& control_;
   NcclCommunicatorOptions options_;
   std::map<std::vector<int>, std::uint64_t> nextCall_;                         // by member set
+  std::map<std::vector<int>, NcclStream> startedStreams_;                      // by ordered group
   std::map<std::vector<int>, std::unique_ptr<NcclComm>> comms_;                // by ordered group
   std::map<std::vector<int>, std::deque<std::shared_ptr<Deferred>>> started_;  // by member set
   std::map<std::uint64_t, std::deque<std::vector<Tensor>>> toSelf_;            // by tag

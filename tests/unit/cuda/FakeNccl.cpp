@@ -260,6 +260,18 @@ void FakeNccl::bindData(cuda::NcclCalls& c, int device) {
     return static_cast<cuda::NcclStream>(self->madeStreams_.back().get());
   };
   c.destroyStream = [](cuda::NcclStream) {};
+  c.recordEvent = [self = shared_from_this()](cuda::NcclStream s) {
+    std::lock_guard lock(self->mutex_);
+    self->events_.push_back(std::make_unique<Stream>(*static_cast<Stream*>(s)));
+    return static_cast<cuda::NcclEvent>(self->events_.back().get());
+  };
+  c.eventDone = [self = shared_from_this()](cuda::NcclEvent e) {
+    std::lock_guard lock(self->mutex_);
+    auto& done = static_cast<Stream*>(e)->done;
+    std::erase_if(done, [](const std::shared_ptr<bool>& d) { return *d; });
+    return done.empty();
+  };
+  c.destroyEvent = [](cuda::NcclEvent) {};
 }
 
 }  // namespace meshflow::test

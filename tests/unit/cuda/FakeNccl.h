@@ -126,6 +126,7 @@ class FakeNccl : public std::enable_shared_from_this<FakeNccl> {
   std::vector<std::unique_ptr<Member>> members_;
   std::map<int, Stream> streams_;                     // kernel streams, by device
   std::vector<std::unique_ptr<Stream>> madeStreams_;  // by makeStream
+  std::vector<std::unique_ptr<Stream>> events_;       // by recordEvent: its stream's calls then
   std::map<int, int> asyncErrors_, joins_;
   std::map<int, bool> hung_;
   std::map<Comm*, int>

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "tests/unit/RowTensors.h"
 #include "tests/unit/cuda/NcclTestCluster.h"
@@ -453,6 +454,98 @@ TEST_CASE("a started NCCL all-reduce lets its member go on communicating until i
   const Tensor expected = serialSum(values);
   CHECK(meshflow::runtime::allClose(results[0], expected, 1e-6, 1e-6));
   CHECK(results[0].bitEqual(results[1]));
+}
+
+TEST_CASE("on a joined group a started NCCL all-reduce runs before its member finishes it",
+          "[cuda][nccl]") {
+  // Device 1 finishes its side and only then sends what device 0 waits for
+  // before its own finish(): the reduction must have run without it (it was
+  // enqueued at the start, on a stream beside the kernels). The first
+  // all-reduce joins the group: joining waits for every member, so a group's
+  // first started all-reduce is enqueued later (the test above).
+  NcclTestCluster cluster(2, std::chrono::seconds(5));
+  std::vector<Tensor> values = {randomNormal({3, 4}, 3), randomNormal({3, 4}, 4)};
+  std::vector<Tensor> results = {values[0].clone(), values[1].clone()};
+  std::vector<Failure> failures(2);
+  float received = 0;
+  cluster.run([&](int device) {
+    Communicator& comm = cluster.communicator(device);
+    Tensor& mine = results[static_cast<std::size_t>(device)];
+    failures[static_cast<std::size_t>(device)] = failureOf([&] {
+      Tensor joins = Tensor::full({1}, 1.0f);
+      comm.allReduce({0, 1}, {&joins});
+      if (device == 0) {
+        auto pending = comm.startAllReduce({0, 1}, {&mine});
+        received = comm.recv(1, 7)[0].item();
+        pending->finish();
+      } else {
+        comm.startAllReduce({0, 1}, {&mine})->finish();
+        comm.send(0, 7, {Tensor::scalar(5)});
+      }
+    });
+  });
+  for (const Failure& f : failures) CHECK_FALSE(f.thrown);
+  CHECK(received == 5);
+  const Tensor expected = serialSum(values);
+  CHECK(meshflow::runtime::allClose(results[0], expected, 1e-6, 1e-6));
+  CHECK(results[0].bitEqual(results[1]));
+}
+
+TEST_CASE("finishing a started NCCL all-reduce waits for it, not for those started after it",
+          "[cuda][nccl]") {
+  NcclTestCluster cluster(2, std::chrono::seconds(5));
+  std::vector<Tensor> first = {Tensor::full({4}, 1.0f), Tensor::full({4}, 2.0f)};
+  std::vector<Tensor> second = {Tensor::full({2}, 10.0f), Tensor::full({2}, 20.0f)};
+  std::vector<Failure> failures(2);
+  cluster.run([&](int device) {
+    Communicator& comm = cluster.communicator(device);
+    const auto d = static_cast<std::size_t>(device);
+    failures[d] = failureOf([&] {
+      Tensor joins = Tensor::full({1}, 1.0f);
+      comm.allReduce({0, 1}, {&joins});
+      if (device == 0) {
+        auto a = comm.startAllReduce({0, 1}, {&first[d]});
+        auto b = comm.startAllReduce({0, 1}, {&second[d]});
+        a->finish();  // device 1 starts b only after the message below
+        comm.send(1, 3, {Tensor::scalar(1)});
+        b->finish();
+      } else {
+        comm.startAllReduce({0, 1}, {&first[d]})->finish();
+        comm.recv(0, 3);
+        comm.startAllReduce({0, 1}, {&second[d]})->finish();
+      }
+    });
+  });
+  for (const Failure& f : failures) CHECK_FALSE(f.thrown);
+  for (std::size_t d = 0; d < 2; ++d) {
+    CHECK(std::as_const(first[d]).f32()[0] == 3.0f);
+    CHECK(std::as_const(second[d]).f32()[1] == 30.0f);
+  }
+}
+
+TEST_CASE("members that start disagreeing all-reduces on a joined group get a Mismatch at finish",
+          "[cuda][nccl]") {
+  // NCCL has the reduction already; the signatures are compared at finish,
+  // and the group's communicator is aborted, so nothing waits on it.
+  NcclTestCluster cluster(2, std::chrono::seconds(5));
+  std::vector<Failure> finished(2), after(2);
+  cluster.run([&](int device) {
+    Communicator& comm = cluster.communicator(device);
+    Tensor joins = Tensor::full({1}, 1.0f);
+    comm.allReduce({0, 1}, {&joins});
+    Tensor mine = Tensor::zeros({device == 0 ? 2 : 3});
+    auto pending = comm.startAllReduce({0, 1}, {&mine});
+    finished[static_cast<std::size_t>(device)] = failureOf([&] { pending->finish(); });
+    after[static_cast<std::size_t>(device)] = failureOf([&] { comm.allReduce({0, 1}, {&joins}); });
+  });
+  for (std::size_t d = 0; d < 2; ++d) {
+    INFO("device " << d);
+    CHECK(finished[d].kind == CommError::Kind::Mismatch);
+    CHECK_THAT(finished[d].what, Contains("allReduce #1 over group [0, 1]") &&
+                                     Contains("f32[2] on device 0 but f32[3] on device 1"));
+    CHECK(after[d].kind == CommError::Kind::Aborted);
+    CHECK_THAT(after[d].what, Contains("aborted by an earlier failure"));
+  }
 }
 
 TEST_CASE("messages never received are abandoned when the communicators go, not waited for",
