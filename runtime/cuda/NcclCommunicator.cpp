@@ -76,7 +76,7 @@ struct NcclCommunicator::Deferred {
   Call call;
   std::vector<Tensor*> tensors;
   bool enqueued = false;
-  bool checked = false;  // the other members' signatures received and compared
+  bool checked = false;      // the other members' signatures received and compared
   NcclEvent done = nullptr;  // recorded after its reduction, on its stream
   std::function<void(NcclEvent)> destroyEvent;
 
@@ -391,9 +391,9 @@ void NcclCommunicator::enqueueAllReduce(Deferred& started, NcclStream stream) {
       if (t->elements() == 0) continue;
       *t = onDevice(*t);
       void* data = t->deviceData();
-      comm.checkEnqueued(comm.calls().allReduce(data, data, countOf(*t), t->dtype(), comm.handle(),
-                                                stream),
-                         started.call.what);
+      comm.checkEnqueued(
+          comm.calls().allReduce(data, data, countOf(*t), t->dtype(), comm.handle(), stream),
+          started.call.what);
     }
   });
 }

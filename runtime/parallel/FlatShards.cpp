@@ -32,7 +32,9 @@ void copyRange(const Tensor& from, std::int64_t first, std::int64_t count, Tenso
   const std::int64_t begin = std::min(first, n);
   copyElements(from, begin, to, toStart, end - begin);
   if (const std::int64_t padding = count - (end - begin); padding > 0) {
-    settleKernels();  // zeros written by the host, maybe into a block a queued op still reads (KernelBatch)
+    // Zeros written by the host, maybe into a block a queued op still reads
+    // (KernelBatch): after the queued ops.
+    settleKernels();
     copyElements(Tensor(ir::DType::F32, {padding}), 0, to, toStart + (end - begin), padding);
   }
 }

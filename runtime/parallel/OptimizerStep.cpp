@@ -160,7 +160,7 @@ class UpdateRun {
                                          scaleHere ? heldLossScale(graph, clip) : 0.0f});
     auto start = Clock::now();
     s_.comm->allReduce(*s_.replicaGroup, {&total});
-    settleKernels();  // the host reads the sum, which a communicator may have made on the device's kernels
+    settleKernels();  // the host reads the sum, maybe made on the device's kernels
     times_.commSeconds += secondsSince(start);
     Tensor norm = Tensor::scalar(std::sqrt(total.f32()[0]));
     Tensor lossScale = Tensor::scalar(total.f32()[1]);

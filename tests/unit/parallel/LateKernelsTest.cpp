@@ -39,8 +39,8 @@ class LateKernels final : public runtime::KernelBackend {
  public:
   explicit LateKernels(bool late = true) : runsLate_(late) {}
 
-  void run(const ir::Op& op, const std::vector<const runtime::Tensor*>& in, std::vector<runtime::Tensor*>& out,
-           const runtime::cpu::KernelContext& ctx) override {
+  void run(const ir::Op& op, const std::vector<const runtime::Tensor*>& in,
+           std::vector<runtime::Tensor*>& out, const runtime::cpu::KernelContext& ctx) override {
     if (!runsLate_ || !runtime::KernelBatch::active()) {
       runtime::cpu::runKernel(op, in, out, ctx);
       return;
@@ -55,9 +55,11 @@ class LateKernels final : public runtime::KernelBackend {
     results.reserve(out.size());
     // An in-place update (an optimizer's state, a gradient's scale) starts
     // from its target's true value, and unshares it where it writes.
-    for (runtime::Tensor* t : out) resultPointers.push_back(&results.emplace_back(t->allocated() ? valueOf(*t) : *t));
+    for (runtime::Tensor* t : out)
+      resultPointers.push_back(&results.emplace_back(t->allocated() ? valueOf(*t) : *t));
     runtime::cpu::runKernel(op, valuePointers, resultPointers, ctx);
-    for (std::size_t k = 0; k < out.size(); ++k) *out[k] = handOut(std::move(results[k]), in, values);
+    for (std::size_t k = 0; k < out.size(); ++k)
+      *out[k] = handOut(std::move(results[k]), in, values);
   }
 
   // A box copy (resharding, flat shards) writes part of a tensor in place:
@@ -71,7 +73,8 @@ class LateKernels final : public runtime::KernelBackend {
 
   void synchronize() override {
     for (Queued& q : queue_)
-      std::memcpy(const_cast<void*>(std::as_const(q.visible).deviceData()), q.value.raw().data(), q.value.bytes());
+      std::memcpy(const_cast<void*>(std::as_const(q.visible).deviceData()), q.value.raw().data(),
+                  q.value.bytes());
     queue_.clear();
     pending_.clear();
   }
@@ -133,6 +136,7 @@ class LateHost final : public runtime::DeviceHost {
       body(device);
     });
   }
+
  private:
   runtime::cpu::LocalCluster cluster_;
   std::deque<LateKernels> kernels_;  // not movable: built in place
@@ -140,13 +144,16 @@ class LateHost final : public runtime::DeviceHost {
 
 // Two steps of `plan` with kernels that run late and with the same kernels
 // run at once: the same bits.
-void requireSameBitsLate(const passes::TrainingGraph& training, const runtime::ParallelPlan& plan, int devices) {
+void requireSameBitsLate(const passes::TrainingGraph& training, const runtime::ParallelPlan& plan,
+                         int devices) {
   runtime::ParallelOptions options = optionsFor(8);
   options.devices = devices;
   const int before = LateKernels::lateOps;
-  const RunResult late = runParallel(training, plan, options, 2, 5, std::make_unique<LateHost>(devices, true));
+  const RunResult late =
+      runParallel(training, plan, options, 2, 5, std::make_unique<LateHost>(devices, true));
   CHECK(LateKernels::lateOps > before);  // ops did run late
-  const RunResult plain = runParallel(training, plan, options, 2, 5, std::make_unique<LateHost>(devices, false));
+  const RunResult plain =
+      runParallel(training, plan, options, 2, 5, std::make_unique<LateHost>(devices, false));
   REQUIRE(late.losses == plain.losses);
   REQUIRE(late.moeDropped == plain.moeDropped);
   for (const auto& [name, tensor] : plain.state) {
@@ -161,7 +168,8 @@ passes::TrainingGraph trainingOf(const std::string& prelude, const std::string& 
 
 }  // namespace
 
-TEST_CASE("late kernels poison what the caller reads before the batch ends", "[parallel][backend]") {
+TEST_CASE("late kernels poison what the caller reads before the batch ends",
+          "[parallel][backend]") {
   LateKernels kernels;
   runtime::KernelScope scope(&kernels);
   ir::Op relu, neg;
@@ -176,20 +184,23 @@ TEST_CASE("late kernels poison what the caller reads before the batch ends", "[p
     runtime::KernelBatch batch;
     runtime::runKernel(relu, reluIn, reluOut, {});
     runtime::runKernel(neg, negIn, negOut, {});  // reads relu's true result
-    early = z;                                    // shares z's elements
+    early = z;                                   // shares z's elements
     CHECK(std::isnan(std::as_const(z).f32()[1]));
   }
   CHECK(std::as_const(z).f32()[1] == -2.0f);
-  CHECK(std::as_const(early).f32()[0] == 0.0f);  // filled where the elements are, as a GPU writes them
+  CHECK(std::as_const(early).f32()[0] ==
+        0.0f);  // filled where the elements are, as a GPU writes them
   CHECK(LateKernels::lateOps - before == 2);
 }
 
-TEST_CASE("a pipelined, replicated step on late kernels gives the cpu backend's bits", "[parallel][backend]") {
+TEST_CASE("a pipelined, replicated step on late kernels gives the cpu backend's bits",
+          "[parallel][backend]") {
   ir::Graph forward = traceModel(kMlp3, "mlp3()");
   requireSameBitsLate(trainingOf(kMlp3, "mlp3()"), twoStagesTwoReplicas(forward), 4);
 }
 
-TEST_CASE("tensor-parallel steps on late kernels give the cpu backend's bits", "[parallel][backend]") {
+TEST_CASE("tensor-parallel steps on late kernels give the cpu backend's bits",
+          "[parallel][backend]") {
   ir::Graph forward = traceModel(kMlp3, "mlp3()");
   passes::OptimizerConfig clipped = passes::OptimizerConfig::adamw();
   clipped.clipNorm = 0.5;
@@ -210,8 +221,10 @@ TEST_CASE("tensor-parallel steps on late kernels give the cpu backend's bits", "
   }
 }
 
-TEST_CASE("a GPT with recomputation and sharded optimizer state on late kernels gives the cpu backend's bits",
-          "[parallel][backend]") {
+TEST_CASE(
+    "a GPT with recomputation and sharded optimizer state on late kernels gives the cpu backend's "
+    "bits",
+    "[parallel][backend]") {
   const std::string gpt = "gpt(layers = 2, hidden = 16, heads = 2, seq = 8, vocab = 24)";
   runtime::ParallelPlan plan = twoStagesTwoReplicas(traceModel("", gpt));
   plan.recompute = {passes::Recompute::kFull, passes::Recompute::kSelective};
@@ -221,7 +234,8 @@ TEST_CASE("a GPT with recomputation and sharded optimizer state on late kernels 
 
 TEST_CASE("clipped, loss-scaled AdamW and SGD updates on late kernels give the cpu backend's bits",
           "[parallel][backend]") {
-  const std::string gpt = "gpt(layers = 2, hidden = 16, heads = 2, seq = 8, vocab = 24, dtype = f16)";
+  const std::string gpt =
+      "gpt(layers = 2, hidden = 16, heads = 2, seq = 8, vocab = 24, dtype = f16)";
   ir::Graph forward = traceModel("", gpt);
   passes::OptimizerConfig clipped = passes::OptimizerConfig::adamw();
   clipped.clipNorm = 1.0;
@@ -238,10 +252,12 @@ TEST_CASE("clipped, loss-scaled AdamW and SGD updates on late kernels give the c
   }
 }
 
-TEST_CASE("a bf16 GPT and an MoE GPT on late kernels give the cpu backend's bits", "[parallel][backend]") {
-  for (const char* model : {"gpt(layers = 2, hidden = 16, heads = 2, seq = 8, vocab = 24, dtype = bf16)",
-                            "moe_gpt(layers = 2, hidden = 8, heads = 2, experts = 4, k = 2, seq = 4, vocab = 16, "
-                            "capacity_factor = 1)"}) {
+TEST_CASE("a bf16 GPT and an MoE GPT on late kernels give the cpu backend's bits",
+          "[parallel][backend]") {
+  for (const char* model :
+       {"gpt(layers = 2, hidden = 16, heads = 2, seq = 8, vocab = 24, dtype = bf16)",
+        "moe_gpt(layers = 2, hidden = 8, heads = 2, experts = 4, k = 2, seq = 4, vocab = 16, "
+        "capacity_factor = 1)"}) {
     INFO(model);
     requireSameBitsLate(trainingOf("", model), twoStagesTwoReplicas(traceModel("", model)), 4);
   }
