@@ -193,14 +193,13 @@ TEST_CASE("late kernels poison what the caller reads before the batch ends",
   CHECK(LateKernels::lateOps - before == 2);
 }
 
-TEST_CASE("a pipelined, replicated step on late kernels gives the cpu backend's bits",
+TEST_CASE("a pipelined, replicated step on late kernels gives the same bits",
           "[parallel][backend]") {
   ir::Graph forward = traceModel(kMlp3, "mlp3()");
   requireSameBitsLate(trainingOf(kMlp3, "mlp3()"), twoStagesTwoReplicas(forward), 4);
 }
 
-TEST_CASE("tensor-parallel steps on late kernels give the cpu backend's bits",
-          "[parallel][backend]") {
+TEST_CASE("tensor-parallel steps on late kernels give the same bits", "[parallel][backend]") {
   ir::Graph forward = traceModel(kMlp3, "mlp3()");
   passes::OptimizerConfig clipped = passes::OptimizerConfig::adamw();
   clipped.clipNorm = 0.5;
@@ -221,10 +220,8 @@ TEST_CASE("tensor-parallel steps on late kernels give the cpu backend's bits",
   }
 }
 
-TEST_CASE(
-    "a GPT with recomputation and sharded optimizer state on late kernels gives the cpu backend's "
-    "bits",
-    "[parallel][backend]") {
+TEST_CASE("a recomputing GPT with sharded optimizer state on late kernels gives the same bits",
+          "[parallel][backend]") {
   const std::string gpt = "gpt(layers = 2, hidden = 16, heads = 2, seq = 8, vocab = 24)";
   runtime::ParallelPlan plan = twoStagesTwoReplicas(traceModel("", gpt));
   plan.recompute = {passes::Recompute::kFull, passes::Recompute::kSelective};
@@ -232,7 +229,7 @@ TEST_CASE(
   requireSameBitsLate(trainingOf("", gpt), plan, 4);
 }
 
-TEST_CASE("clipped, loss-scaled AdamW and SGD updates on late kernels give the cpu backend's bits",
+TEST_CASE("clipped, loss-scaled AdamW and SGD updates on late kernels give the same bits",
           "[parallel][backend]") {
   const std::string gpt =
       "gpt(layers = 2, hidden = 16, heads = 2, seq = 8, vocab = 24, dtype = f16)";
@@ -252,8 +249,7 @@ TEST_CASE("clipped, loss-scaled AdamW and SGD updates on late kernels give the c
   }
 }
 
-TEST_CASE("a bf16 GPT and an MoE GPT on late kernels give the cpu backend's bits",
-          "[parallel][backend]") {
+TEST_CASE("a bf16 GPT and an MoE GPT on late kernels give the same bits", "[parallel][backend]") {
   for (const char* model :
        {"gpt(layers = 2, hidden = 16, heads = 2, seq = 8, vocab = 24, dtype = bf16)",
         "moe_gpt(layers = 2, hidden = 8, heads = 2, experts = 4, k = 2, seq = 4, vocab = 16, "
