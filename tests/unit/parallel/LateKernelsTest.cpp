@@ -5,11 +5,16 @@
 // count, a gradient sum) or another device's thread (a collective that sums
 // this device's tensors) — because until the batch ends every output it
 // hands out holds poison (all bits set: NaN in every float type, -1 in i32).
-// A step must still give the bits of the same kernels run at once. It reads
-// each op's inputs when the op is queued, so it does not model the other
-// hazard of a late op: an input freed (its block reused) before the GPU reads
-// it. The in-process communicator's kernel collectives, which read other
-// devices' tensors, wait for their ops for that reason (KernelCollectives.h).
+// A step must still give the bits of the same kernels run at once. The other
+// hazard of a late op — its input freed, and the block written by the host
+// before the GPU has read it (a zero fill, a host-made scalar, a host copy
+// that unshares) — is checked where the input is in device memory (whose
+// freed blocks stay allocated, in the cache): synchronize() fails if such an
+// input's bytes changed while its op was queued, unless a later op of the
+// batch was handed the block (a GPU orders that write after the read). It
+// is not checked for what other devices' threads read (the in-process
+// communicator's kernel collectives wait for their ops instead:
+// KernelCollectives.h).
 #include <atomic>
 #include <cstring>
 #include <deque>
@@ -46,10 +51,14 @@ class LateKernels final : public runtime::KernelBackend {
       return;
     }
     ++lateOps;
+    currentOp_ = ir::opName(op.kind);
     std::vector<runtime::Tensor> values;  // the inputs' true values
     std::vector<const runtime::Tensor*> valuePointers;
     values.reserve(in.size());
-    for (const runtime::Tensor* t : in) valuePointers.push_back(&values.emplace_back(valueOf(*t)));
+    for (const runtime::Tensor* t : in) {
+      valuePointers.push_back(&values.emplace_back(valueOf(*t)));
+      noteRead(*t);
+    }
     std::vector<runtime::Tensor> results;
     std::vector<runtime::Tensor*> resultPointers;
     results.reserve(out.size());
@@ -57,7 +66,12 @@ class LateKernels final : public runtime::KernelBackend {
     // from its target's true value, and unshares it where it writes.
     for (runtime::Tensor* t : out)
       resultPointers.push_back(&results.emplace_back(t->allocated() ? valueOf(*t) : *t));
-    runtime::cpu::runKernel(op, valuePointers, resultPointers, ctx);
+    {
+      // The true values in the plain heap: the device's blocks hold only
+      // what the caller sees, and what a GPU would write there.
+      runtime::MemoryScope heap(nullptr, runtime::MemoryCategory::kActivations);
+      runtime::cpu::runKernel(op, valuePointers, resultPointers, ctx);
+    }
     for (std::size_t k = 0; k < out.size(); ++k)
       *out[k] = handOut(std::move(results[k]), in, values);
   }
@@ -72,6 +86,11 @@ class LateKernels final : public runtime::KernelBackend {
   }
 
   void synchronize() override {
+    for (const Read& r : reads_)
+      if (!r.reused && hashOf(r.data, r.bytes) != r.hash)
+        throw std::logic_error("an input of a queued " + r.op +
+                               " op was written before the batch ended (by the host?)");
+    reads_.clear();
     for (Queued& q : queue_)
       std::memcpy(const_cast<void*>(std::as_const(q.visible).deviceData()), q.value.raw().data(),
                   q.value.bytes());
@@ -87,6 +106,29 @@ class LateKernels final : public runtime::KernelBackend {
     runtime::Tensor visible;  // shares its elements with what the caller holds
     runtime::Tensor value;
   };
+  // An input in device memory of a queued op, as it was when queued.
+  struct Read {
+    const std::byte* data;
+    std::size_t bytes;
+    std::uint64_t hash;
+    std::string op;
+    bool reused = false;  // a later op of the batch was handed its block
+  };
+
+  static std::uint64_t hashOf(const std::byte* data, std::size_t bytes) {  // FNV-1a
+    std::uint64_t hash = 14695981039346656037ull;
+    for (std::size_t i = 0; i < bytes; ++i)
+      hash = (hash ^ std::to_integer<std::uint64_t>(data[i])) * 1099511628211ull;
+    return hash;
+  }
+
+  // Inputs still pending are held by the queue; the others may be freed.
+  void noteRead(const runtime::Tensor& t) {
+    const void* storage = storageOf(t);
+    if (!storage || !t.memory() || pending_.contains(storage)) return;
+    const auto* data = static_cast<const std::byte*>(storage);
+    reads_.push_back({data, t.bytes(), hashOf(data, t.bytes()), currentOp_});
+  }
 
   static const void* storageOf(const runtime::Tensor& t) {
     return t.allocated() && t.bytes() > 0 ? t.deviceData() : nullptr;
@@ -109,6 +151,9 @@ class LateKernels final : public runtime::KernelBackend {
     for (std::size_t j = 0; j < in.size(); ++j)
       if (storageOf(values[j]) == storage) return in[j]->reshaped(result.shape());
     runtime::Tensor visible = runtime::Tensor::uninitialized(result.dtype(), result.shape());
+    const auto* block = static_cast<const std::byte*>(storageOf(visible));
+    for (Read& r : reads_)
+      if (block < r.data + r.bytes && r.data < block + visible.bytes()) r.reused = true;
     std::span<std::byte> bytes = visible.raw();
     std::fill(bytes.begin(), bytes.end(), std::byte{0xFF});
     pending_.emplace(storageOf(visible), result);
@@ -119,6 +164,8 @@ class LateKernels final : public runtime::KernelBackend {
   bool runsLate_;
   std::map<const void*, runtime::Tensor> pending_;  // by the visible elements' address
   std::deque<Queued> queue_;
+  std::vector<Read> reads_;
+  std::string currentOp_;
 };
 
 // The cpu backend's devices, each thread with LateKernels of its own.
@@ -191,6 +238,31 @@ TEST_CASE("late kernels poison what the caller reads before the batch ends",
   CHECK(std::as_const(early).f32()[0] ==
         0.0f);  // filled where the elements are, as a GPU writes them
   CHECK(LateKernels::lateOps - before == 2);
+}
+
+TEST_CASE("late kernels catch a host write into a queued op's freed input", "[parallel][backend]") {
+  // What a GPU would read wrong: x freed while relu still waits to read it,
+  // its cached block handed to host code that writes zeros.
+  auto memory = std::make_shared<runtime::DeviceMemory>(0, 0);
+  runtime::MemoryScope device(memory, runtime::MemoryCategory::kActivations);
+  ir::Op relu;
+  relu.kind = ir::OpKind::Relu;
+  auto queueRelu = [&](bool hostWrite) {
+    LateKernels kernels;
+    runtime::KernelScope scope(&kernels);
+    runtime::KernelBatch batch;
+    auto x = std::make_unique<runtime::Tensor>(runtime::Tensor::full({64}, -1.0f));
+    runtime::Tensor y;
+    std::vector<const runtime::Tensor*> in{x.get()};
+    std::vector<runtime::Tensor*> out{&y};
+    runtime::runKernel(relu, in, out, {});
+    x.reset();                                                   // the block goes to the cache
+    if (hostWrite) runtime::Tensor zeros(ir::DType::F32, {64});  // ... and the host writes it
+    batch.finish();
+  };
+  CHECK_NOTHROW(queueRelu(false));
+  CHECK_THROWS_WITH(queueRelu(true),
+                    Catch::Matchers::Contains("an input of a queued relu op was written"));
 }
 
 TEST_CASE("a pipelined, replicated step on late kernels gives the same bits",
