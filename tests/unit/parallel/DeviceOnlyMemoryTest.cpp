@@ -202,14 +202,7 @@ TEST_CASE("tensor-parallel steps on device-only memory give the cpu backend's bi
   auto training = passes::buildTrainingGraph(forward, passes::OptimizerConfig::adam());
   std::mt19937 rng(11);
   for (int round = 0; round < 4; ++round) {
-    runtime::ParallelPlan plan;
-    plan.virtualStages = 1;
-    plan.stageOfForwardOp = evenStages(forward, 1);
-    plan.rankDevices = {{0, 1, 2, 3}};
-    plan.rankMeshes = {{2, 2}};
-    plan.strategies = randomStrategies(forward, 8, {2, 2}, rng);
-    plan.schedule = "1f1b";
-    plan.microbatches = 1 + round % 2;
+    runtime::ParallelPlan plan = twoByTwoMesh(forward, rng, 1 + round % 2);
     runtime::ParallelOptions options = optionsFor(8);
     options.devices = 4;
     INFO("round " << round);
@@ -274,12 +267,7 @@ TEST_CASE("multi-device plans on device-only memory copy only small tensors to t
   SECTION("sharded optimizer state") { plan.shardOptimizer = {true, true}; }
   SECTION("a 2 x 2 tensor-parallel mesh") {
     std::mt19937 rng(11);
-    plan.virtualStages = 1;
-    plan.stageOfForwardOp = evenStages(forward, 1);
-    plan.rankDevices = {{0, 1, 2, 3}};
-    plan.rankMeshes = {{2, 2}};
-    plan.strategies = randomStrategies(forward, 8, {2, 2}, rng);
-    plan.microbatches = 1;
+    plan = twoByTwoMesh(forward, rng, 1);
   }
   for (const StepCopies& c : copiesAfterFirstStep(training, plan, 4)) {
     CHECK(c.toHost <= 16 << 10);

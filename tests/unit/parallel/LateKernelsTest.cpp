@@ -279,14 +279,7 @@ TEST_CASE("tensor-parallel steps on late kernels give the same bits", "[parallel
                                                 passes::OptimizerConfig::sgd(1e-2, 0.9)};
   std::mt19937 rng(17);
   for (int round = 0; round < 3; ++round) {
-    runtime::ParallelPlan plan;
-    plan.virtualStages = 1;
-    plan.stageOfForwardOp = evenStages(forward, 1);
-    plan.rankDevices = {{0, 1, 2, 3}};
-    plan.rankMeshes = {{2, 2}};
-    plan.strategies = randomStrategies(forward, 8, {2, 2}, rng);
-    plan.schedule = "1f1b";
-    plan.microbatches = 1 + round % 2;
+    runtime::ParallelPlan plan = twoByTwoMesh(forward, rng, 1 + round % 2);
     INFO("round " << round);
     requireSameBitsLate(passes::buildTrainingGraph(forward, optimizers[round]), plan, 4);
   }

@@ -111,6 +111,20 @@ inline runtime::ParallelPlan twoStagesTwoReplicas(const ir::Graph& forward) {
   return plan;
 }
 
+/// One stage on a 2 x 2 mesh of devices 0-3, each op on a random strategy
+/// (for a batch of 8), 1F1B over `microbatches`.
+inline runtime::ParallelPlan twoByTwoMesh(const ir::Graph& forward, std::mt19937& rng, int microbatches) {
+  runtime::ParallelPlan plan;
+  plan.virtualStages = 1;
+  plan.stageOfForwardOp = evenStages(forward, 1);
+  plan.rankDevices = {{0, 1, 2, 3}};
+  plan.rankMeshes = {{2, 2}};
+  plan.strategies = randomStrategies(forward, 8, {2, 2}, rng);
+  plan.schedule = "1f1b";
+  plan.microbatches = microbatches;
+  return plan;
+}
+
 /// Options for a step of `batch` samples, everything else by default.
 inline runtime::ParallelOptions optionsFor(std::int64_t batch) {
   runtime::ParallelOptions options;
