@@ -3,16 +3,15 @@
 // GPU: every device thread runs the cpu kernels through a backend that asks,
 // for each op the cuda backend would put on the GPU, which path its operands
 // take — the same ops, tensors and types CudaKernels::run sees.
-#include <deque>
 #include <map>
 #include <mutex>
 #include <string>
 
 #include "runtime/KernelBackend.h"
-#include "runtime/cpu/LocalCluster.h"
 #include "runtime/cuda/KernelPlacement.h"
 #include "runtime/cuda/OperandPath.h"
 #include "tests/unit/parallel/ParallelModels.h"
+#include "tests/unit/parallel/ScopedKernelsHost.h"
 
 using namespace meshflow;
 namespace cuda = meshflow::runtime::cuda;
@@ -44,25 +43,7 @@ class PathRecorder final : public runtime::KernelBackend {
 };
 
 // The cpu backend's device threads, each with a PathRecorder in a KernelScope.
-class RecordingHost final : public runtime::DeviceHost {
- public:
-  RecordingHost(int devices, PathCounts& counts) : cluster_({devices}) {
-    for (int d = 0; d < devices; ++d) recorders_.emplace_back(counts);
-  }
-  bool runsHere(int device) const override { return cluster_.runsHere(device); }
-  runtime::Communicator& communicator(int device) override { return cluster_.communicator(device); }
-  runtime::cpu::CoreGate* cores() override { return nullptr; }
-  void run(const std::function<void(int)>& body) override {
-    cluster_.run([&](int device) {
-      runtime::KernelScope scope(&recorders_[static_cast<std::size_t>(device)]);
-      body(device);
-    });
-  }
-
- private:
-  runtime::cpu::LocalCluster cluster_;
-  std::deque<PathRecorder> recorders_;
-};
+using RecordingHost = parallel_test::ScopedKernelsHost<PathRecorder>;
 
 std::string kindsOf(const std::map<std::string, int>& counts) {
   std::string text;

@@ -4,12 +4,11 @@
 // (SpmdRunner) ops alike — and give every device its memory. A backend that
 // forwards to the cpu kernels changes no bit of the run.
 #include <atomic>
-#include <deque>
 
 #include "ParallelModels.h"
+#include "ScopedKernelsHost.h"
 #include "runtime/KernelBackend.h"
 #include "runtime/cpu/FusedKernels.h"
-#include "runtime/cpu/LocalCluster.h"
 
 using namespace meshflow;
 using namespace meshflow::parallel_test;
@@ -61,37 +60,22 @@ class CountingKernels final : public runtime::KernelBackend {
   Fusing fusing_;
 };
 
-// The cpu backend's devices, each thread with a KernelScope of its own backend.
-class ScopedHost final : public runtime::DeviceHost {
+// The cpu backend's devices, each thread with counted kernels of its own.
+class ScopedHost final : public ScopedKernelsHost<CountingKernels> {
  public:
-  explicit ScopedHost(int devices, Fusing fusing = Fusing::kNo) : cluster_({devices}) {
-    for (int d = 0; d < devices; ++d) kernels_.emplace_back(fusing);
-  }
-  bool runsHere(int device) const override { return cluster_.runsHere(device); }
-  runtime::Communicator& communicator(int device) override { return cluster_.communicator(device); }
-  runtime::cpu::CoreGate* cores() override { return nullptr; }
-  void run(const std::function<void(int)>& body) override {
-    cluster_.run([&](int device) {
-      runtime::KernelScope scope(&kernels_[static_cast<std::size_t>(device)]);
-      body(device);
-    });
-  }
+  explicit ScopedHost(int devices, Fusing fusing = Fusing::kNo) : ScopedKernelsHost(devices, fusing) {}
   std::shared_ptr<runtime::DeviceMemory> makeMemory(int device, std::int64_t limit) override {
     ++memories;
     return runtime::DeviceHost::makeMemory(device, limit);
   }
-  int opsOn(int device) const { return kernels_[static_cast<std::size_t>(device)].ops; }
-  int batchedOn(int device) const { return kernels_[static_cast<std::size_t>(device)].batched; }
-  int waitsOn(int device) const { return kernels_[static_cast<std::size_t>(device)].waits; }
-  int fusedOn(int device) const { return kernels_[static_cast<std::size_t>(device)].fused; }
-  int declinedOn(int device) const { return kernels_[static_cast<std::size_t>(device)].declined; }
-  int attentionsOn(int device) const { return kernels_[static_cast<std::size_t>(device)].attentions; }
-  int attentionGradsOn(int device) const { return kernels_[static_cast<std::size_t>(device)].attentionGrads; }
+  int opsOn(int device) const { return kernels(device).ops; }
+  int batchedOn(int device) const { return kernels(device).batched; }
+  int waitsOn(int device) const { return kernels(device).waits; }
+  int fusedOn(int device) const { return kernels(device).fused; }
+  int declinedOn(int device) const { return kernels(device).declined; }
+  int attentionsOn(int device) const { return kernels(device).attentions; }
+  int attentionGradsOn(int device) const { return kernels(device).attentionGrads; }
   int memories = 0;
-
- private:
-  runtime::cpu::LocalCluster cluster_;
-  std::deque<CountingKernels> kernels_;  // not movable (atomics): built in place
 };
 
 // A run on a ScopedHost, with what its devices' backends saw.

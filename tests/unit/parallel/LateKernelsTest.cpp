@@ -22,8 +22,8 @@
 #include <utility>
 
 #include "ParallelModels.h"
+#include "ScopedKernelsHost.h"
 #include "runtime/KernelBackend.h"
-#include "runtime/cpu/LocalCluster.h"
 
 using namespace meshflow;
 using namespace meshflow::parallel_test;
@@ -169,25 +169,7 @@ class LateKernels final : public runtime::KernelBackend {
 };
 
 // The cpu backend's devices, each thread with LateKernels of its own.
-class LateHost final : public runtime::DeviceHost {
- public:
-  LateHost(int devices, bool late) : cluster_({devices}) {
-    for (int d = 0; d < devices; ++d) kernels_.emplace_back(late);
-  }
-  bool runsHere(int device) const override { return cluster_.runsHere(device); }
-  runtime::Communicator& communicator(int device) override { return cluster_.communicator(device); }
-  runtime::cpu::CoreGate* cores() override { return nullptr; }
-  void run(const std::function<void(int)>& body) override {
-    cluster_.run([&](int device) {
-      runtime::KernelScope scope(&kernels_[static_cast<std::size_t>(device)]);
-      body(device);
-    });
-  }
-
- private:
-  runtime::cpu::LocalCluster cluster_;
-  std::deque<LateKernels> kernels_;  // not movable: built in place
-};
+using LateHost = ScopedKernelsHost<LateKernels>;
 
 // Two steps of `plan` with kernels that run late and with the same kernels
 // run at once: the same bits.
